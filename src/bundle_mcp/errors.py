@@ -1,0 +1,142 @@
+"""One error type with a stable code, turned into the wire envelope at the dispatch boundary.
+
+Every failure a caller can see is a :class:`BundleError`. Its ``code`` is one of the codes of
+DESIGN.md §4; the dispatch core turns it into ``{code, message, retryable, diagnostics}``.
+Messages are written here and in the tools, never taken from exception text, so they never carry an
+absolute host path.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+ERROR = "ERROR"
+WARN = "WARN"
+INFO = "INFO"
+
+INVALID_REQUEST = "invalid_request"
+RESOURCE_LIMIT = "resource_limit"
+CONCEPT_NOT_FOUND = "concept_not_found"
+OPERATION_REJECTED = "operation_rejected"
+INVALID_YAML_GRAPH = "invalid_yaml_graph"
+REVISION_CONFLICT = "revision_conflict"
+PLAN_MISMATCH = "plan_mismatch"
+OPERATION_CANCELLED = "operation_cancelled"
+INTERNAL_ERROR = "internal_error"
+
+RETRYABLE_CODES = frozenset({OPERATION_CANCELLED})
+
+_ABSOLUTE_PATH = re.compile(r"(?:^|[\s\"'(=])/(?:[^\s/\"']+/)+[^\s\"']*")
+REDACTED_MESSAGE = "the message named a host path and was withheld"
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One finding: a validation result, a parse error, or an input problem.
+
+    ``line`` is 1-based where a line exists. ``file`` is bundle-relative with ``/`` separators.
+    """
+
+    code: str
+    severity: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    field: str | None = None
+    spec_ref: str | None = None
+    policy_failure: str | None = None
+
+    def envelope_json(self) -> dict[str, Any]:
+        """The shape of an error-envelope diagnostic (no line)."""
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "file": self.file,
+            "field": self.field,
+            "message": redact(self.message),
+            "spec_ref": self.spec_ref,
+            "policy_failure": self.policy_failure,
+        }
+
+    def validation_json(self) -> dict[str, Any]:
+        """The shape of a validate_bundle diagnostic (with line)."""
+        return {
+            "code": self.code,
+            "severity": self.severity,
+            "file": self.file,
+            "line": self.line,
+            "field": self.field,
+            "message": redact(self.message),
+            "spec_ref": self.spec_ref,
+            "policy_failure": self.policy_failure,
+        }
+
+    def sort_key(self) -> tuple:
+        return (
+            self.file or "",
+            self.line or 0,
+            _SEVERITY_RANK.get(self.severity, 3),
+            self.code,
+            self.field or "",
+            self.message,
+        )
+
+
+_SEVERITY_RANK = {ERROR: 0, WARN: 1, INFO: 2}
+
+
+def recovery_step(message: str) -> Diagnostic:
+    """An INFO diagnostic telling the caller what to do next."""
+    return Diagnostic(code="recovery_step", severity=INFO, message=message)
+
+
+@dataclass(frozen=True)
+class BundleError(Exception):
+    """A failed call, with the envelope code of DESIGN.md §4."""
+
+    code: str
+    message: str
+    diagnostics: tuple[Diagnostic, ...] = field(default=())
+
+    def __post_init__(self) -> None:
+        Exception.__init__(self, self.code, self.message)
+
+    @property
+    def retryable(self) -> bool:
+        return self.code in RETRYABLE_CODES
+
+    def envelope(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "message": redact(self.message),
+            "retryable": self.retryable,
+            "diagnostics": [d.envelope_json() for d in self.diagnostics],
+        }
+
+    def __str__(self) -> str:
+        return f"{self.code}: {self.message}"
+
+
+def redact(message: str) -> str:
+    """Withhold a message that names an absolute host path (DESIGN.md §4)."""
+    if _ABSOLUTE_PATH.search(message):
+        return REDACTED_MESSAGE
+    return message
+
+
+def invalid_request(message: str, *diagnostics: Diagnostic) -> BundleError:
+    return BundleError(INVALID_REQUEST, message, tuple(diagnostics))
+
+
+def resource_limit(message: str, step: str) -> BundleError:
+    return BundleError(RESOURCE_LIMIT, message, (recovery_step(step),))
+
+
+def cancelled() -> BundleError:
+    return BundleError(
+        OPERATION_CANCELLED,
+        "the operation was cancelled or ran past its deadline; no partial result was kept",
+        (recovery_step("retry the same call"),),
+    )

@@ -1,0 +1,58 @@
+"""Turn a bundle folder into one immutable :class:`~bundle_mcp.model.Snapshot`."""
+
+from __future__ import annotations
+
+import os
+import types
+from collections.abc import Mapping
+
+from ..cancel import CancelToken
+from ..model import Document, Snapshot, revision_of
+from .capture import Capture, StatKey, capture, pin_root
+from .document import parse_document
+
+__all__ = ["load_bundle", "build_snapshot", "pin_root", "capture", "parse_document"]
+
+
+def load_bundle(
+    bundle_path: str,
+    token: CancelToken | None = None,
+    previous: Snapshot | None = None,
+    previous_stats: Mapping[str, StatKey] | None = None,
+) -> tuple[Snapshot, dict[str, StatKey]]:
+    """Pin, capture and parse. Files whose stat is unchanged since ``previous`` are reused.
+
+    Returns the snapshot and the stat keys to pass back next time.
+    """
+    token = token or CancelToken()
+    fd = pin_root(bundle_path)
+    try:
+        captured = capture(fd, token, previous_stats if previous is not None else None)
+    finally:
+        os.close(fd)
+    return build_snapshot(captured, token, previous), {f.path: f.stat for f in captured.files}
+
+
+def build_snapshot(
+    captured: Capture, token: CancelToken, previous: Snapshot | None = None
+) -> Snapshot:
+    documents: dict[str, Document] = {}
+    for f in captured.files:
+        token.check()
+        if f.data is None and previous is not None and f.path in previous.documents:
+            documents[f.path] = previous.documents[f.path]
+        else:
+            documents[f.path] = parse_document(f.path, f.data or b"")
+    concepts = {
+        d.concept_id: d
+        for d in documents.values()
+        if d.concept_id is not None and d.parse_error is None
+    }
+    return Snapshot(
+        revision=revision_of([d.record for d in documents.values()]),
+        documents=types.MappingProxyType(documents),
+        concepts=types.MappingProxyType(dict(sorted(concepts.items()))),
+        assets=captured.assets,
+        directories=captured.directories,
+        skipped=captured.skipped,
+    )

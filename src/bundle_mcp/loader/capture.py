@@ -1,0 +1,317 @@
+"""Capture a bundle's bytes from a pinned root without ever following a symlink.
+
+``pin_root`` checks ``bundle_path`` from ``/`` down with ``lstat`` and opens each directory with
+``O_NOFOLLOW``, comparing the opened handle's identity with what was checked. The walk then opens
+every directory and file relative to its parent's handle, again with ``O_NOFOLLOW``, and compares
+identities, so a path swapped for a symlink during the walk is skipped instead of followed out of
+the bundle. Caps are enforced while capturing: the walk stops at the first breach.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..cancel import CancelToken
+from ..errors import WARN, Diagnostic, invalid_request, resource_limit
+from .ignore import IgnoreRules
+
+MAX_FILES = 10_000
+MAX_TOTAL_BYTES = 64 * 1024 * 1024
+MAX_FILE_BYTES = 16 * 1024 * 1024
+MAX_DEPTH = 64
+MAX_PATH_BYTES = 4096
+MAX_IGNORE_FILE_BYTES = 1024 * 1024
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+@dataclass(frozen=True, slots=True)
+class StatKey:
+    """What must stay equal for a file to be reused without reading it again."""
+
+    dev: int
+    ino: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> StatKey:
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class CapturedFile:
+    """One ``.md`` file. ``data`` is ``None`` when the caller already holds it (same StatKey)."""
+
+    path: str
+    stat: StatKey
+    data: bytes | None
+
+
+@dataclass(frozen=True, slots=True)
+class Capture:
+    files: tuple[CapturedFile, ...]
+    assets: frozenset[str]
+    directories: frozenset[str]
+    skipped: tuple[Diagnostic, ...]
+
+
+def check_bundle_path(bundle_path: str) -> None:
+    """Reject a path that is not absolute and already clean, before touching the disk."""
+    if not bundle_path:
+        raise invalid_request("bundle_path must not be empty", _field_diag("bundle_path is empty"))
+    if bundle_path != bundle_path.strip():
+        raise invalid_request(
+            "bundle_path must not have surrounding whitespace",
+            _field_diag("remove the surrounding whitespace"),
+        )
+    if "\x00" in bundle_path:
+        raise invalid_request("bundle_path must not contain NUL", _field_diag("NUL byte"))
+    if not bundle_path.startswith("/"):
+        raise invalid_request(
+            "bundle_path must be absolute", _field_diag("give an absolute path starting with /")
+        )
+    if os.path.normpath(bundle_path) != bundle_path or bundle_path.startswith("//"):
+        raise invalid_request(
+            "bundle_path must already be clean (no '.', '..', '//' or trailing '/')",
+            _field_diag("give the clean form of the path"),
+        )
+
+
+def _field_diag(message: str) -> Diagnostic:
+    return Diagnostic(code="invalid_input", severity="ERROR", field="bundle_path", message=message)
+
+
+def pin_root(bundle_path: str) -> int:
+    """Open the bundle root, refusing any symlink or non-directory on the way down from ``/``.
+
+    Returns an open directory descriptor the caller must close.
+    """
+    check_bundle_path(bundle_path)
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        for name in [c for c in bundle_path.split("/") if c]:
+            try:
+                checked = os.lstat(name, dir_fd=fd)
+            except OSError:
+                raise invalid_request(
+                    "bundle_path does not exist or cannot be read",
+                    _field_diag("the bundle folder was not found"),
+                ) from None
+            if stat.S_ISLNK(checked.st_mode):
+                raise invalid_request(
+                    "bundle_path must not be or contain a symlink",
+                    _field_diag("a component of bundle_path is a symlink"),
+                )
+            if not stat.S_ISDIR(checked.st_mode):
+                raise invalid_request(
+                    "bundle_path is not a directory",
+                    _field_diag("a component of bundle_path is not a directory"),
+                )
+            try:
+                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            except OSError:
+                raise invalid_request(
+                    "bundle_path cannot be opened", _field_diag("the bundle folder cannot be opened")
+                ) from None
+            opened = os.fstat(child)
+            os.close(fd)
+            fd = child
+            if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+                raise invalid_request(
+                    "bundle_path changed while it was being checked",
+                    _field_diag("a component was replaced during the check; retry"),
+                )
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def capture(
+    root_fd: int,
+    token: CancelToken,
+    known: Mapping[str, StatKey] | None = None,
+    *,
+    max_files: int = MAX_FILES,
+    max_total_bytes: int = MAX_TOTAL_BYTES,
+    max_file_bytes: int = MAX_FILE_BYTES,
+) -> Capture:
+    """Walk the pinned tree and read every ``.md`` file, enforcing the caps as it goes.
+
+    A file whose StatKey equals ``known[path]`` is not read again (``data is None``).
+    """
+    known = known or {}
+    rules = _read_ignore_rules(root_fd)
+    files: list[CapturedFile] = []
+    assets: set[str] = set()
+    directories: set[str] = {""}
+    skipped: list[Diagnostic] = []
+    total = 0
+
+    def walk(dir_fd: int, prefix: str, depth: int) -> None:
+        nonlocal total
+        with os.scandir(dir_fd) as it:
+            entries = sorted(it, key=lambda e: e.name)
+        for entry in entries:
+            token.check()
+            name = entry.name
+            if name.startswith("."):
+                continue
+            path = prefix + _display_name(name)
+            if _has_surrogates(name):
+                skipped.append(_skip("invalid_path_encoding", path, "file name is not valid UTF-8"))
+                continue
+            if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+                raise resource_limit(
+                    f"a path is longer than {MAX_PATH_BYTES} bytes: {path[:80]}...",
+                    "shorten the path or exclude it in .okfignore",
+                )
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                skipped.append(_skip("unreadable_entry", path, "entry vanished or cannot be read"))
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                skipped.append(
+                    _skip("symlink_skipped", path, "symlinks are never followed; entry skipped")
+                )
+                continue
+            if stat.S_ISDIR(st.st_mode):
+                if rules.ignored(path, is_dir=True):
+                    continue
+                if depth + 1 >= MAX_DEPTH:
+                    raise resource_limit(
+                        f"folder nesting is deeper than {MAX_DEPTH} levels at {path}",
+                        "flatten the folder tree or exclude the deep part in .okfignore",
+                    )
+                child = _open_checked(name, dir_fd, st, _DIR_FLAGS)
+                if child is None:
+                    skipped.append(_skip("path_changed", path, "folder changed during capture"))
+                    continue
+                try:
+                    directories.add(path)
+                    walk(child, path + "/", depth + 1)
+                finally:
+                    os.close(child)
+                continue
+            if not stat.S_ISREG(st.st_mode):
+                skipped.append(_skip("special_file_skipped", path, "not a regular file; skipped"))
+                continue
+            if rules.ignored(path, is_dir=False):
+                continue
+            if not name.endswith(".md"):
+                assets.add(path)
+                continue
+            if len(files) >= max_files:
+                raise resource_limit(
+                    f"the bundle has more than {max_files} Markdown files",
+                    "split the bundle or exclude folders in .okfignore; narrowing a query "
+                    "cannot bypass loading",
+                )
+            key = StatKey.of(st)
+            if key.size > max_file_bytes:
+                raise resource_limit(
+                    f"{path} is larger than {max_file_bytes} bytes",
+                    "split the file or exclude it in .okfignore",
+                )
+            if known.get(path) == key:
+                total += key.size
+                _check_total(total, max_total_bytes)
+                files.append(CapturedFile(path, key, None))
+                continue
+            data, key = _read_file(name, dir_fd, st, max_file_bytes, path)
+            if data is None:
+                skipped.append(_skip("path_changed", path, "file changed during capture"))
+                continue
+            total += len(data)
+            _check_total(total, max_total_bytes)
+            files.append(CapturedFile(path, key, data))
+
+    walk(root_fd, "", 0)
+    files.sort(key=lambda f: f.path)
+    return Capture(tuple(files), frozenset(assets), frozenset(directories), tuple(skipped))
+
+
+def _check_total(total: int, limit: int) -> None:
+    if total > limit:
+        raise resource_limit(
+            f"the bundle's Markdown files exceed {limit} bytes in total",
+            "split the bundle or exclude folders in .okfignore",
+        )
+
+
+def _open_checked(name: str, dir_fd: int, checked: os.stat_result, flags: int) -> int | None:
+    try:
+        fd = os.open(name, flags, dir_fd=dir_fd)
+    except OSError:
+        return None
+    opened = os.fstat(fd)
+    if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+        os.close(fd)
+        return None
+    return fd
+
+
+def _read_file(
+    name: str, dir_fd: int, checked: os.stat_result, limit: int, path: str
+) -> tuple[bytes | None, StatKey]:
+    fd = _open_checked(name, dir_fd, checked, _FILE_FLAGS)
+    if fd is None:
+        return None, StatKey.of(checked)
+    try:
+        opened = os.fstat(fd)
+        if not stat.S_ISREG(opened.st_mode):
+            return None, StatKey.of(checked)
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            size += len(chunk)
+            if size > limit:
+                raise resource_limit(
+                    f"{path} is larger than {limit} bytes",
+                    "split the file or exclude it in .okfignore",
+                )
+            chunks.append(chunk)
+        return b"".join(chunks), StatKey.of(opened)
+    finally:
+        os.close(fd)
+
+
+def _read_ignore_rules(root_fd: int) -> IgnoreRules:
+    try:
+        fd = os.open(".okfignore", _FILE_FLAGS, dir_fd=root_fd)
+    except OSError:
+        return IgnoreRules(())
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return IgnoreRules(())
+        data = os.read(fd, MAX_IGNORE_FILE_BYTES + 1)
+    finally:
+        os.close(fd)
+    if len(data) > MAX_IGNORE_FILE_BYTES:
+        raise resource_limit(".okfignore is larger than 1 MiB", "shorten .okfignore")
+    return IgnoreRules.parse(data.decode("utf-8", errors="replace"))
+
+
+def _has_surrogates(name: str) -> bool:
+    return any("\udc80" <= ch <= "\udcff" for ch in name)
+
+
+def _display_name(name: str) -> str:
+    if _has_surrogates(name):
+        return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return name
+
+
+def _skip(code: str, path: str, message: str) -> Diagnostic:
+    return Diagnostic(code=code, severity=WARN, file=path, message=message)
+

@@ -1,0 +1,90 @@
+"""Bytes of one file → a frozen :class:`Document` (frontmatter and relations; Markdown on demand)."""
+
+from __future__ import annotations
+
+import hashlib
+import posixpath
+
+from ..errors import ERROR, Diagnostic
+from ..ids import concept_id_for_path
+from ..model import CONCEPT, RESERVED_NAMES, Document, FileRecord, freeze
+from .frontmatter import FrontmatterError, load_yaml, split_frontmatter
+from .relations import extract_relations
+from .text import count_lines
+
+PARSE_ERROR_CODES = (
+    "invalid_encoding",
+    "unterminated_frontmatter",
+    "invalid_frontmatter",
+    "invalid_yaml_graph",
+    "resource_limit",
+)
+
+
+def document_kind(path: str) -> str:
+    return RESERVED_NAMES.get(posixpath.basename(path), CONCEPT)
+
+
+def parse_document(path: str, data: bytes) -> Document:
+    """Parse one captured file. Never raises for bad content: a broken file keeps its error."""
+    record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
+    kind = document_kind(path)
+    concept_id = concept_id_for_path(path) if kind == CONCEPT else None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        return _broken(path, kind, concept_id, record, "", Diagnostic(
+            code="invalid_encoding", severity=ERROR, file=path, line=line,
+            message=f"invalid UTF-8 at byte {exc.start}",
+        ))
+    line_count = count_lines(text)
+    try:
+        split = split_frontmatter(text)
+        frontmatter = load_yaml(split.raw, split.raw_line) if split.raw is not None else None
+    except FrontmatterError as exc:
+        return _broken(path, kind, concept_id, record, text, Diagnostic(
+            code=exc.code, severity=ERROR, file=path, line=exc.line, message=exc.message,
+        ), line_count)
+    relations: tuple = ()
+    relation_diagnostics: tuple = ()
+    if concept_id is not None and frontmatter:
+        relations, relation_diagnostics = extract_relations(concept_id, frontmatter, path)
+    return Document(
+        path=path,
+        kind=kind,
+        concept_id=concept_id,
+        record=record,
+        text=text,
+        frontmatter_raw=split.raw,
+        frontmatter=freeze(frontmatter) if frontmatter is not None else None,
+        body=split.body,
+        body_line=split.body_line,
+        line_count=line_count,
+        relations=relations,
+        relation_diagnostics=relation_diagnostics,
+    )
+
+
+def _broken(
+    path: str,
+    kind: str,
+    concept_id: str | None,
+    record: FileRecord,
+    text: str,
+    error: Diagnostic,
+    line_count: int = 0,
+) -> Document:
+    return Document(
+        path=path,
+        kind=kind,
+        concept_id=concept_id,
+        record=record,
+        text=text,
+        frontmatter_raw=None,
+        frontmatter=None,
+        body="",
+        body_line=1,
+        line_count=line_count,
+        parse_error=error,
+    )

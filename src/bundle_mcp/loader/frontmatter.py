@@ -1,0 +1,277 @@
+"""Split the frontmatter block off a document and load it as strict YAML.
+
+python-frontmatter is not used for the split: it strips the text (so body line numbers drift),
+drops the metadata of a file that starts with a BOM, and reads a leading thematic break as a
+delimiter (research/mcp-sdk-2.md §5.1). Here the first physical line must be exactly ``---`` and the
+block ends at the next line that is exactly ``---``; the raw block text is kept byte for byte.
+
+The YAML loader is libyaml's safe loader with three changes: no implicit timestamps (a date stays
+the text that was written), YAML 1.2 booleans (only true/false), and duplicate keys rejected.
+Alias and merge structures are measured before construction: a cycle or an expansion beyond
+``MAX_EXPANDED_NODES`` is ``invalid_yaml_graph``.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from .text import BOM
+
+MAX_FRONTMATTER_BYTES = 1024 * 1024
+MAX_EXPANDED_NODES = 100_000
+MAX_ALIASES = 1_000
+MAX_NESTING = 64
+
+_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_DELIMITER = re.compile(r"---[ \t]*")
+
+
+class FrontmatterError(Exception):
+    """A frontmatter problem with its diagnostic code and 1-based file line."""
+
+    def __init__(self, code: str, message: str, line: int | None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.line = line
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """``raw`` is the text between the delimiter lines; ``body_line`` is 1-based."""
+
+    raw: str | None
+    body: str
+    body_line: int
+    raw_line: int
+
+
+def split_frontmatter(text: str) -> Split:
+    """Find the frontmatter block. A document without one is all body.
+
+    The opening line must be exactly ``---`` (trailing spaces allowed, a leading BOM tolerated);
+    an opening with no closing line is ``unterminated_frontmatter``.
+    """
+    start = 1 if text.startswith(BOM) else 0
+    first_end, first_next = _line_at(text, start)
+    if not _DELIMITER.fullmatch(text, start, first_end):
+        return Split(None, text[start:], 1, 0)
+    pos = first_next
+    line_no = 2
+    while pos < len(text):
+        end, nxt = _line_at(text, pos)
+        if _DELIMITER.fullmatch(text, pos, end):
+            return Split(text[first_next:pos], text[nxt:], line_no + 1, 2)
+        pos = nxt
+        line_no += 1
+    raise FrontmatterError(
+        "unterminated_frontmatter", "frontmatter opened with '---' on line 1 is never closed", 1
+    )
+
+
+def _line_at(text: str, pos: int) -> tuple[int, int]:
+    """(end of the line content, start of the next line) for the line starting at ``pos``."""
+    n = len(text)
+    i = pos
+    while i < n and text[i] not in "\r\n":
+        i += 1
+    if i < n and text[i] == "\r" and i + 1 < n and text[i + 1] == "\n":
+        return i, i + 2
+    return i, min(i + 1, n) if i < n else n
+
+
+class StrictLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+    """Safe loader: YAML 1.2 booleans, no timestamps, duplicate keys rejected."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            try:
+                duplicate = key in seen
+            except TypeError:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    "found an unhashable key",
+                    key_node.start_mark,
+                ) from None
+            if duplicate:
+                raise yaml.constructor.ConstructorError(
+                    "while constructing a mapping",
+                    node.start_mark,
+                    f"found duplicate key {key!r}",
+                    key_node.start_mark,
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+StrictLoader.yaml_implicit_resolvers = {
+    first: [
+        (tag, rx)
+        for tag, rx in resolvers
+        if tag not in ("tag:yaml.org,2002:timestamp", "tag:yaml.org,2002:bool")
+    ]
+    for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
+}
+StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool",
+    re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
+    list("tTfF"),
+)
+
+
+def load_yaml(raw: str, raw_line: int) -> dict[str, Any]:
+    """Load a frontmatter block into JSON-native data, or raise :class:`FrontmatterError`."""
+    if len(raw.encode("utf-8")) > MAX_FRONTMATTER_BYTES:
+        raise FrontmatterError(
+            "resource_limit", "frontmatter is larger than 1 MiB", raw_line or None
+        )
+    loader = StrictLoader(raw)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return {}
+        _check_graph(node, raw_line)
+        value = loader.construct_document(node)
+    except yaml.YAMLError as exc:
+        raise FrontmatterError("invalid_frontmatter", _yaml_message(exc), _yaml_line(exc, raw_line))
+    except RecursionError:
+        raise FrontmatterError(
+            "invalid_yaml_graph", "frontmatter nests too deeply", raw_line or None
+        ) from None
+    finally:
+        loader.dispose()
+    if not isinstance(value, dict):
+        raise FrontmatterError(
+            "invalid_frontmatter",
+            f"frontmatter must be a YAML mapping, not {_kind(value)}",
+            raw_line or None,
+        )
+    return {_key_text(k): to_json(v) for k, v in value.items()}
+
+
+def _check_graph(root: yaml.Node, raw_line: int) -> None:
+    """Reject alias cycles and alias fan-out before anything is constructed.
+
+    Expanded size is computed per node with memoisation, so a billion-laughs document is measured
+    in time linear in its text while its expansion is counted exactly.
+    """
+    expanded: dict[int, int] = {}
+    visiting: set[int] = set()
+    seen_nodes: set[int] = set()
+    aliases = 0
+
+    def size(node: yaml.Node, depth: int) -> int:
+        nonlocal aliases
+        key = id(node)
+        if key in seen_nodes:
+            aliases += 1
+            if aliases > MAX_ALIASES:
+                raise FrontmatterError(
+                    "invalid_yaml_graph", f"frontmatter uses more than {MAX_ALIASES} aliases",
+                    raw_line or None,
+                )
+        if key in visiting:
+            raise FrontmatterError(
+                "invalid_yaml_graph", "frontmatter contains a recursive alias", _mark(node, raw_line)
+            )
+        if key in expanded:
+            return expanded[key]
+        if depth > MAX_NESTING:
+            raise FrontmatterError(
+                "invalid_yaml_graph", f"frontmatter nests deeper than {MAX_NESTING} levels",
+                _mark(node, raw_line),
+            )
+        seen_nodes.add(key)
+        visiting.add(key)
+        total = 1
+        if isinstance(node, yaml.SequenceNode):
+            for child in node.value:
+                total += size(child, depth + 1)
+        elif isinstance(node, yaml.MappingNode):
+            for k, v in node.value:
+                total += size(k, depth + 1) + size(v, depth + 1)
+        visiting.discard(key)
+        expanded[key] = total
+        if total > MAX_EXPANDED_NODES:
+            raise FrontmatterError(
+                "invalid_yaml_graph",
+                f"frontmatter aliases expand to more than {MAX_EXPANDED_NODES} nodes",
+                _mark(node, raw_line),
+            )
+        return total
+
+    size(root, 0)
+
+
+def to_json(value: Any) -> Any:
+    """JSON-native data from a constructed YAML value (no dates, bytes, NaN or non-string keys)."""
+    if isinstance(value, dict):
+        return {_key_text(k): to_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_json(v) for v in value]
+    if isinstance(value, set):
+        return sorted(_key_text(v) for v in value)
+    if isinstance(value, bytes):
+        return base64.b64encode(value).decode("ascii")
+    if isinstance(value, float) and not math.isfinite(value):
+        return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
+    return value
+
+
+def scalar_text(value: Any) -> str:
+    """The YAML spelling of a JSON-native value, for reporting a malformed field as written."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False).strip()
+
+
+def _key_text(key: Any) -> str:
+    return key if isinstance(key, str) else scalar_text(to_json(key))
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "empty"
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, str):
+        return "a string"
+    return f"a {type(value).__name__}"
+
+
+def _mark(node: yaml.Node, raw_line: int) -> int | None:
+    mark = getattr(node, "start_mark", None)
+    if mark is None or not raw_line:
+        return raw_line or None
+    return raw_line + mark.line
+
+
+def _yaml_line(exc: yaml.YAMLError, raw_line: int) -> int | None:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if mark is None or not raw_line:
+        return raw_line or None
+    return raw_line + mark.line
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    problem = getattr(exc, "problem", None)
+    context = getattr(exc, "context", None)
+    parts = [p for p in (context, problem) if p]
+    return "invalid YAML: " + ("; ".join(parts) if parts else "cannot be parsed")

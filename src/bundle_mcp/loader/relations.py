@@ -1,0 +1,192 @@
+"""Typed relations (the toolkit's frontmatter extension) and the reference grammar.
+
+A reference is ``<escaped-concept-id>[#<fragment>]``: ``\\#`` is a ``#`` that belongs to the
+ID, the first unescaped ``#`` starts the fragment, and after it ``\\`` is an ordinary character.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import WARN, Diagnostic
+from ..ids import concept_id_problem
+from ..model import Relation
+
+RELATION_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
+RESERVED_RELATION_TYPES = frozenset(
+    {
+        "bundle", "description", "exists", "is_part_of", "okf", "references", "resource",
+        "tags", "target", "timestamp", "title", "type",
+    }
+)
+_URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class ReferenceError(ValueError):
+    """A relation target that breaks the reference grammar."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reference:
+    concept_id: str
+    fragment: str | None
+
+
+def escape_id(concept_id: str) -> str:
+    """The reference spelling of an ID: each ``#`` becomes ``\\#``."""
+    return concept_id.replace("#", "\\#")
+
+
+def format_reference(concept_id: str, fragment: str | None) -> str:
+    return escape_id(concept_id) + ("" if fragment is None else "#" + fragment)
+
+
+def parse_reference(ref: str) -> Reference:
+    """Parse an escaped reference; raise :class:`ReferenceError` when it breaks the grammar."""
+    if not ref:
+        raise ReferenceError("reference is empty")
+    if ref != ref.strip():
+        raise ReferenceError("reference has surrounding whitespace")
+    if ref.startswith(("/", "./", "../")):
+        raise ReferenceError("reference must be a concept ID, not a path")
+    if _URI_SCHEME.match(ref):
+        raise ReferenceError("reference must not be a URI")
+    id_chars: list[str] = []
+    fragment: str | None = None
+    i = 0
+    while i < len(ref):
+        ch = ref[i]
+        if ch == "\\":
+            if ref[i + 1 : i + 2] == "#":
+                id_chars.append("#")
+                i += 2
+                continue
+            raise ReferenceError("'\\' may only escape '#' in the concept part")
+        if ch == "#":
+            fragment = ref[i + 1 :]
+            break
+        id_chars.append(ch)
+        i += 1
+    concept_id = "".join(id_chars)
+    problem = concept_id_problem(concept_id, allow_reserved_names=False)
+    if problem:
+        raise ReferenceError(f"concept part is not a canonical ID: {problem}")
+    if fragment is not None:
+        if not fragment:
+            raise ReferenceError("fragment after '#' is empty")
+        if fragment != fragment.strip():
+            raise ReferenceError("fragment has surrounding whitespace")
+        if "#" in fragment:
+            raise ReferenceError("fragment contains '#'")
+        if _CONTROL.search(fragment):
+            raise ReferenceError("fragment contains a control character")
+    return Reference(concept_id, fragment)
+
+
+def extract_relations(
+    concept_id: str, frontmatter: Mapping[str, Any], path: str
+) -> tuple[tuple[Relation, ...], tuple[Diagnostic, ...]]:
+    """Every relation of a concept: top-level, then nested under mappings with ``id``/``anchor``.
+
+    Identical (source, type, target) triples collapse to one edge (DESIGN.md §8). Problems are
+    returned as WARN diagnostics for validate; a broken entry is skipped, never guessed at.
+    """
+    relations: dict[tuple[str, str, str], Relation] = {}
+    problems: list[Diagnostic] = []
+    source = escape_id(concept_id)
+    top = frontmatter.get("relations")
+    if top is not None:
+        _read_block(source, top, path, "relations", relations, problems)
+    for key, value in frontmatter.items():
+        if key == "relations":
+            continue
+        _walk_nested(concept_id, value, path, key, relations, problems)
+    ordered = sorted(relations.values(), key=lambda r: (r.source, r.relation_type, r.target))
+    return tuple(ordered), tuple(problems)
+
+
+def _walk_nested(
+    concept_id: str,
+    value: Any,
+    path: str,
+    field: str,
+    out: dict[tuple[str, str, str], Relation],
+    problems: list[Diagnostic],
+) -> None:
+    if isinstance(value, Mapping):
+        block = value.get("relations")
+        if block is not None:
+            fragment = _subresource_id(value)
+            if fragment is None:
+                problems.append(
+                    _problem(path, f"{field}.relations", "nested relations need a string "
+                             "'id' or 'anchor' on the same mapping; ignored")
+                )
+            else:
+                source = format_reference(concept_id, fragment)
+                _read_block(source, block, path, f"{field}.relations", out, problems)
+        for key, child in value.items():
+            if key != "relations":
+                _walk_nested(concept_id, child, path, f"{field}.{key}", out, problems)
+    elif isinstance(value, (list, tuple)):
+        for i, child in enumerate(value):
+            _walk_nested(concept_id, child, path, f"{field}[{i}]", out, problems)
+
+
+def _subresource_id(mapping: Mapping[str, Any]) -> str | None:
+    for key in ("id", "anchor"):
+        value = mapping.get(key)
+        if isinstance(value, str) and value and value == value.strip() and "#" not in value \
+                and not _CONTROL.search(value):
+            return value
+    return None
+
+
+def _read_block(
+    source: str,
+    block: Any,
+    path: str,
+    field: str,
+    out: dict[tuple[str, str, str], Relation],
+    problems: list[Diagnostic],
+) -> None:
+    if not isinstance(block, Mapping):
+        problems.append(_problem(path, field, "'relations' must be a mapping of relation types"))
+        return
+    for relation_type, items in block.items():
+        where = f"{field}.{relation_type}"
+        if not RELATION_TYPE.fullmatch(relation_type):
+            problems.append(_problem(path, where, f"relation type {relation_type!r} must match "
+                                     "[A-Za-z][A-Za-z0-9_]*; ignored"))
+            continue
+        if relation_type in RESERVED_RELATION_TYPES:
+            problems.append(_problem(path, where, f"relation type {relation_type!r} is reserved; "
+                                     "ignored"))
+            continue
+        if not isinstance(items, (list, tuple)):
+            problems.append(_problem(path, where, "a relation type must list {target: ref} "
+                                     "mappings"))
+            continue
+        for i, item in enumerate(items):
+            target = item.get("target") if isinstance(item, Mapping) else None
+            if not isinstance(target, str):
+                problems.append(_problem(path, f"{where}[{i}]", "relation entry needs a string "
+                                         "'target'"))
+                continue
+            try:
+                ref = parse_reference(target)
+            except ReferenceError as exc:
+                problems.append(_problem(path, f"{where}[{i}].target",
+                                         f"invalid relation target {target!r}: {exc}"))
+                continue
+            rel = Relation(source, relation_type, target, ref.concept_id, ref.fragment)
+            out.setdefault((source, relation_type, target), rel)
+
+
+def _problem(path: str, field: str, message: str) -> Diagnostic:
+    return Diagnostic(code="invalid_relation", severity=WARN, file=path, field=field,
+                      message=message)

@@ -1,0 +1,264 @@
+"""Frozen value objects: what one captured bundle contains.
+
+A :class:`Document` depends only on its path and its bytes, so a changed file is re-parsed alone
+and every other document is reused as is. A :class:`Snapshot` is the set of documents of one
+capture plus indexes derived from them; nothing mutates either after it is built. Derived data
+(the Markdown parse, search folds, the link graph) is computed on first use and memoised: it is a
+pure function of the frozen fields, so memoising it changes no observable value.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import Diagnostic
+
+CONCEPT = "concept"
+INDEX = "index"
+LOG = "log"
+RESERVED_NAMES = {"index.md": INDEX, "log.md": LOG}
+
+
+def freeze(value: Any) -> Any:
+    """Deep-freeze JSON-native data: dicts become read-only mappings, lists become tuples."""
+    if isinstance(value, dict):
+        return types.MappingProxyType({k: freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """The JSON-native copy of frozen data, safe to hand to a serializer or a caller."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(v) for v in value]
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, no whitespace, UTF-8 text: the form every hash in the project is taken over."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """What the revision is computed from: the captured bytes of one document."""
+
+    path: str
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """One parser-owned Markdown link that may point inside the bundle.
+
+    ``target`` is the normalised bundle-relative path the destination names (``""`` is the root
+    directory), or ``None`` when it climbs above the root. ``concept_id`` is the concept the link
+    would reach (``.md`` stripped), ``None`` for directory links and escapes.
+    """
+
+    raw: str
+    line: int
+    target: str | None
+    concept_id: str | None
+    fragment: str | None
+    is_directory: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Relation:
+    """One typed relation edge from the frontmatter ``relations`` extension.
+
+    ``source`` and ``target`` are escaped reference strings (``hash\\#name#frag``); ``target_id``
+    is the unescaped concept part of the target, which decides whether the relation resolves.
+    """
+
+    source: str
+    relation_type: str
+    target: str
+    target_id: str
+    fragment: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class Section:
+    """A non-overlapping span of a document: the preamble, or one heading and what follows it."""
+
+    index: int
+    heading: str | None
+    level: int
+    anchor: str | None
+    line_start: int
+    line_end: int
+    breadcrumb: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class FootnoteRef:
+    label: str
+    line: int
+
+
+@dataclass(frozen=True, slots=True)
+class FootnoteDef:
+    label: str
+    line: int
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class MarkdownFacts:
+    """What the Markdown parser owns: links, sections, heading anchors, footnotes."""
+
+    links: tuple[Link, ...]
+    sections: tuple[Section, ...]
+    anchors: frozenset[str]
+    footnote_refs: tuple[FootnoteRef, ...]
+    footnote_defs: tuple[FootnoteDef, ...]
+
+
+@dataclass(frozen=True)
+class Document:
+    """One captured ``.md`` file: a concept or a reserved ``index.md`` / ``log.md``.
+
+    ``text`` is the whole decoded file (the raw file for ``read_concept``); ``body`` is the text
+    after the frontmatter block and starts on physical line ``body_line`` (1-based). A document that
+    could not be parsed keeps ``parse_error`` and empty parsed fields.
+    """
+
+    path: str
+    kind: str
+    concept_id: str | None
+    record: FileRecord
+    text: str
+    frontmatter_raw: str | None
+    frontmatter: Mapping[str, Any] | None
+    body: str
+    body_line: int
+    line_count: int
+    parse_error: Diagnostic | None = None
+    relations: tuple[Relation, ...] = ()
+    relation_diagnostics: tuple[Diagnostic, ...] = ()
+
+    @property
+    def is_concept(self) -> bool:
+        return self.kind == CONCEPT
+
+    @property
+    def fm(self) -> Mapping[str, Any]:
+        """The frontmatter mapping, empty when there is none."""
+        return self.frontmatter if self.frontmatter is not None else _EMPTY
+
+    @functools.cached_property
+    def markdown(self) -> MarkdownFacts:
+        # Parsed on first use: listing or reading a concept needs no Markdown parse.
+        from .loader.markdown import parse_markdown
+
+        return parse_markdown(self)
+
+    @functools.cached_property
+    def lines(self) -> tuple[str, ...]:
+        """Physical lines of the file without their terminators (CRLF, CR and LF end a line)."""
+        from .loader.text import split_lines
+
+        return tuple(split_lines(self.text))
+
+
+_EMPTY: Mapping[str, Any] = types.MappingProxyType({})
+
+
+def revision_of(records: list[FileRecord] | tuple[FileRecord, ...]) -> str:
+    """SHA-256 over the canonical JSON of the sorted file records (DESIGN.md §2), as hex."""
+    payload = [
+        {"path": r.path, "size": r.size, "sha256": r.sha256}
+        for r in sorted(records, key=lambda r: r.path)
+    ]
+    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """A resolved concept edge: a navigation link or a typed relation."""
+
+    kind: str  # "navigation" | "relation"
+    source_id: str
+    target_id: str
+    source_ref: str  # escaped reference for relations, the plain ID for navigation
+    target_ref: str
+    relation_type: str | None
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One immutable capture of a bundle.
+
+    ``documents`` holds every captured ``.md`` file by path (broken ones included, with their
+    ``parse_error``); ``concepts`` holds the parseable concepts by ID, sorted by ID.
+    """
+
+    revision: str
+    documents: Mapping[str, Document]
+    concepts: Mapping[str, Document]
+    assets: frozenset[str]
+    directories: frozenset[str]
+    skipped: tuple[Diagnostic, ...]
+
+    @functools.cached_property
+    def broken(self) -> tuple[Document, ...]:
+        return tuple(d for d in self.documents.values() if d.parse_error is not None)
+
+    @functools.cached_property
+    def root_index(self) -> Document | None:
+        return self.documents.get("index.md")
+
+    @functools.cached_property
+    def records(self) -> tuple[FileRecord, ...]:
+        return tuple(d.record for d in self.documents.values())
+
+    @functools.cached_property
+    def edges(self) -> tuple[Edge, ...]:
+        """Every resolved edge, deduplicated, sorted by (kind, from, to, relation_type)."""
+        seen: set[tuple] = set()
+        out: list[Edge] = []
+        for doc in self.concepts.values():
+            src = doc.concept_id
+            assert src is not None
+            for link in doc.markdown.links:
+                tid = link.concept_id
+                if tid is None or tid not in self.concepts:
+                    continue
+                key = ("navigation", src, tid, None)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(Edge("navigation", src, tid, src, tid, None))
+            for rel in doc.relations:
+                if rel.target_id not in self.concepts:
+                    continue
+                key = ("relation", rel.source, rel.target, rel.relation_type)
+                if key not in seen:
+                    seen.add(key)
+                    out.append(
+                        Edge("relation", src, rel.target_id, rel.source, rel.target,
+                             rel.relation_type)
+                    )
+        out.sort(key=lambda e: (e.kind, e.source_ref, e.target_ref, e.relation_type or ""))
+        return tuple(out)
+
+    @functools.cached_property
+    def edges_by_concept(self) -> Mapping[str, tuple[Edge, ...]]:
+        """Every edge touching a concept (as source or target), in edge order."""
+        index: dict[str, list[Edge]] = {}
+        for edge in self.edges:
+            index.setdefault(edge.source_id, []).append(edge)
+            if edge.target_id != edge.source_id:
+                index.setdefault(edge.target_id, []).append(edge)
+        return types.MappingProxyType({k: tuple(v) for k, v in index.items()})
