@@ -49,7 +49,7 @@ def parse_markdown(doc: Document) -> MarkdownFacts:
         if tok.type == "heading_open" and tok.map is not None:
             text = _inline_text(tokens[i + 1]) if i + 1 < len(tokens) else ""
             headings.append((tok.map[0] + offset, int(tok.tag[1:]), text))
-        elif tok.type == "footnote_reference_open":
+        elif tok.type == "footnote_open":
             label = str((tok.meta or {}).get("label", ""))
             line = (tok.map[0] + offset) if tok.map else _next_line(tokens, i, offset)
             pending_def = (label, line)

@@ -1,0 +1,86 @@
+"""What every tool reports about a concept: status, trust, staleness and the concept card."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from .loader.frontmatter import scalar_text
+from .model import Document, thaw
+from .temporal import Reference, parse_value
+
+STATUSES = ("draft", "stable", "deprecated")
+UNVERIFIED = "unverified"
+MACHINE_CONFIRMED = "machine-confirmed"
+HUMAN_REVIEWED = "human-reviewed"
+
+
+def text_field(fm: Mapping[str, Any], key: str) -> str:
+    value = fm.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def tags(fm: Mapping[str, Any]) -> list[str]:
+    value = fm.get("tags")
+    if not isinstance(value, tuple):
+        return []
+    return [t for t in value if isinstance(t, str)]
+
+
+def status_state(fm: Mapping[str, Any]) -> dict[str, Any]:
+    """Absent ⇒ stable; one of the three names ⇒ itself; anything else ⇒ invalid (DESIGN.md §8)."""
+    if "status" not in fm:
+        return {"present": False, "valid": True, "raw": None, "effective": "stable"}
+    value = fm["status"]
+    raw = scalar_text(thaw(value))
+    if isinstance(value, str) and value in STATUSES:
+        return {"present": True, "valid": True, "raw": raw, "effective": value}
+    return {"present": True, "valid": False, "raw": raw, "effective": None}
+
+
+def verifications(fm: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """``verified`` as a list: one bare mapping counts as a one-element list."""
+    value = fm.get("verified")
+    if isinstance(value, Mapping):
+        return [value]
+    if isinstance(value, tuple):
+        return [v for v in value if isinstance(v, Mapping)]
+    return []
+
+
+def trust(fm: Mapping[str, Any]) -> str:
+    actors = [v.get("by") for v in verifications(fm)]
+    actors = [a for a in actors if isinstance(a, str) and a]
+    if not actors:
+        return UNVERIFIED
+    if any(a.startswith("human:") for a in actors):
+        return HUMAN_REVIEWED
+    return MACHINE_CONFIRMED
+
+
+def stale_after(fm: Mapping[str, Any], profile: str) -> str | None:
+    """The raw ``stale_after`` when it is valid for the profile, else ``None``."""
+    value = fm.get("stale_after")
+    if isinstance(value, str) and parse_value(value, profile) is not None:
+        return value
+    return None
+
+
+def card(doc: Document, ref: Reference) -> dict[str, Any]:
+    fm = doc.fm
+    state = status_state(fm)
+    after = stale_after(fm, ref.profile)
+    assert doc.concept_id is not None
+    return {
+        "id": doc.concept_id,
+        "path": doc.path,
+        "type": text_field(fm, "type"),
+        "title": text_field(fm, "title"),
+        "description": text_field(fm, "description"),
+        "tags": tags(fm),
+        "status": state["effective"],
+        "status_state": state,
+        "trust": trust(fm),
+        "stale": ref.stale(after),
+        "stale_after": after,
+    }
