@@ -16,8 +16,10 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+# Serves the example bundle over streamable HTTP and prints the client configuration.
 run: $(STAMP)
 	$(BIN)/bundle-mcp validate $(BUNDLE)
+	$(BIN)/bundle-mcp serve $(BUNDLE) --http $(HTTP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q

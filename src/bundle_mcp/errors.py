@@ -8,8 +8,9 @@ absolute host path.
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 ERROR = "ERROR"
@@ -92,16 +93,18 @@ def recovery_step(message: str) -> Diagnostic:
     return Diagnostic(code="recovery_step", severity=INFO, message=message)
 
 
-@dataclass(frozen=True)
 class BundleError(Exception):
-    """A failed call, with the envelope code of DESIGN.md §4."""
+    """A failed call, with the envelope code of DESIGN.md §4.
 
-    code: str
-    message: str
-    diagnostics: tuple[Diagnostic, ...] = field(default=())
+    Not a frozen dataclass: the interpreter sets ``__traceback__``/``__context__`` on exceptions
+    as they propagate (through ``contextmanager`` blocks too), which a frozen class refuses.
+    """
 
-    def __post_init__(self) -> None:
-        Exception.__init__(self, self.code, self.message)
+    def __init__(self, code: str, message: str, diagnostics: tuple[Diagnostic, ...] = ()) -> None:
+        super().__init__(code, message)
+        self.code = code
+        self.message = message
+        self.diagnostics = tuple(diagnostics)
 
     @property
     def retryable(self) -> bool:
@@ -120,9 +123,16 @@ class BundleError(Exception):
 
 
 def redact(message: str) -> str:
-    """Withhold a message that names an absolute host path (DESIGN.md §4)."""
-    if _ABSOLUTE_PATH.search(message):
-        return REDACTED_MESSAGE
+    """Withhold a message that names an absolute host path (DESIGN.md §4).
+
+    A path counts as a host path when its first segment is a top-level folder of this host
+    (``/home/...``, ``/tmp/...``); a bundle-rooted link such as ``/tables/orders.md`` is not.
+    """
+    for match in _ABSOLUTE_PATH.finditer(message):
+        path = match.group(0).lstrip(" \t\"'(=")
+        first = path.split("/")[1] if path.count("/") > 1 else ""
+        if first not in ("", ".", "..") and os.path.isdir("/" + first):
+            return REDACTED_MESSAGE
     return message
 
 

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from ..cancel import CancelToken
 from ..model import Document, Snapshot, revision_of
+from ..writes.journal import ReadLock, pending, recover
 from .capture import Capture, StatKey, capture, pin_root
 from .document import parse_document
 
@@ -27,7 +28,10 @@ def load_bundle(
     token = token or CancelToken()
     fd = pin_root(bundle_path)
     try:
-        captured = capture(fd, token, previous_stats if previous is not None else None)
+        if pending(fd):  # an interrupted write: roll it forward or back before reading
+            recover(fd, token)
+        with ReadLock(fd, token):
+            captured = capture(fd, token, previous_stats if previous is not None else None)
     finally:
         os.close(fd)
     return build_snapshot(captured, token, previous), {f.path: f.stat for f in captured.files}

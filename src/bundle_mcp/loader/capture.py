@@ -84,7 +84,9 @@ def check_bundle_path(bundle_path: str) -> None:
 
 
 def _field_diag(message: str) -> Diagnostic:
-    return Diagnostic(code="invalid_input", severity="ERROR", field="bundle_path", message=message)
+    return Diagnostic(
+        code="invalid_input", severity="ERROR", field="$.bundle_path", message=message
+    )
 
 
 def pin_root(bundle_path: str) -> int:
@@ -117,7 +119,8 @@ def pin_root(bundle_path: str) -> int:
                 child = os.open(name, _DIR_FLAGS, dir_fd=fd)
             except OSError:
                 raise invalid_request(
-                    "bundle_path cannot be opened", _field_diag("the bundle folder cannot be opened")
+                    "bundle_path cannot be opened",
+                    _field_diag("the bundle folder cannot be opened"),
                 ) from None
             opened = os.fstat(child)
             os.close(fd)

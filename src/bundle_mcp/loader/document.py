@@ -1,4 +1,7 @@
-"""Bytes of one file → a frozen :class:`Document` (frontmatter and relations; Markdown on demand)."""
+"""Bytes of one file → a frozen :class:`Document`.
+
+Frontmatter and relations are parsed here; the Markdown body is parsed on demand.
+"""
 
 from __future__ import annotations
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from .text import BOM
+from .text import BOM, count_breaks
 
 MAX_FRONTMATTER_BYTES = 1024 * 1024
 MAX_EXPANDED_NODES = 100_000
@@ -123,6 +123,8 @@ StrictLoader.yaml_implicit_resolvers = {
     ]
     for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
 }
+# An explicit ``!!timestamp`` keeps the text too: every value must stay JSON-native.
+StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", StrictLoader.construct_yaml_str)
 StrictLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool",
     re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
@@ -141,10 +143,18 @@ def load_yaml(raw: str, raw_line: int) -> dict[str, Any]:
         node = loader.get_single_node()
         if node is None:
             return {}
-        _check_graph(node, raw_line)
+        _check_graph(node, raw_line, raw)
         value = loader.construct_document(node)
     except yaml.YAMLError as exc:
-        raise FrontmatterError("invalid_frontmatter", _yaml_message(exc), _yaml_line(exc, raw_line))
+        raise FrontmatterError(
+            "invalid_frontmatter", _yaml_message(exc), _yaml_line(exc, raw_line, raw)
+        ) from None
+    except (ValueError, TypeError, KeyError, AttributeError, IndexError):
+        # An explicit tag that does not fit its value (``!!int abc``, ``!!map [1]``) makes
+        # PyYAML's constructors raise plain Python errors; the file is unparseable, not a crash.
+        raise FrontmatterError(
+            "invalid_frontmatter", "invalid YAML: a value does not match its tag", raw_line or None
+        ) from None
     except RecursionError:
         raise FrontmatterError(
             "invalid_yaml_graph", "frontmatter nests too deeply", raw_line or None
@@ -160,7 +170,7 @@ def load_yaml(raw: str, raw_line: int) -> dict[str, Any]:
     return {_key_text(k): to_json(v) for k, v in value.items()}
 
 
-def _check_graph(root: yaml.Node, raw_line: int) -> None:
+def _check_graph(root: yaml.Node, raw_line: int, raw: str) -> None:
     """Reject alias cycles and alias fan-out before anything is constructed.
 
     Expanded size is computed per node with memoisation, so a billion-laughs document is measured
@@ -183,14 +193,15 @@ def _check_graph(root: yaml.Node, raw_line: int) -> None:
                 )
         if key in visiting:
             raise FrontmatterError(
-                "invalid_yaml_graph", "frontmatter contains a recursive alias", _mark(node, raw_line)
+                "invalid_yaml_graph", "frontmatter contains a recursive alias",
+                _mark(node, raw_line, raw),
             )
         if key in expanded:
             return expanded[key]
         if depth > MAX_NESTING:
             raise FrontmatterError(
                 "invalid_yaml_graph", f"frontmatter nests deeper than {MAX_NESTING} levels",
-                _mark(node, raw_line),
+                _mark(node, raw_line, raw),
             )
         seen_nodes.add(key)
         visiting.add(key)
@@ -207,7 +218,7 @@ def _check_graph(root: yaml.Node, raw_line: int) -> None:
             raise FrontmatterError(
                 "invalid_yaml_graph",
                 f"frontmatter aliases expand to more than {MAX_EXPANDED_NODES} nodes",
-                _mark(node, raw_line),
+                _mark(node, raw_line, raw),
             )
         return total
 
@@ -256,18 +267,27 @@ def _kind(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def _mark(node: yaml.Node, raw_line: int) -> int | None:
-    mark = getattr(node, "start_mark", None)
-    if mark is None or not raw_line:
-        return raw_line or None
-    return raw_line + mark.line
+def _mark(node: yaml.Node, raw_line: int, raw: str) -> int | None:
+    return _file_line(getattr(node, "start_mark", None), raw_line, raw)
 
 
-def _yaml_line(exc: yaml.YAMLError, raw_line: int) -> int | None:
+def _yaml_line(exc: yaml.YAMLError, raw_line: int, raw: str) -> int | None:
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    return _file_line(mark, raw_line, raw)
+
+
+def _file_line(mark: Any, raw_line: int, raw: str) -> int | None:
+    """A YAML mark as a physical file line.
+
+    YAML also breaks lines at U+0085, U+2028 and U+2029, so ``mark.line`` can drift; the
+    character offset is counted against CR, LF and CRLF only.
+    """
     if mark is None or not raw_line:
         return raw_line or None
-    return raw_line + mark.line
+    index = getattr(mark, "index", None)
+    if not isinstance(index, int):
+        return raw_line + mark.line
+    return raw_line + count_breaks(raw[:index])
 
 
 def _yaml_message(exc: yaml.YAMLError) -> str:

@@ -1,0 +1,49 @@
+"""The tool registry: one module per tool, named like its contract files (sorted by name).
+
+A tool module exposes ``NAME``, ``READ_ONLY``, ``DESCRIPTION``, ``NEEDS_PARSEABLE``,
+``OUTPUT_BUDGET`` (optional; 64 MiB by default) and ``run(snapshot, params, token) -> dict``,
+and optionally ``text(result, snapshot) -> str`` when its text block is not the JSON of the result.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from types import ModuleType
+
+__all__ = ["TOOL_MODULES", "load_tools"]
+
+log = logging.getLogger(__name__)
+
+TOOL_MODULES: tuple[str, ...] = (
+    "get_neighbors",
+    "get_semantic_graph",
+    "list_concepts",
+    "read_concept",
+    "search_concepts",
+    "search_sections",
+    "validate_bundle",
+    "write_concept",
+)
+
+
+def load_tools(names: tuple[str, ...] = TOOL_MODULES) -> dict[str, ModuleType]:
+    """Import ``bundle_mcp.tools.<name>`` for each name, keyed by the module's ``NAME``.
+
+    A module whose file does not exist is left out with a warning (tools land one by one, and the
+    server must still start); any other import failure is a bug and propagates.
+    """
+    modules: dict[str, ModuleType] = {}
+    for name in names:
+        qualified = f"{__name__}.{name}"
+        try:
+            module = importlib.import_module(qualified)
+        except ModuleNotFoundError as exc:
+            if exc.name != qualified:
+                raise
+            log.warning("tool module %s is not installed; the tool is not served", qualified)
+            continue
+        if getattr(module, "NAME", None) != name:
+            raise ImportError(f"{qualified}.NAME must be {name!r}")
+        modules[name] = module
+    return modules

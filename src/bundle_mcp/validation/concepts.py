@@ -38,7 +38,7 @@ def conformance(doc: Document) -> Iterator[Diagnostic]:
                     spec_ref=SPEC_CONCEPT)
 
 
-def guidance(doc: Document, ref: Reference, source_ids_required: bool = True) -> Iterator[Diagnostic]:
+def guidance(doc: Document, ref: Reference) -> Iterator[Diagnostic]:
     """Warnings that hold in every mode: relations, status, sources, footnotes, staleness."""
     if doc.parse_error is not None or doc.frontmatter is None:
         return
@@ -66,7 +66,7 @@ def guidance(doc: Document, ref: Reference, source_ids_required: bool = True) ->
                        field=f"sources[{i}].resource")
         if isinstance(entry.get("id"), str):
             source_ids.add(entry["id"])
-    if isinstance(sources, tuple) and source_ids_required:
+    if isinstance(sources, tuple):
         for footnote in doc.markdown.footnote_refs:
             if footnote.label not in source_ids:
                 yield warn(doc.path, "footnote_without_source",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from ..errors import ERROR, INFO, WARN, Diagnostic
+from ..loader.text import split_lines
 from ..model import Document
 
 
@@ -31,7 +32,7 @@ def key_line(doc: Document, key: str) -> int | None:
     if doc.frontmatter_raw is None:
         return None
     pattern = re.compile(r"(?:['\"]?)" + re.escape(key) + r"(?:['\"]?)[ \t]*:")
-    for n, line in enumerate(doc.frontmatter_raw.splitlines()):
+    for n, line in enumerate(split_lines(doc.frontmatter_raw)):
         if pattern.match(line):
             return n + 2
     return 2

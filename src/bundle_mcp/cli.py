@@ -1,0 +1,239 @@
+"""``bundle-mcp``: serve | call | validate.
+
+``serve`` runs the MCP server (stdio, or streamable HTTP with ``--http``); ``call`` runs one tool
+through the same dispatcher and prints the structured result; ``validate`` is the CI validator,
+whose options and exit codes live in :mod:`bundle_mcp.validate_cli`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__
+from .dispatch import Dispatcher, ServeConfig, UnknownTool
+from .errors import BundleError
+from .loader.capture import pin_root
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_TOOL_ERROR = 1
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+TOKEN_ENV = "BUNDLE_MCP_TOKEN"
+
+
+class UsageError(Exception):
+    """A command line that cannot run; reported on stderr with exit code 2."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(
+        level=logging.WARNING, stream=sys.stderr, format="bundle-mcp: %(levelname)s: %(message)s"
+    )
+    try:
+        if args_list[:1] == ["validate"]:
+            return _validate(args_list[1:])
+        args = _parser().parse_args(args_list)
+        return int(args.handler(args))
+    except UsageError as exc:
+        print(f"bundle-mcp: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        return EXIT_INTERRUPTED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="bundle-mcp", description="Serve and validate Open Knowledge Format bundles."
+    )
+    parser.add_argument("--version", action="version", version=f"bundle-mcp {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    serve = commands.add_parser("serve", help="run the MCP server (stdio by default)")
+    serve.add_argument("bundles", nargs="*", metavar="BUNDLE", help="bundle folders to serve")
+    serve.add_argument(
+        "--http", metavar="HOST:PORT", help="streamable HTTP instead of stdio (host 127.0.0.1)"
+    )
+    serve.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV),
+        help=f"require 'Authorization: Bearer TOKEN' over HTTP (default: ${TOKEN_ENV})",
+    )
+    serve.add_argument(
+        "--allow-any-bundle",
+        action="store_true",
+        help="accept any absolute bundle_path, not only the BUNDLE arguments",
+    )
+    serve.add_argument(
+        "--skip-unparseable",
+        action="store_true",
+        help="serve the parseable concepts when some files cannot be parsed",
+    )
+    serve.add_argument("--read-only", action="store_true", help="hide the write tools")
+    serve.set_defaults(handler=_serve)
+
+    call = commands.add_parser("call", help="run one tool and print its structured result")
+    call.add_argument("tool", metavar="TOOL")
+    call.add_argument(
+        "pairs", nargs="*", metavar="KEY=VALUE", help="arguments; VALUE is JSON if it parses"
+    )
+    call.add_argument("--args", dest="json_args", metavar="JSON", help="arguments as an object")
+    call.add_argument("--bundle", help="the bundle folder (then bundle_path may be omitted)")
+    call.add_argument("--skip-unparseable", action="store_true")
+    call.add_argument("--text", action="store_true", help="print the text block instead")
+    call.set_defaults(handler=_call)
+
+    # Parsed separately in main() so that its options stay with validate_cli.
+    commands.add_parser("validate", help="check a bundle for CI (see: bundle-mcp validate -h)")
+    return parser
+
+
+# --------------------------------------------------------------------------------------------
+# serve
+
+
+def _serve(args: argparse.Namespace) -> int:
+    bundles = tuple(_bundle_argument(b) for b in args.bundles)
+    if not bundles and not args.allow_any_bundle:
+        raise UsageError("give at least one BUNDLE folder, or --allow-any-bundle")
+    if args.token and not args.http:
+        raise UsageError("--token applies to --http only")
+    config = ServeConfig(
+        bundles=bundles,
+        allow_any_bundle=args.allow_any_bundle,
+        skip_unparseable=args.skip_unparseable,
+        read_only=args.read_only,
+    )
+    dispatcher = Dispatcher(config)
+    # The SDK is imported here, not at the top, so that `call` and `validate` start quickly.
+    from . import server
+
+    if args.http is None:
+        server.serve_stdio(dispatcher)
+        return EXIT_OK
+    host, port = _host_port(args.http)
+    _print_client_config(config, host, port, bool(args.token))
+    server.serve_http(dispatcher, host, port, args.token)
+    return EXIT_OK
+
+
+def _bundle_argument(value: str) -> str:
+    path = os.path.abspath(value)
+    try:
+        os.close(pin_root(path))
+    except BundleError as exc:
+        raise UsageError(f"{value}: {exc.message}") from None
+    return path
+
+
+def _host_port(value: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[::1]:PORT``, or a bare ``PORT`` on 127.0.0.1."""
+    host, _, port_text = value.rpartition(":")
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise UsageError(f"--http wants HOST:PORT, got {value!r}")
+    host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
+    return host, int(port_text)
+
+
+def _print_client_config(config: ServeConfig, host: str, port: int, has_token: bool) -> None:
+    shown_host = f"[{host}]" if ":" in host else host
+    url = f"http://{shown_host}:{port}/mcp"
+    http_entry: dict[str, Any] = {"type": "http", "url": url}
+    if has_token:
+        # Never echo the secret itself into a log.
+        http_entry["headers"] = {"Authorization": "Bearer <token>"}
+    flags = [
+        flag
+        for flag, on in (
+            ("--allow-any-bundle", config.allow_any_bundle),
+            ("--skip-unparseable", config.skip_unparseable),
+            ("--read-only", config.read_only),
+        )
+        if on
+    ]
+    stdio_entry = {"command": "bundle-mcp", "args": ["serve", *config.bundles, *flags]}
+    print(f"bundle-mcp {__version__}: streamable HTTP on {url}", file=sys.stderr)
+    for label, entry in (("stdio", stdio_entry), ("HTTP", http_entry)):
+        client_config = {"mcpServers": {"bundle-mcp": entry}}
+        print(f"{label} client configuration:\n{json.dumps(client_config, indent=2)}",
+              file=sys.stderr)
+    sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------------------------
+# call
+
+
+def _call(args: argparse.Namespace) -> int:
+    arguments = _call_arguments(args.json_args, args.pairs)
+    bundles = (os.path.abspath(args.bundle),) if args.bundle else ()
+    config = ServeConfig(
+        bundles=bundles,
+        # Without --bundle the caller names bundle_path itself, as with the reference server.
+        allow_any_bundle=not bundles,
+        skip_unparseable=args.skip_unparseable,
+    )
+    dispatcher = Dispatcher(config)
+    try:
+        outcome = dispatcher.call(args.tool, arguments)
+    except UnknownTool:
+        known = ", ".join(spec.name for spec in dispatcher.tools())
+        raise UsageError(f"unknown tool {args.tool!r}; known tools: {known}") from None
+    if args.text:
+        print(outcome.text)
+    else:
+        print(json.dumps(outcome.structured, indent=2, ensure_ascii=False))
+    return EXIT_TOOL_ERROR if outcome.is_error else EXIT_OK
+
+
+def _call_arguments(json_args: str | None, pairs: Sequence[str]) -> dict[str, Any]:
+    arguments: dict[str, Any] = {}
+    if json_args is not None:
+        try:
+            parsed = json.loads(json_args)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"--args is not JSON: {exc.msg}") from None
+        if not isinstance(parsed, dict):
+            raise UsageError("--args must be a JSON object")
+        arguments.update(parsed)
+    for pair in pairs:
+        key, sep, raw = pair.partition("=")
+        if not sep or not key:
+            raise UsageError(f"expected KEY=VALUE, got {pair!r}")
+        arguments[key] = _value(raw)
+    return arguments
+
+
+def _value(raw: str) -> Any:
+    # limit=5 is a number and kinds='["source"]' a list, but query=roast stays a string.
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+# --------------------------------------------------------------------------------------------
+# validate
+
+
+def _validate(argv: list[str]) -> int:
+    # Imported here so that this module works before and without the validator's own module.
+    from . import validate_cli
+
+    parser = argparse.ArgumentParser(
+        prog="bundle-mcp validate", description="Check a bundle against OKF v0.2."
+    )
+    validate_cli.add_arguments(parser)
+    return int(validate_cli.run(parser.parse_args(argv)))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

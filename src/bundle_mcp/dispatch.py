@@ -1,0 +1,262 @@
+"""The transport-free core: validate → resolve bundle → snapshot → run → budget → validate.
+
+``Dispatcher.call`` is the only way a tool runs, for the MCP server and for ``bundle-mcp call``
+alike. Every failure leaves it as an :class:`Outcome` carrying the error envelope; only an unknown
+tool name escapes as :class:`UnknownTool`, because that is a protocol error, not a tool result.
+This is also the one place (with the server boundary) that catches every exception: a bug becomes
+``internal_error`` with the traceback in the server log and nothing of it in the reply.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from .cancel import CancelToken
+from .contracts import ContractSet, internal_error
+from .errors import (
+    ERROR,
+    INVALID_YAML_GRAPH,
+    OPERATION_REJECTED,
+    RESOURCE_LIMIT,
+    BundleError,
+    Diagnostic,
+    invalid_request,
+    recovery_step,
+    resource_limit,
+)
+from .loader.capture import check_bundle_path
+from .model import Document, Snapshot
+from .snapshots import SnapshotCache
+from .tools import load_tools
+
+__all__ = ["Dispatcher", "Outcome", "ServeConfig", "ToolSpec", "UnknownTool", "to_json"]
+
+log = logging.getLogger(__name__)
+
+MIB = 1024 * 1024
+DEFAULT_OUTPUT_BUDGET = 64 * MIB
+TEXT_BUDGET = 64 * MIB
+
+_BUNDLE_FIELD = "$.bundle_path"
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    bundles: tuple[str, ...] = ()  # allow-list of absolute clean bundle paths from the command line
+    allow_any_bundle: bool = False  # reference behaviour: any absolute bundle_path
+    skip_unparseable: bool = False
+    read_only: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    structured: dict[str, Any]  # the result object, or the error envelope
+    text: str  # JSON text of ``structured``, or the tool's own text (read_concept: the raw file)
+    is_error: bool
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """What a transport advertises for one tool."""
+
+    name: str
+    description: str
+    read_only: bool
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any]
+
+
+class UnknownTool(KeyError):
+    """No tool of that name is served (unknown, or a write tool hidden by ``--read-only``)."""
+
+
+@dataclass(frozen=True)
+class _Tool:
+    spec: ToolSpec
+    module: ModuleType
+    needs_parseable: bool
+    output_budget: int
+
+
+def to_json(value: Any) -> str:
+    """The wire text of a result: compact, raw UTF-8, and no NaN (it is not JSON)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        config: ServeConfig,
+        contracts: ContractSet | None = None,
+        *,
+        tools: Mapping[str, ModuleType] | None = None,
+        cache: SnapshotCache | None = None,
+    ) -> None:
+        self.config = config
+        self.contracts = contracts if contracts is not None else ContractSet()
+        modules = tools if tools is not None else load_tools()
+        self._tools = {
+            name: self._bind(name, module)
+            for name, module in sorted(modules.items())
+            if module.READ_ONLY or not config.read_only
+        }
+        self._cache = cache if cache is not None else SnapshotCache()
+        self._reported_lock = threading.Lock()
+        self._reported: dict[str, str] = {}  # bundle path → revision whose broken files were logged
+
+    def tools(self) -> list[ToolSpec]:
+        """The served tools, sorted by name (write tools hidden when read-only)."""
+        return [tool.spec for tool in self._tools.values()]
+
+    def call(
+        self, name: str, arguments: Mapping[str, Any] | None, token: CancelToken | None = None
+    ) -> Outcome:
+        """Run one tool call to completion; never raises except :class:`UnknownTool`."""
+        tool = self._tools.get(name)
+        if tool is None:
+            raise UnknownTool(name)
+        token = token if token is not None else CancelToken()
+        try:
+            return self._run(tool, {} if arguments is None else arguments, token)
+        except BundleError as exc:
+            return self._failure(exc)
+        except Exception:
+            log.exception("tool %s failed with an unexpected exception", name)
+            return self._failure(internal_error())
+
+    # -- the pipeline
+
+    def _run(self, tool: _Tool, arguments: Any, token: CancelToken) -> Outcome:
+        name = tool.spec.name
+        token.check()
+        self.contracts.check_input(name, arguments)
+        token.check()
+        bundle_path = self._resolve_bundle(arguments.get("bundle_path"))
+        snapshot = self._cache.get(bundle_path, token)
+        token.check()
+        if snapshot.broken and tool.needs_parseable:
+            if not self.config.skip_unparseable:
+                raise _parse_rejection(snapshot.broken)
+            self._report_skipped(bundle_path, snapshot)
+        params = {k: v for k, v in arguments.items() if k != "bundle_path"}
+        if getattr(tool.module, "NEEDS_BUNDLE_PATH", False):
+            # Write tools re-plan against the disk and publish there: they need the pinned path.
+            params["bundle_path"] = bundle_path
+        result = tool.module.run(snapshot, params, token)
+        if tool.module.READ_ONLY:
+            # A write that has committed is reported as done, never as cancelled.
+            token.check()
+        structured_text = to_json(result)
+        _check_budget(structured_text, tool.output_budget, "structured result")
+        text_of = getattr(tool.module, "text", None)
+        text = structured_text if text_of is None else text_of(result, snapshot)
+        _check_budget(text, TEXT_BUDGET, "text block")
+        self.contracts.check_output(name, result)
+        return Outcome(structured=result, text=text, is_error=False)
+
+    def _resolve_bundle(self, value: str | None) -> str:
+        bundles = self.config.bundles
+        if value is None:
+            if len(bundles) == 1:
+                return bundles[0]
+            raise invalid_request(
+                "bundle_path is required: this server does not serve exactly one bundle",
+                _bundle_diagnostic("give the absolute path of the bundle root"),
+            )
+        check_bundle_path(value)
+        if not self.config.allow_any_bundle and value not in bundles:
+            raise invalid_request(
+                "bundle_path is not one of the bundles this server serves",
+                _bundle_diagnostic(
+                    "use a bundle the server was started with; the server's own configuration "
+                    "decides which bundles may be read"
+                ),
+            )
+        return value
+
+    def _report_skipped(self, bundle_path: str, snapshot: Snapshot) -> None:
+        # Once per revision, not per call: a busy client would otherwise flood the log.
+        with self._reported_lock:
+            if self._reported.get(bundle_path) == snapshot.revision:
+                return
+            self._reported[bundle_path] = snapshot.revision
+        files = ", ".join(d.path for d in snapshot.broken)
+        log.warning(
+            "serving %s without %d unparseable file(s): %s",
+            bundle_path,
+            len(snapshot.broken),
+            files,
+        )
+
+    def _failure(self, error: BundleError) -> Outcome:
+        envelope = error.envelope()
+        try:
+            self.contracts.check_envelope(envelope)
+        except BundleError as broken:
+            # check_envelope already logged why; send the fixed, known-good envelope instead.
+            envelope = broken.envelope()
+        return Outcome(structured=envelope, text=envelope["message"], is_error=True)
+
+    def _bind(self, name: str, module: ModuleType) -> _Tool:
+        if name not in self.contracts.tool_names():
+            raise ValueError(f"tool {name} has no input/output contract pair")
+        return _Tool(
+            spec=ToolSpec(
+                name=name,
+                description=module.DESCRIPTION,
+                read_only=bool(module.READ_ONLY),
+                input_schema=self.contracts.input_schema(name),
+                output_schema=self.contracts.output_schema(name),
+            ),
+            module=module,
+            needs_parseable=bool(module.NEEDS_PARSEABLE),
+            output_budget=int(getattr(module, "OUTPUT_BUDGET", DEFAULT_OUTPUT_BUDGET)),
+        )
+
+
+def _bundle_diagnostic(message: str) -> Diagnostic:
+    return Diagnostic(code="invalid_input", severity=ERROR, field=_BUNDLE_FIELD, message=message)
+
+
+def _parse_rejection(broken: tuple[Document, ...]) -> BundleError:
+    """One ERROR diagnostic per broken file, under the code the worst of them calls for."""
+    errors = tuple(
+        d.parse_error for d in sorted(broken, key=lambda d: d.path) if d.parse_error is not None
+    )
+    codes = {e.code for e in errors}
+    count = f"{len(errors)} file(s) of the bundle cannot be parsed"
+    if RESOURCE_LIMIT in codes:
+        return BundleError(
+            RESOURCE_LIMIT,
+            f"{count}; at least one is over a size cap",
+            (*errors, recovery_step("shrink the listed frontmatter blocks below 1 MiB")),
+        )
+    if codes == {INVALID_YAML_GRAPH}:
+        return BundleError(INVALID_YAML_GRAPH, f"{count}: abusive YAML alias structure", errors)
+    return BundleError(
+        OPERATION_REJECTED,
+        count,
+        (
+            *errors,
+            recovery_step(
+                "fix the listed files (validate_bundle reports every problem), or ask the "
+                "operator to serve the bundle with --skip-unparseable"
+            ),
+        ),
+    )
+
+
+def _check_budget(text: str, budget: int, what: str) -> None:
+    # Encoding is also the last guard against text the transport could not send (a lone
+    # surrogate raises here, as an internal error, instead of killing the session later).
+    if len(text) > budget or len(text.encode("utf-8")) > budget:
+        raise resource_limit(
+            f"the {what} is larger than its {budget}-byte budget",
+            "narrow the request: a smaller limit, a more specific query or fewer kinds",
+        )

@@ -1,0 +1,105 @@
+"""The snapshot cache: the last capture of each bundle, refreshed by a stat walk on every call.
+
+``get`` always re-runs the loader with the previous snapshot and its stat keys, so unchanged
+files are neither read nor parsed again, and the caller gets *one* snapshot object for the whole
+call: an answer never mixes two revisions. When nothing at all changed, the previous snapshot
+object itself is returned, which keeps its memoised indexes (edges, folds) warm across calls.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from .cancel import CancelToken
+from .loader import load_bundle
+from .loader.capture import StatKey
+from .model import Snapshot
+
+__all__ = ["SnapshotCache", "Loader"]
+
+Loader = Callable[
+    [str, CancelToken, Snapshot | None, Mapping[str, StatKey] | None],
+    tuple[Snapshot, dict[str, StatKey]],
+]
+
+DEFAULT_MAX_BUNDLES = 16
+
+
+@dataclass(frozen=True, slots=True)
+class _Cached:
+    snapshot: Snapshot
+    stats: Mapping[str, StatKey]
+
+
+class _Slot:
+    """Per-bundle state: a lock that serializes refreshes, and the last good capture."""
+
+    __slots__ = ("lock", "cached")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.cached: _Cached | None = None
+
+
+class SnapshotCache:
+    """Thread-safe: one lock per bundle path, so different bundles never wait on each other.
+
+    At most ``max_bundles`` bundles are kept (least recently used dropped first), which bounds
+    memory when the server accepts any bundle path.
+    """
+
+    def __init__(
+        self, loader: Loader = load_bundle, max_bundles: int = DEFAULT_MAX_BUNDLES
+    ) -> None:
+        self._loader = loader
+        self._max_bundles = max_bundles
+        self._slots: OrderedDict[str, _Slot] = OrderedDict()
+        self._slots_lock = threading.Lock()
+
+    def get(self, bundle_path: str, token: CancelToken) -> Snapshot:
+        """The bundle's current snapshot.
+
+        Raises:
+            BundleError: from the loader (bad root, caps, cancellation); the cached capture is
+                kept, so a later call starts from it again.
+        """
+        slot = self._slot(bundle_path)
+        with slot.lock:
+            previous = slot.cached
+            snapshot, stats = self._loader(
+                bundle_path,
+                token,
+                previous.snapshot if previous else None,
+                previous.stats if previous else None,
+            )
+            if previous is not None and _same_capture(previous.snapshot, snapshot):
+                snapshot = previous.snapshot
+            slot.cached = _Cached(snapshot, stats)
+            return snapshot
+
+    def _slot(self, bundle_path: str) -> _Slot:
+        with self._slots_lock:
+            slot = self._slots.get(bundle_path)
+            if slot is None:
+                slot = self._slots[bundle_path] = _Slot()
+                # An evicted slot may still be in use by a running call; that call finishes
+                # with it and the slot is simply forgotten afterwards.
+                while len(self._slots) > self._max_bundles:
+                    self._slots.popitem(last=False)
+            else:
+                self._slots.move_to_end(bundle_path)
+            return slot
+
+
+def _same_capture(old: Snapshot, new: Snapshot) -> bool:
+    # The revision covers the Markdown files only; assets, folders and skipped entries decide
+    # link resolution and validation findings, so they must match too.
+    return (
+        old.revision == new.revision
+        and old.assets == new.assets
+        and old.directories == new.directories
+        and old.skipped == new.skipped
+    )

@@ -1,0 +1,148 @@
+"""get_neighbors: resolved navigation and relation edges of one concept, and its sources."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..cancel import CancelToken
+from ..errors import resource_limit
+from ..model import Edge, Snapshot
+from ..temporal import reference_from
+from ._common import MIB, Cards, frontmatter_sources, invalid_field, limit_from, require_concept
+
+NAME = "get_neighbors"
+READ_ONLY = True
+NEEDS_PARSEABLE = True
+OUTPUT_BUDGET = 64 * MIB
+DESCRIPTION = (
+    "The resolved edges of one concept, by canonical concept_id (find it first with "
+    "search_concepts). navigation = Markdown links to existing concepts (relative or "
+    "bundle-root; links inside code are not links); relation = typed relations of the "
+    "frontmatter 'relations' extension, whose from/to keep the escaped reference "
+    "(hash\\#name, a#part) and whose relation_type is the declared type; source = the "
+    "concept's own provenance sources[] (outbound only, returned in 'sources', never as edges). "
+    "Broken links and unresolved relations are excluded. direction: in (edges pointing at the "
+    "concept), out (edges leaving it) or both (default). Edges sort by kind, from, to, "
+    "relation_type. total counts the selected edges before limit (1-100, default 20) and "
+    "truncated says some were left out; there is no cursor: narrow direction or kinds, raise "
+    "limit up to 100, or use get_semantic_graph when the task needs a complete traversal and "
+    "it fits. If it cannot be narrowed, report the limit instead of claiming completeness. "
+    "More than 100 sources or 100,000 candidate edges fail with resource_limit."
+)
+
+KINDS = ("navigation", "relation", "source")
+DIRECTIONS = ("in", "out", "both")
+MAX_SOURCES = 100
+MAX_CANDIDATE_EDGES = 100_000
+
+
+def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+    doc = require_concept(snapshot, params["concept_id"])
+    concept_id = doc.concept_id
+    assert concept_id is not None
+    direction = params.get("direction", "both")
+    if direction not in DIRECTIONS:
+        raise invalid_field("$.direction", "direction must be in, out or both")
+    kinds = normalise_kinds(params.get("kinds", list(KINDS)))
+    limit = limit_from(params)
+    ref = reference_from(params)
+
+    sources: list[dict[str, str]] = []
+    if "source" in kinds and direction != "in":
+        sources = provenance_sources(doc.fm, token)
+
+    edges = select_edges(snapshot, concept_id, direction, kinds, token)
+    cards = Cards(snapshot, ref)
+    out = []
+    for edge in edges[:limit]:
+        token.check()
+        out.append(
+            {
+                "from": edge.source_ref,
+                "to": edge.target_ref,
+                "kind": edge.kind,
+                "relation_type": edge.relation_type,
+                "source": cards.get(edge.source_id),
+                "target": cards.get(edge.target_id),
+            }
+        )
+    return {
+        "concept": cards.get(concept_id),
+        "as_of": ref.as_of,
+        "temporal_profile": ref.profile,
+        "direction": direction,
+        "kinds": kinds,
+        "total": len(edges),
+        "truncated": len(edges) > limit,
+        "edges": out,
+        "sources": sources,
+    }
+
+
+def normalise_kinds(requested: Any) -> list[str]:
+    """The requested kinds in canonical order; empty, unknown or repeated kinds are rejected."""
+    if not isinstance(requested, list) or not requested:
+        raise invalid_field("$.kinds", "kinds must list one to three of navigation, relation, "
+                            "source")
+    for kind in requested:
+        if kind not in KINDS:
+            raise invalid_field("$.kinds", "kinds may only contain navigation, relation, source")
+    if len(set(requested)) != len(requested):
+        raise invalid_field("$.kinds", "kinds must not repeat a kind")
+    return [k for k in KINDS if k in requested]
+
+
+def select_edges(
+    snapshot: Snapshot, concept_id: str, direction: str, kinds: list[str], token: CancelToken
+) -> list[Edge]:
+    """Edges touching the concept, filtered by direction and kind, in (kind, from, to, type) order.
+
+    ``in`` keeps edges whose target concept is the concept, ``out`` those whose source concept
+    is, ``both`` either (a self-link once).
+    """
+    selected: list[Edge] = []
+    for edge in snapshot.edges_by_concept.get(concept_id, ()):
+        token.check()
+        if edge.kind not in kinds:
+            continue
+        if direction == "in" and edge.target_id != concept_id:
+            continue
+        if direction == "out" and edge.source_id != concept_id:
+            continue
+        selected.append(edge)
+        if len(selected) > MAX_CANDIDATE_EDGES:
+            raise resource_limit(
+                f"the neighbourhood has more than {MAX_CANDIDATE_EDGES} candidate edges",
+                "narrow direction (in or out) and kinds (navigation or relation), or use "
+                "get_semantic_graph if its output fits; v1 has no cursor, so report this limit "
+                "rather than claiming a complete neighbourhood",
+            )
+    selected.sort(key=lambda e: (e.kind, e.source_ref, e.target_ref, e.relation_type or ""))
+    return selected
+
+
+def provenance_sources(fm: Any, token: CancelToken) -> list[dict[str, str]]:
+    """``sources[]`` entries with a string resource as {id, resource, title}, '' when missing."""
+    out = []
+    for entry in frontmatter_sources(fm):
+        token.check()
+        out.append(
+            {
+                "id": _text(entry.get("id")),
+                "resource": entry["resource"],
+                "title": _text(entry.get("title")),
+            }
+        )
+    if len(out) > MAX_SOURCES:
+        raise resource_limit(
+            f"the concept has {len(out)} provenance sources, more than the {MAX_SOURCES} "
+            "that can be returned",
+            "call again without 'source' in kinds (for example kinds [navigation, relation]) "
+            "and read the sources with read_concept",
+        )
+    out.sort(key=lambda s: (s["id"], s["resource"], s["title"]))
+    return out
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""

@@ -1,0 +1,164 @@
+"""get_semantic_graph: the whole bundle as one JSON-LD document.
+
+The projection (``bundle-mcp/okf-v0.2``, ``bundle-mcp/okf-v0.2-instant`` under the instant
+profile) is ours, not the Go toolkit's closed-class profile:
+
+- ``@graph[0]`` is the bundle node (``@id`` ``bundle:``, ``@type`` ``okf:Bundle``) carrying
+  ``projectionVersion``, ``declaredOKFVersion`` (only when the root index.md declares one),
+  ``effectiveOKFVersion``, ``temporalProfile`` and ``asOf``.
+- Then one node per concept, sorted by ID. ``@id`` is ``bundle:`` + the ID percent-encoded with
+  '/' kept (``bundle:tables/orders``, ``bundle:hash%23name``), which the context expands to
+  ``local:bundle:...``. ``@type`` is ``okf:Concept`` (JSON-LD types are IRIs, and an OKF type
+  such as ``Attested Computation`` is free text); the OKF type is the ``type`` property.
+  ``id`` is the plain concept ID, as every other tool spells it.
+- ``references`` lists every in-bundle Markdown link target once, sorted by target ID, as
+  ``{"@type": "okf:Reference", "kind": "navigation", "target": <concept ID>, "exists": bool}``:
+  broken links stay visible with ``exists: false``. Links that climb above the root, name a
+  directory, or name a reserved index.md/log.md are not concept references and are left out.
+- ``relations`` lists the typed relations of the toolkit extension, resolved or not, sorted by
+  (source, relation_type, target), as ``{"@type": "okf:ToolkitExtensionRelation", "kind":
+  "relation", "source": <escaped ref>, "relation_type": ..., "target": <escaped ref>,
+  "target_id": <unescaped concept ID>, "exists": bool}``; ``source``/``target`` keep the escaped
+  reference strings exactly as get_neighbors' ``from``/``to`` do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from ..cancel import CancelToken
+from ..errors import resource_limit
+from ..model import Document, Snapshot
+from ..temporal import INSTANT_PROFILE, Reference, reference_from
+from ..versioning import resolve_version
+from ._common import MIB, Cards
+
+NAME = "get_semantic_graph"
+READ_ONLY = True
+NEEDS_PARSEABLE = True
+OUTPUT_BUDGET = 16 * MIB
+DESCRIPTION = (
+    "The whole bundle as one JSON-LD document (@context, @graph): a bundle node with the OKF "
+    "version, then one node per concept sorted by ID with type, title, description, tags, "
+    "status, trust, stale_after/stale, its Markdown link targets under 'references' (broken "
+    "links kept with exists:false) and its typed relations (toolkit extension) under "
+    "'relations'. Use it when a task needs a complete traversal that get_neighbors' limit of "
+    "100 edges cannot give. The output is capped at 16 MiB: a bundle whose graph is larger "
+    "fails with resource_limit; then report that limit rather than claiming completeness."
+)
+
+PROJECTION_DATE = "bundle-mcp/okf-v0.2"
+PROJECTION_INSTANT = "bundle-mcp/okf-v0.2-instant"
+MAX_NODES = 100_000
+RESERVED_STEMS = ("index", "log")
+
+CONTEXT: dict[str, Any] = {
+    "okf": "https://okf.io/ontology/v0.2#",
+    "bundle": "local:bundle:",
+    "id": "okf:conceptId",
+    "path": "okf:path",
+    "type": "okf:type",
+    "title": "okf:title",
+    "description": "okf:description",
+    "tags": {"@id": "okf:tags", "@container": "@list"},
+    "status": "okf:status",
+    "trust": "okf:trust",
+    "stale_after": "okf:staleAfter",
+    "stale": "okf:stale",
+    "references": {"@id": "okf:references", "@container": "@set"},
+    "relations": {"@id": "okf:relations", "@container": "@set"},
+    "kind": "okf:kind",
+    "source": "okf:source",
+    "target": "okf:target",
+    "target_id": "okf:targetConceptId",
+    "relation_type": "okf:relationType",
+    "exists": "okf:exists",
+    "projectionVersion": "okf:projectionVersion",
+    "declaredOKFVersion": "okf:declaredOKFVersion",
+    "effectiveOKFVersion": "okf:effectiveOKFVersion",
+    "temporalProfile": "okf:temporalProfile",
+    "asOf": "okf:asOf",
+}
+
+
+def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+    ref = reference_from(params)
+    if len(snapshot.concepts) + 1 > MAX_NODES:
+        raise resource_limit(
+            f"the graph would have more than {MAX_NODES} nodes",
+            "serve a smaller bundle; use search_concepts and get_neighbors for bounded reads",
+        )
+    graph: list[dict[str, Any]] = [bundle_node(snapshot, ref)]
+    cards = Cards(snapshot, ref)
+    for concept_id, doc in snapshot.concepts.items():
+        token.check()
+        graph.append(concept_node(snapshot, doc, cards.get(concept_id), token))
+    return {"@context": dict(CONTEXT), "@graph": graph}
+
+
+def iri(concept_id: str) -> str:
+    """The compact IRI of a concept: ``bundle:`` + its ID percent-encoded, '/' kept."""
+    return "bundle:" + quote(concept_id, safe="/")
+
+
+def bundle_node(snapshot: Snapshot, ref: Reference) -> dict[str, Any]:
+    version = resolve_version(snapshot)
+    node: dict[str, Any] = {
+        "@id": "bundle:",
+        "@type": "okf:Bundle",
+        "projectionVersion": PROJECTION_INSTANT if ref.profile == INSTANT_PROFILE
+        else PROJECTION_DATE,
+    }
+    if version["declared"] is not None:
+        node["declaredOKFVersion"] = version["declared"]
+    node["effectiveOKFVersion"] = version["effective"]
+    node["temporalProfile"] = ref.profile
+    node["asOf"] = ref.as_of
+    return node
+
+
+def concept_node(
+    snapshot: Snapshot, doc: Document, card: dict[str, Any], token: CancelToken
+) -> dict[str, Any]:
+    concept_id = card["id"]
+    references: dict[str, bool] = {}
+    for link in doc.markdown.links:
+        token.check()
+        target = link.concept_id
+        if target is None or link.is_directory or target.rsplit("/", 1)[-1] in RESERVED_STEMS:
+            continue
+        references[target] = target in snapshot.concepts
+    relations = []
+    for rel in doc.relations:  # already unique and sorted by (source, type, target)
+        token.check()
+        relations.append(
+            {
+                "@type": "okf:ToolkitExtensionRelation",
+                "kind": "relation",
+                "source": rel.source,
+                "relation_type": rel.relation_type,
+                "target": rel.target,
+                "target_id": rel.target_id,
+                "exists": rel.target_id in snapshot.concepts,
+            }
+        )
+    return {
+        "@id": iri(concept_id),
+        "@type": "okf:Concept",
+        "id": concept_id,
+        "path": card["path"],
+        "type": card["type"],
+        "title": card["title"],
+        "description": card["description"],
+        "tags": card["tags"],
+        "status": card["status"],
+        "trust": card["trust"],
+        "stale_after": card["stale_after"],
+        "stale": card["stale"],
+        "references": [
+            {"@type": "okf:Reference", "kind": "navigation", "target": t, "exists": references[t]}
+            for t in sorted(references)
+        ],
+        "relations": relations,
+    }

@@ -1,0 +1,97 @@
+"""list_concepts: every concept, sorted by ID, with card fields and the bundle's OKF version."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..cancel import CancelToken
+from ..model import Document, Snapshot
+from ..projection import stale_after, status_state, text_field, trust
+from ..temporal import Reference, reference_from
+from ..versioning import resolve_version, version_declaration
+from ._common import (
+    MIB,
+    citation_sources,
+    frontmatter_sources,
+    legacy_generated_at,
+    string_or,
+)
+
+NAME = "list_concepts"
+READ_ONLY = True
+NEEDS_PARSEABLE = True
+OUTPUT_BUDGET = 64 * MIB
+DESCRIPTION = (
+    "Every concept of the bundle, sorted by canonical ID, with type, title, path, status, "
+    "trust, stale_after/stale, generated_at, source count, Attested Computation summary and "
+    "the bundle's OKF version. It is the WHOLE list in one response, not a page, and there is "
+    "no cursor: on a large bundle it is large. Prefer search_concepts with a distinctive "
+    "literal; use this only when no query term is known or every ID is needed. stale is null "
+    "without as_of (the clock is never read)."
+)
+
+COMPUTATION_KEYS = ("runtime", "parameters", "computation", "executor", "attester")
+
+
+def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+    ref = reference_from(params)
+    version = resolve_version(snapshot)
+    legacy = version["effective"] == "0.1"
+    concepts = []
+    for doc in snapshot.concepts.values():
+        token.check()
+        concepts.append(entry(doc, ref, legacy))
+    return {
+        "version": version,
+        "version_declaration": version_declaration(snapshot),
+        "temporal_profile": ref.profile,
+        "as_of": ref.as_of,
+        "concepts": concepts,
+    }
+
+
+def entry(doc: Document, ref: Reference, legacy: bool) -> dict[str, Any]:
+    fm = doc.fm
+    state = status_state(fm)
+    after = stale_after(fm, ref.profile)
+    generated_at, from_timestamp = legacy_generated_at(doc, legacy)
+    sources = frontmatter_sources(fm)
+    source_count = len(sources)
+    from_citations = False
+    if legacy and "sources" not in fm:
+        citations = citation_sources(doc)
+        if citations:
+            source_count, from_citations = len(citations), True
+    assert doc.concept_id is not None
+    return {
+        "id": doc.concept_id,
+        "type": text_field(fm, "type"),
+        "title": text_field(fm, "title"),
+        "path": doc.path,
+        "status": state["effective"],
+        "status_state": state,
+        "trust": trust(fm),
+        "stale": ref.stale(after),
+        "stale_after": after,
+        "generated_at": generated_at,
+        "source_count": source_count,
+        "computation": computation_summary(fm),
+        "legacy_derived": {"generated": from_timestamp, "citations": from_citations},
+    }
+
+
+def computation_summary(fm: Mapping[str, Any]) -> dict[str, Any]:
+    """Which Attested Computation keys are present, and their resource strings (inert data)."""
+    return {
+        "present": any(key in fm for key in COMPUTATION_KEYS),
+        "runtime": string_or(fm.get("runtime"), None),
+        "executor": _resource(fm.get("executor")),
+        "attester": _resource(fm.get("attester")),
+    }
+
+
+def _resource(value: Any) -> str | None:
+    if isinstance(value, Mapping):
+        return string_or(value.get("resource"), None)
+    return None

@@ -1,0 +1,249 @@
+"""search_sections: BM25 over the sections of every concept, AND of case-folded terms."""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import sys
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote
+
+from ..cancel import CancelToken
+from ..errors import resource_limit
+from ..model import Snapshot
+from ..projection import text_field
+from ._common import fold, invalid_field, limit_from
+
+NAME = "search_sections"
+READ_ONLY = True
+NEEDS_PARSEABLE = True
+OUTPUT_BUDGET = 1024 * 1024
+DESCRIPTION = (
+    "Rank the sections (the preamble, then one per heading) of every concept by BM25 and "
+    "return the best with a citable locator (<path>#L<start>-L<end>), line range, heading, "
+    "a snippet near the first match and the file's sha256. The query is split into words "
+    "(anything that is not a letter, number or mark separates them), case folded and NFC; a "
+    "section must contain EVERY word (AND) in its text, its heading or the concept title. "
+    "No stemming, synonyms, regex or semantic matching: use the words the documents use. "
+    "At most 32 distinct words. total and truncated report what was left out; there is no "
+    "cursor: raise limit (up to 100) or add a distinguishing word. Cite the locator and "
+    "snapshot_revision; read the whole concept with read_concept when a section is not enough."
+)
+
+K1 = 1.2
+B = 0.75
+RAW_WEIGHT, HEADING_WEIGHT, TITLE_WEIGHT = 1, 3, 2
+MAX_TERMS = 32
+MAX_TERM_LENGTH = 4096
+MAX_SECTIONS = 100_000
+MAX_TOKENS = 1_000_000
+MAX_LABEL_BYTES = 1024  # a heading or a concept title
+SNIPPET_LENGTH = 512
+SNIPPET_LEAD = 80  # characters of context kept before the first match
+
+
+@functools.lru_cache(maxsize=1)
+def word_pattern() -> re.Pattern[str]:
+    """Runs of letters, numbers and marks (Unicode categories L*, N*, M*), built once."""
+    ranges: list[tuple[int, int]] = []
+    for cp in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(cp))[0] in "LNM":
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    body = "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in ranges
+    )
+    return re.compile(f"[{body}]+")
+
+
+def tokens(text: str) -> list[str]:
+    """The folded words of ``text``."""
+    return word_pattern().findall(fold(text))
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct folded words of the query in first-occurrence order.
+
+    Raises:
+        BundleError: ``invalid_request`` without a letter or number, ``resource_limit`` beyond
+            32 terms or a term longer than 4096 characters.
+    """
+    terms = list(dict.fromkeys(tokens(query)))
+    if not any(unicodedata.category(ch)[0] in "LN" for term in terms for ch in term):
+        raise invalid_field("$.query", "query must contain at least one letter or number")
+    if len(terms) > MAX_TERMS:
+        raise resource_limit(
+            f"the query has {len(terms)} distinct terms, more than {MAX_TERMS}",
+            f"use at most {MAX_TERMS} distinctive words",
+        )
+    if any(len(t) > MAX_TERM_LENGTH for t in terms):
+        raise resource_limit(
+            f"a query term is longer than {MAX_TERM_LENGTH} characters",
+            "use shorter words",
+        )
+    return terms
+
+
+@dataclass(slots=True)
+class _Section:
+    concept_id: str
+    path: str
+    heading: str
+    line_start: int
+    line_end: int
+    digest: str
+    raw: str
+    length: int
+    tf: dict[str, int]
+
+
+def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+    query = params["query"]
+    terms = query_terms(query)
+    limit = limit_from(params)
+    wanted = set(terms)
+    sections = collect_sections(snapshot, wanted, token)
+
+    df = dict.fromkeys(terms, 0)
+    total_length = 0
+    for s in sections:
+        token.check()
+        total_length += s.length
+        for term in s.tf:
+            df[term] += 1
+    n = len(sections)
+    avgdl = (total_length / n) if n else 0.0
+    if avgdl == 0:
+        avgdl = 1.0
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+
+    scored: list[tuple[float, _Section]] = []
+    for s in sections:
+        token.check()
+        if len(s.tf) != len(terms):  # AND: every term must occur
+            continue
+        score = 0.0
+        norm = K1 * (1 - B + B * s.length / avgdl)
+        for term in terms:
+            tf = s.tf[term]
+            score += idf[term] * tf * (K1 + 1) / (tf + norm)
+        scored.append((round(score, 6), s))
+    # Rounded scores order the hits, so equal visible scores always fall back to ID, then line.
+    scored.sort(key=lambda x: (-x[0], x[1].concept_id, x[1].line_start))
+
+    hits = []
+    for score, s in scored[:limit]:
+        token.check()
+        hits.append(
+            {
+                "concept_id": s.concept_id,
+                "path": s.path,
+                "heading": s.heading,
+                "locator": locator(s.path, s.line_start, s.line_end),
+                "line_start": s.line_start,
+                "line_end": s.line_end,
+                "content_sha256": s.digest,
+                "snippet": snippet(s.raw, wanted),
+                "score": score,
+                "matched_terms": list(terms),
+            }
+        )
+    return {
+        "query": query,
+        "terms": terms,
+        "snapshot_revision": snapshot.revision,
+        "total": len(scored),
+        "truncated": len(scored) > limit,
+        "hits": hits,
+    }
+
+
+def collect_sections(snapshot: Snapshot, wanted: set[str], token: CancelToken) -> list[_Section]:
+    """Every non-empty section of every concept with its weighted length and query-term counts.
+
+    A section's raw text is its physical lines (heading line included). Its length is the
+    weighted token count: raw tokens + 3 x heading tokens + 2 x title tokens; ``tf`` counts
+    only the query terms, with the same weights.
+    """
+    out: list[_Section] = []
+    token_count = 0
+    for concept_id, doc in snapshot.concepts.items():
+        token.check()
+        title = text_field(doc.fm, "title")
+        _check_label(title, "a concept title")
+        title_tokens = tokens(title)
+        lines = doc.lines
+        for section in doc.markdown.sections:
+            token.check()
+            raw = "\n".join(lines[section.line_start - 1 : section.line_end])
+            if not raw.strip():
+                continue
+            heading = section.heading or ""
+            _check_label(heading, "a heading")
+            raw_tokens = tokens(raw)
+            heading_tokens = tokens(heading)
+            token_count += len(raw_tokens) + len(heading_tokens) + len(title_tokens)
+            if token_count > MAX_TOKENS:
+                raise resource_limit(
+                    f"the bundle has more than {MAX_TOKENS} searchable tokens",
+                    "serve a smaller bundle; section search cannot narrow what it indexes",
+                )
+            tf: dict[str, int] = {}
+            for words, weight in (
+                (raw_tokens, RAW_WEIGHT),
+                (heading_tokens, HEADING_WEIGHT),
+                (title_tokens, TITLE_WEIGHT),
+            ):
+                for word in words:
+                    if word in wanted:
+                        tf[word] = tf.get(word, 0) + weight
+            length = (
+                RAW_WEIGHT * len(raw_tokens)
+                + HEADING_WEIGHT * len(heading_tokens)
+                + TITLE_WEIGHT * len(title_tokens)
+            )
+            out.append(
+                _Section(concept_id, doc.path, heading, section.line_start, section.line_end,
+                         doc.record.sha256, raw, length, tf)
+            )
+            if len(out) > MAX_SECTIONS:
+                raise resource_limit(
+                    f"the bundle has more than {MAX_SECTIONS} sections",
+                    "serve a smaller bundle; section search cannot narrow what it indexes",
+                )
+    return out
+
+
+def _check_label(text: str, what: str) -> None:
+    if len(text.encode("utf-8")) > MAX_LABEL_BYTES:
+        raise resource_limit(
+            f"{what} in the bundle is longer than {MAX_LABEL_BYTES} bytes",
+            "shorten the heading or title, or use search_concepts",
+        )
+
+
+def locator(path: str, line_start: int, line_end: int) -> str:
+    """``<percent-encoded path>#L<start>-L<end>``: '/' kept, every other reserved byte escaped."""
+    return f"{quote(path, safe='/')}#L{line_start}-L{line_end}"
+
+
+def snippet(raw: str, wanted: set[str]) -> str:
+    """At most 512 characters of the section's original text around its first matching word.
+
+    Words are found in the original text and folded one by one, so the window's offsets are
+    offsets of the original (folding may change lengths: 'ß' folds to 'ss'). The window starts
+    80 characters before the first word whose fold is a query term; without one (the terms
+    matched only the title), it is the section's start.
+    """
+    start = 0
+    for match in word_pattern().finditer(raw):
+        if any(word in wanted for word in tokens(match.group())):
+            start = max(0, match.start() - SNIPPET_LEAD)
+            break
+    return raw[start : start + SNIPPET_LENGTH]

@@ -1,0 +1,384 @@
+"""Publish whole-file writes to a bundle: compare-and-swap, all or nothing, replayable.
+
+``apply_writes`` is the one way any write tool changes a bundle (DESIGN.md §5). Under the
+bundle's exclusive lock it finishes any interrupted apply, replays a durable receipt for an
+identical request, checks the base revision and every target's current hash, then
+
+    journal (staging) → stage each file beside its target → journal (publishing)
+    → rename each stage over its target (sorted by path, root index.md last) → receipt → no journal
+
+with an fsync at every step, so a crash anywhere leaves a journal from which the next look at the
+bundle rolls back (still staging) or forward (publishing): the bundle's revision is always the
+base or the result, never a third.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+
+from ..cancel import CancelToken
+from ..errors import REVISION_CONFLICT, BundleError, recovery_step, resource_limit
+from ..loader.capture import (
+    MAX_DEPTH,
+    MAX_FILE_BYTES,
+    MAX_FILES,
+    MAX_PATH_BYTES,
+    MAX_TOTAL_BYTES,
+    _read_ignore_rules,
+    capture,
+    pin_root,
+)
+from ..loader.ignore import IgnoreRules
+from ..model import FileRecord, revision_of
+from . import journal
+from .journal import (
+    NEW_FILE_FLAGS,
+    Entry,
+    Journal,
+    Receipt,
+    StepHook,
+    Tree,
+    no_step,
+    os_failure,
+    rejected,
+)
+
+__all__ = ["PlannedWrite", "Receipt", "apply_writes", "current_revision"]
+
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+ROOT_INDEX = "index.md"
+_JOURNAL_REFUSED = "the write journal cannot be saved; nothing was changed"
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedWrite:
+    path: str  # bundle-relative '/'-separated path of a .md file
+    old_sha256: str | None  # hex sha256 the file must have now; None = the file must not exist yet
+    new_bytes: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A checked write: where it goes and what the target holds now."""
+
+    write: PlannedWrite
+    new_sha256: str
+    mode: int | None  # the current file's permission bits, kept on the new version
+    missing_dirs: tuple[str, ...]
+    changes: bool
+
+
+def current_revision(bundle_path: str, token: CancelToken | None) -> str:
+    """``sha256:`` + the revision the loader would compute now (after any pending recovery).
+
+    Raises:
+        BundleError: from root pinning, the capture caps, recovery or cancellation.
+    """
+    token = token if token is not None else CancelToken()
+    root_fd = pin_root(bundle_path)
+    try:
+        if journal.pending(root_fd):
+            journal.recover(root_fd, token)
+        return _revision(_records(root_fd, token).values())
+    finally:
+        os.close(root_fd)
+
+
+def apply_writes(
+    bundle_path: str,
+    base_revision: str,
+    writes: tuple[PlannedWrite, ...],
+    request_digest: str,
+    token: CancelToken | None,
+    *,
+    step_hook: StepHook | None = None,
+) -> Receipt:
+    """Publish ``writes`` atomically if the bundle is still at ``base_revision``.
+
+    An identical request (same ``request_digest``) whose result is still the bundle's revision
+    replays its receipt and writes nothing. Writes whose bytes equal the current file are no-ops;
+    when nothing changes the receipt has ``result_revision == base_revision`` and no paths.
+    Cancellation is honoured until publishing starts; after that the apply always finishes.
+
+    Raises:
+        BundleError: ``revision_conflict`` (base or a file's hash moved on), ``operation_rejected``
+            (unsafe or invalid target, a refused disk write; the bundle is left unchanged),
+            ``resource_limit`` (the result would break a loader cap), ``operation_cancelled``.
+        ValueError: a malformed ``request_digest`` or ``old_sha256`` (a caller bug).
+    """
+    token = token if token is not None else CancelToken()
+    hook = step_hook if step_hook is not None else no_step
+    ordered = _ordered(writes, request_digest)
+    root_fd = pin_root(bundle_path)
+    try:
+        state_fd = journal.open_state_dir(root_fd, create=True)
+        assert state_fd is not None
+        try:
+            with journal.WriteLock(state_fd, token):
+                hook("locked")
+                journal.recover_locked(root_fd, state_fd)
+                return _apply_locked(
+                    root_fd, state_fd, base_revision, ordered, request_digest, token, hook
+                )
+        finally:
+            os.close(state_fd)
+    finally:
+        os.close(root_fd)
+
+
+# ---------------------------------------------------------------------------- the protocol
+
+
+def _apply_locked(
+    root_fd: int,
+    state_fd: int,
+    base_revision: str,
+    ordered: tuple[PlannedWrite, ...],
+    request_digest: str,
+    token: CancelToken,
+    hook: StepHook,
+) -> Receipt:
+    records = _records(root_fd, token)
+    current = _revision(records.values())
+    prior = journal.read_receipt(state_fd, request_digest)
+    if prior is not None and prior.result_revision == current:
+        return replace(prior, replayed=True)
+    if current != base_revision:
+        raise _conflict("the bundle changed since the base revision was read")
+    rules = _read_ignore_rules(root_fd)
+    with Tree(root_fd) as tree:
+        try:
+            plans = tuple(_plan(tree, rules, w) for w in ordered)
+        except OSError as exc:
+            raise os_failure("a write target cannot be read", exc) from None
+        changing = tuple(p for p in plans if p.changes)
+        if not changing:
+            return Receipt(request_digest, current, current, (), False)
+        result = _result_revision(records, changing)
+        token.check()
+        entries = tuple(
+            Entry(
+                p.write.path,
+                p.write.old_sha256,
+                p.new_sha256,
+                journal.staged_name(p.write.path, request_digest),
+            )
+            for p in changing
+        )
+        created = tuple(
+            sorted({d for p in changing for d in p.missing_dirs}, key=lambda d: (d.count("/"), d))
+        )
+        staged = Journal(journal.STAGING, request_digest, current, result, entries, created)
+        _publish(tree, state_fd, staged, changing, token, hook)
+    return Receipt(request_digest, current, result, tuple(sorted(e.path for e in entries)), False)
+
+
+def _publish(
+    tree: Tree,
+    state_fd: int,
+    staged: Journal,
+    changing: tuple[_Plan, ...],
+    token: CancelToken,
+    hook: StepHook,
+) -> None:
+    """Journal, stage, mark publishing, rename, receipt: the steps the step hook names."""
+    try:
+        journal.write_journal(state_fd, staged)
+    except OSError as exc:
+        raise os_failure(_JOURNAL_REFUSED, exc) from None
+    hook("journal_written")
+    _stage_all(tree, state_fd, staged, changing, token, hook)
+    publishing = staged.publishing()
+    try:
+        journal.write_journal(state_fd, publishing)
+    except OSError as exc:
+        _abandon(tree, state_fd, staged)
+        raise os_failure(_JOURNAL_REFUSED, exc) from None
+    hook("publishing")
+    # From here the apply always finishes: no cancellation, and a failure leaves the journal in
+    # "publishing" so that the next access (or the same call again) completes it.
+    try:
+        journal.roll_forward(tree, state_fd, publishing, hook, verify=False)
+    except OSError as exc:
+        raise rejected(
+            "the write was interrupted while publishing; it is completed on the next access",
+            "retry the same call: it completes the pending write and returns its receipt",
+        ) from exc
+    hook("done")
+
+
+def _stage_all(
+    tree: Tree,
+    state_fd: int,
+    staged: Journal,
+    changing: tuple[_Plan, ...],
+    token: CancelToken,
+    hook: StepHook,
+) -> None:
+    """Write every new version beside its target; on any failure undo the staging and raise."""
+    try:
+        for plan, entry in zip(changing, staged.entries, strict=True):
+            token.check()
+            _stage(tree, plan, entry)
+            hook(f"staged:{entry.path}")
+        token.check()
+    except OSError as exc:
+        _abandon(tree, state_fd, staged)
+        raise os_failure(
+            f"staging the new version of the bundle failed; nothing was changed "
+            f"({len(changing)} file(s) planned)",
+            exc,
+        ) from None
+    except BundleError:
+        _abandon(tree, state_fd, staged)
+        raise
+
+
+def _stage(tree: Tree, plan: _Plan, entry: Entry) -> None:
+    parent, _ = journal.split_path(entry.path)
+    dir_fd = tree.directory(parent, create=True)
+    assert dir_fd is not None
+    try:
+        fd = os.open(entry.staged, NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
+    except FileExistsError:
+        # a leftover of our own naming scheme (recovery already ran under this lock): replace it
+        os.unlink(entry.staged, dir_fd=dir_fd)
+        fd = os.open(entry.staged, NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
+    try:
+        if plan.mode is not None:
+            os.fchmod(fd, plan.mode)
+        journal.write_all(fd, plan.write.new_bytes)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    journal.fsync_dir(dir_fd)
+
+
+def _abandon(tree: Tree, state_fd: int, staged: Journal) -> None:
+    """Roll back in-process. If even that fails, the journal stays in "staging" and the next
+    access rolls back: either way every file keeps its old version."""
+    with contextlib.suppress(OSError):
+        journal.roll_back(tree, state_fd, staged)
+
+
+# ---------------------------------------------------------------------------- checks
+
+
+def _ordered(writes: Iterable[PlannedWrite], request_digest: str) -> tuple[PlannedWrite, ...]:
+    """The writes in publish order (sorted by path, the root index.md last), each checked."""
+    if not _DIGEST.fullmatch(request_digest):
+        raise ValueError("request_digest must be sha256:<64 lowercase hex>")
+    seen: set[str] = set()
+    for write in writes:
+        if write.old_sha256 is not None and not _HEX64.fullmatch(write.old_sha256):
+            raise ValueError("old_sha256 must be 64 lowercase hex digits or None")
+        problem = _path_problem(write.path)
+        if problem is not None:
+            raise rejected(f"refusing to write {write.path!r}: {problem}")
+        if write.path in seen:
+            raise rejected(f"refusing to write {write.path!r} twice in one apply")
+        seen.add(write.path)
+        if len(write.new_bytes) > MAX_FILE_BYTES:
+            raise resource_limit(
+                f"the new version of {write.path} is larger than {MAX_FILE_BYTES} bytes",
+                "split the content over several concepts",
+            )
+    return tuple(sorted(writes, key=lambda w: (w.path == ROOT_INDEX, w.path)))
+
+
+def _path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be written, or ``None``. Keeps every write inside the visible bundle."""
+    if not isinstance(path, str) or not path:
+        return "the path is empty"
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "the path is not valid Unicode"
+    if size > MAX_PATH_BYTES:
+        return f"the path is longer than {MAX_PATH_BYTES} bytes"
+    if "\x00" in path or "\\" in path:
+        return "the path contains NUL or '\\'"
+    segments = path.split("/")
+    if any(not s or s in (".", "..") for s in segments):
+        return "the path must be relative, without empty, '.' or '..' segments"
+    if any(s.startswith(".") for s in segments):
+        return "dot-files and dot-folders are not part of the bundle"
+    if not path.endswith(".md"):
+        return "only Markdown (.md) documents are written"
+    if len(segments) > MAX_DEPTH:
+        return f"the path is nested deeper than {MAX_DEPTH} levels"
+    return None
+
+
+def _plan(tree: Tree, rules: IgnoreRules, write: PlannedWrite) -> _Plan:
+    """Check one write against the disk: a safe target, and the hash the caller expects."""
+    parent, name = journal.split_path(write.path)
+    if rules.ignored(write.path, is_dir=False) or any(
+        rules.ignored(d, is_dir=True) for d in journal.parent_dirs(parent)
+    ):
+        raise rejected(f"{write.path} is excluded by .okfignore; the bundle would not see it")
+    missing = tree.missing_dirs(parent)
+    dir_fd = None if missing else tree.directory(parent)
+    existing = None if dir_fd is None else journal.inspect_target(dir_fd, name)
+    if write.old_sha256 is None and existing is not None:
+        raise _conflict(f"{write.path} was created since the base revision was read")
+    if write.old_sha256 is not None and (existing is None or existing.sha256 != write.old_sha256):
+        raise _conflict(f"{write.path} changed since the base revision was read")
+    new_sha = hashlib.sha256(write.new_bytes).hexdigest()
+    return _Plan(
+        write=write,
+        new_sha256=new_sha,
+        mode=None if existing is None else existing.mode,
+        missing_dirs=missing,
+        changes=existing is None or existing.sha256 != new_sha,
+    )
+
+
+def _result_revision(records: dict[str, FileRecord], changing: tuple[_Plan, ...]) -> str:
+    """The revision after the writes, computed as the loader will; the loader's caps must hold."""
+    after = dict(records)
+    for plan in changing:
+        after[plan.write.path] = FileRecord(
+            plan.write.path, len(plan.write.new_bytes), plan.new_sha256
+        )
+    if len(after) > MAX_FILES:
+        raise resource_limit(
+            f"the bundle would have more than {MAX_FILES} Markdown files",
+            "split the bundle before adding concepts",
+        )
+    if sum(r.size for r in after.values()) > MAX_TOTAL_BYTES:
+        raise resource_limit(
+            f"the bundle's Markdown files would exceed {MAX_TOTAL_BYTES} bytes in total",
+            "shorten the content or split the bundle",
+        )
+    return _revision(after.values())
+
+
+def _records(root_fd: int, token: CancelToken) -> dict[str, FileRecord]:
+    captured = capture(root_fd, token)
+    return {
+        f.path: FileRecord(f.path, len(f.data or b""), hashlib.sha256(f.data or b"").hexdigest())
+        for f in captured.files
+    }
+
+
+def _revision(records: Iterable[FileRecord]) -> str:
+    return "sha256:" + revision_of(tuple(records))
+
+
+def _conflict(message: str) -> BundleError:
+    return BundleError(
+        REVISION_CONFLICT,
+        message,
+        (
+            recovery_step(
+                "preview again (or read the concept again) and retry against the new revision"
+            ),
+        ),
+    )

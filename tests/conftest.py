@@ -1,0 +1,188 @@
+"""Shared fixtures: bundles written on the fly, and fake tools for testing the dispatch core.
+
+The fake tools have their own small contract files (written into a temporary contracts folder
+next to a copy of the real error.schema.json), so the dispatcher, the server and the protocol can
+be tested without depending on the real tools' output.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import shutil
+import threading
+import time
+import types
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.contracts import ContractSet
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.errors import BundleError
+from bundle_mcp.model import Snapshot
+
+REPO = Path(__file__).resolve().parent.parent
+REAL_CONTRACTS = REPO / "contracts"
+
+BundleFactory = Callable[[Mapping[str, str | bytes]], str]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def tmp_bundle(tmp_path: Path) -> BundleFactory:
+    """Write ``{relative_path: text}`` into a fresh folder and return its absolute path."""
+    counter = itertools.count()
+    # realpath: bundle paths must not contain a symlink, and some systems link their tmp dir.
+    base = Path(os.path.realpath(tmp_path))
+
+    def make(files: Mapping[str, str | bytes]) -> str:
+        root = base / f"bundle{next(counter)}"
+        root.mkdir()
+        for relative, content in files.items():
+            target = root / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(content, bytes):
+                target.write_bytes(content)
+            else:
+                target.write_text(content, encoding="utf-8")
+        return str(root)
+
+    return make
+
+
+# --------------------------------------------------------------------------------------------
+# Fake tools
+
+
+FAKE_INPUT = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "bundle_path": {"type": "string", "minLength": 1, "maxLength": 4096, "pattern": "^/"},
+        "word": {"type": "string", "maxLength": 16, "description": "A word to echo back."},
+        "size": {"type": "integer", "minimum": 0, "maximum": 1_000_000},
+        "seconds": {"type": "number", "minimum": 0, "maximum": 30},
+    },
+}
+
+FAKE_OUTPUT = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["word", "concepts", "revision"],
+    "properties": {
+        "word": {"type": "string"},
+        "concepts": {"type": "array", "items": {"type": "string"}},
+        "revision": {"type": "string"},
+        "pad": {"type": "string"},
+    },
+}
+
+
+@dataclass
+class FakeTools:
+    """The fake tool modules, plus what they observed while running."""
+
+    modules: dict[str, types.ModuleType]
+    contracts: ContractSet
+    started: threading.Event = field(default_factory=threading.Event)
+    stopped_by_cancel: threading.Event = field(default_factory=threading.Event)
+    seen: list[tuple[Snapshot, dict[str, Any]]] = field(default_factory=list)
+
+    def dispatcher(self, **config: Any) -> Dispatcher:
+        return Dispatcher(ServeConfig(**config), self.contracts, tools=self.modules)
+
+
+def _module(name: str, run: Callable[..., Any], **attrs: Any) -> types.ModuleType:
+    module = types.ModuleType(f"fake_tools.{name}")
+    module.NAME = name
+    module.READ_ONLY = attrs.pop("read_only", True)
+    module.NEEDS_PARSEABLE = attrs.pop("needs_parseable", True)
+    module.DESCRIPTION = f"Fake tool {name} for tests."
+    module.run = run
+    for key, value in attrs.items():
+        setattr(module, key, value)
+    return module
+
+
+@pytest.fixture
+def fake_tools(tmp_path: Path) -> FakeTools:
+    folder = tmp_path / "contracts"
+    folder.mkdir()
+    shutil.copy(REAL_CONTRACTS / "error.schema.json", folder / "error.schema.json")
+    names = ("bad", "boom", "budget", "echo", "raw", "slow", "survey", "write_thing")
+    for name in names:
+        (folder / f"{name}.input.schema.json").write_text(json.dumps(FAKE_INPUT), "utf-8")
+        (folder / f"{name}.output.schema.json").write_text(json.dumps(FAKE_OUTPUT), "utf-8")
+    fakes = FakeTools(modules={}, contracts=ContractSet(folder))
+
+    def echo(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+        fakes.seen.append((snapshot, params))
+        return {
+            "word": params.get("word", ""),
+            "concepts": list(snapshot.concepts),
+            "revision": snapshot.revision,
+            "pad": "x" * params.get("size", 0),
+        }
+
+    def survey(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+        return {
+            "word": "survey",
+            "concepts": [d.path for d in snapshot.broken],
+            "revision": snapshot.revision,
+        }
+
+    def slow(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+        fakes.started.set()
+        deadline = time.monotonic() + params.get("seconds", 10)
+        try:
+            while time.monotonic() < deadline:
+                token.check()
+                time.sleep(0.005)
+        except BundleError:
+            fakes.stopped_by_cancel.set()
+            raise
+        return {"word": "slow", "concepts": [], "revision": snapshot.revision}
+
+    def boom(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+        raise ValueError("secret detail at /etc/shadow")
+
+    def bad(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+        return {"word": 5, "concepts": [], "revision": snapshot.revision}
+
+    fakes.modules.update(
+        {
+            "bad": _module("bad", bad),
+            "boom": _module("boom", boom),
+            "budget": _module("budget", echo, OUTPUT_BUDGET=256),
+            "echo": _module("echo", echo),
+            "raw": _module("raw", echo, text=lambda result, snapshot: f"raw:{result['word']}"),
+            "slow": _module("slow", slow),
+            "survey": _module("survey", survey, needs_parseable=False),
+            "write_thing": _module("write_thing", echo, read_only=False),
+        }
+    )
+    return fakes
+
+
+SIMPLE_BUNDLE = {
+    "index.md": "# Coffee\n\n- [Roast](roast.md)\n",
+    "roast.md": "---\ntype: process\ntitle: Roast\n---\n# Roast\n\nSee [beans](beans.md).\n",
+    "beans.md": "---\ntype: ingredient\ntitle: Beans\n---\n# Beans\n",
+}
+
+
+@pytest.fixture
+def simple_bundle(tmp_bundle: BundleFactory) -> str:
+    return tmp_bundle(SIMPLE_BUNDLE)

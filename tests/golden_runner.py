@@ -1,0 +1,181 @@
+"""Run the golden cases in tests/golden/<tool>/<case>.json; ``--update`` rewrites expectations.
+
+A case is ``{"description", "bundle", "arguments", "expected": {"is_error", "structured"}}``
+(plus an optional ``"setup"``). ``bundle`` is either the name of a folder under testdata/bundles/
+or ``{"generate": <generator>, ...}``: large bundles (1000 concepts, a 1000-link hub, a concept
+with 101 sources) are written into a temporary folder at run time instead of being committed.
+Every case runs on a private temporary copy of its bundle, so a write tool's case never changes
+testdata. ``"setup": "symlink_secret"`` adds ``secret.md`` to that copy, a symlink to a file
+outside the bundle: symlinks are not committed (git and some checkouts do not keep them
+faithfully), so the case builds its own.
+
+Each case goes through the real dispatch path: ``Dispatcher(ServeConfig(bundles=(root,)))
+.call(tool, arguments)``; the outcome compared is ``{"is_error", "structured"}``.
+
+Usage: ``python -m tests.golden_runner [--update] [CASE_GLOB]`` from the repository root (``make
+update-goldens`` runs the update and refuses when CI is set). Without ``--update`` it only reports
+the cases whose outcome differs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import json
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+GOLDEN_DIR = REPO / "tests" / "golden"
+BUNDLES_DIR = REPO / "testdata" / "bundles"
+
+
+def golden_paths() -> list[Path]:
+    return sorted(GOLDEN_DIR.glob("*/*.json"))
+
+
+def case_id(path: Path) -> str:
+    return f"{path.parent.name}/{path.stem}"
+
+
+def load_case(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def dump_case(case: dict[str, Any]) -> str:
+    """Stable, reviewable JSON: two-space indent, raw UTF-8, key order as written."""
+    return json.dumps(case, indent=2, ensure_ascii=False) + "\n"
+
+
+# -- generated bundles -----------------------------------------------------------------------
+
+
+def _write(root: Path, files: dict[str, str]) -> None:
+    for relative, text in files.items():
+        target = root / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def generate_nodes(root: Path, count: int = 1000) -> None:
+    """``node-0000`` … one small concept per number, all titled ``Node <n>``."""
+    _write(
+        root,
+        {
+            f"node-{n:04d}.md": f"---\ntype: Note\ntitle: Node {n:04d}\n---\nGenerated node.\n"
+            for n in range(count)
+        },
+    )
+
+
+def generate_hub(root: Path, count: int = 1000) -> None:
+    """``hub`` plus ``node-0000`` … each linking to the hub once."""
+    files = {"hub.md": "---\ntype: Note\ntitle: Hub\n---\nEverything links here.\n"}
+    for n in range(count):
+        files[f"node-{n:04d}.md"] = (
+            f"---\ntype: Note\ntitle: Node {n:04d}\n---\nSee the [hub](hub.md).\n"
+        )
+    _write(root, files)
+
+
+def generate_many_sources(root: Path, count: int = 101) -> None:
+    """``cited``: one concept with ``count`` provenance sources."""
+    entries = "".join(
+        f"  - id: s{n:03d}\n    resource: https://example.com/{n:03d}\n" for n in range(count)
+    )
+    _write(root, {"cited.md": f"---\ntype: Note\ntitle: Cited\nsources:\n{entries}---\nBody.\n"})
+
+
+GENERATORS: dict[str, Callable[..., None]] = {
+    "nodes": generate_nodes,
+    "hub": generate_hub,
+    "many_sources": generate_many_sources,
+}
+
+
+# -- setups ----------------------------------------------------------------------------------
+
+
+def setup_symlink_secret(root: Path, workdir: Path) -> None:
+    """``secret.md`` → a concept file outside the bundle; the loader must never follow it."""
+    outside = workdir / "outside"
+    outside.mkdir(exist_ok=True)
+    target = outside / "secret.md"
+    target.write_text("---\ntype: Secret\ntitle: Secret\n---\nsecret contents\n", "utf-8")
+    os.symlink(target, root / "secret.md")
+
+
+SETUPS: dict[str, Callable[[Path, Path], None]] = {"symlink_secret": setup_symlink_secret}
+
+
+def prepare_bundle(case: dict[str, Any], workdir: Path) -> str:
+    """The absolute, symlink-free root of the case's bundle (built under ``workdir`` if needed)."""
+    workdir = Path(os.path.realpath(workdir))
+    spec = case["bundle"]
+    setup = case.get("setup")
+    if isinstance(spec, dict):
+        options = {k: v for k, v in spec.items() if k != "generate"}
+        root = workdir / "generated"
+        root.mkdir()
+        GENERATORS[spec["generate"]](root, **options)
+    else:
+        source = BUNDLES_DIR / spec
+        if not source.is_dir():
+            raise FileNotFoundError(f"golden bundle testdata/bundles/{spec} does not exist")
+        # Always a private copy: a write tool's case must never change testdata, and the
+        # snapshot revision does not depend on where the bundle sits.
+        root = workdir / "bundle"
+        shutil.copytree(source, root, symlinks=True)
+    if setup is not None:
+        SETUPS[setup](root, workdir)
+    return str(root)
+
+
+def run_case(case: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    """The outcome of one case as ``{"is_error", "structured"}``, through the dispatch core."""
+    from bundle_mcp.dispatch import Dispatcher, ServeConfig
+
+    root = prepare_bundle(case, workdir)
+    outcome = Dispatcher(ServeConfig(bundles=(root,))).call(case["tool"], case["arguments"])
+    # A JSON round trip: what is compared is exactly what a golden file can hold.
+    return json.loads(json.dumps({"is_error": outcome.is_error, "structured": outcome.structured}))
+
+
+def run_golden(path: Path) -> dict[str, Any]:
+    case = load_case(path)
+    with tempfile.TemporaryDirectory(prefix="golden-") as tmp:
+        return run_case({**case, "tool": path.parent.name}, Path(tmp))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.golden_runner", description=__doc__)
+    parser.add_argument("--update", action="store_true", help="rewrite the expected outcomes")
+    parser.add_argument("pattern", nargs="?", default="*", help="case glob, e.g. 'get_neighbors/*'")
+    args = parser.parse_args(argv)
+    if args.update and os.environ.get("CI"):
+        print("refusing to update goldens when CI is set", file=sys.stderr)
+        return 2
+    failures = 0
+    for path in golden_paths():
+        if not fnmatch.fnmatch(case_id(path), args.pattern):
+            continue
+        case = load_case(path)
+        got = run_golden(path)
+        if args.update:
+            if case.get("expected") != got:
+                case["expected"] = got
+                path.write_text(dump_case(case), encoding="utf-8")
+                print(f"updated {case_id(path)}")
+        elif case.get("expected") != got:
+            failures += 1
+            print(f"DIFFERS {case_id(path)}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

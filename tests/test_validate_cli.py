@@ -1,0 +1,444 @@
+"""``bundle-mcp validate``: exit codes and the text, json, github and sarif renderings.
+
+The CLI is driven in process through ``validate_cli.run`` with injected streams. Bundle paths are
+given relative to the working folder (as a CI job would), so annotations carry repo paths.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jsonschema import Draft202012Validator
+
+from bundle_mcp import validate_cli
+from bundle_mcp.errors import REDACTED_MESSAGE
+
+REPO = Path(__file__).resolve().parent.parent
+TESTDATA = REPO / "testdata" / "bundles"
+EXAMPLE = "examples/coffee-roastery"
+LOADER_BUNDLES = sorted(p.name for p in TESTDATA.glob("loader-*") if p.is_dir())
+SCHEMA = json.loads((REPO / "contracts" / "validate_bundle.output.schema.json").read_text())
+VALIDATOR = Draft202012Validator(SCHEMA)
+SEVERITY_RANK = {"ERROR": 0, "WARN": 1, "INFO": 2}
+GITHUB_LINE = re.compile(r"^::(error|warning|notice) file=[^,]+(,line=\d+)?,title=[^:]+::.+$")
+
+
+def parse_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="bundle-mcp validate")
+    validate_cli.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = validate_cli.run(parse_args(*argv), out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def report_of(*argv: str) -> tuple[int, dict[str, Any]]:
+    code, out, err = run(*argv, "--format", "json")
+    assert err == ""
+    return code, json.loads(out)
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)
+
+
+def bundle_arg(name: str) -> str:
+    return f"testdata/bundles/{name}"
+
+
+def check_report(report: dict[str, Any], code: int) -> None:
+    """What every report must satisfy, whatever the bundle."""
+    errors = sorted(VALIDATOR.iter_errors(report), key=lambda e: list(e.path))
+    assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
+    diagnostics = report["diagnostics"]
+    for d in diagnostics:
+        assert isinstance(d["file"], str) and d["file"], d
+        assert d["severity"] in SEVERITY_RANK and d["code"], d
+        assert d["line"] is None or d["line"] >= 1, d
+        assert d["message"], d
+    keys = [(d["file"] or "", d["line"] or 0, SEVERITY_RANK[d["severity"]], d["code"],
+             d["field"] or "", d["message"]) for d in diagnostics]
+    assert keys == sorted(keys)
+    counted = {s: sum(1 for d in diagnostics if d["severity"] == s) for s in SEVERITY_RANK}
+    assert report["conformance"]["errors"] == counted["ERROR"]
+    assert report["guidance"] == {"warnings": counted["WARN"], "info": counted["INFO"]}
+    assert report["conformance"]["conformant"] is (counted["ERROR"] == 0)
+    assert code == (0 if report["conformance"]["conformant"] else 1)
+
+
+# --- exit codes ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        ((EXAMPLE,), 0),
+        ((EXAMPLE, "--strict", "--check-links", "--check-orphans"), 0),
+        ((EXAMPLE, "--as-of", "2026-03-01"), 0),
+        ((EXAMPLE, "--temporal-profile", "instant-0b87c52", "--as-of",
+          "2026-03-01T00:00:00+01:00"), 0),
+        ((bundle_arg("loader-status"),), 0),
+        ((bundle_arg("loader-duplicate-keys"),), 1),
+        ((bundle_arg("loader-invalid-utf8"),), 1),
+        ((bundle_arg("loader-not-line-1"),), 1),
+    ],
+)
+def test_exit_codes_for_bundles(argv: tuple[str, ...], expected: int) -> None:
+    code, out, err = run(*argv)
+    assert (code, err) == (expected, "")
+    assert out.endswith(": conformant\n" if expected == 0 else ": NOT conformant\n")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ("testdata/bundles/does-not-exist",),
+        (bundle_arg("loader-status") + "/absent.md",),
+        (EXAMPLE, "--as-of", "2026-02-31"),
+        (EXAMPLE, "--as-of", "2026-03-01T00:00:00Z"),  # an instant under the date profile
+        (EXAMPLE, "--temporal-profile", "instant-0b87c52", "--as-of", "2026-03-01"),
+        (EXAMPLE, "--temporal-profile", "instant-0b87c52", "--as-of",
+         "2026-03-01T00:00:00-00:00"),
+    ],
+)
+def test_exit_code_2_for_usage_errors_and_unreadable_bundles(argv: tuple[str, ...]) -> None:
+    for fmt in ("text", "json", "github", "sarif"):
+        code, out, err = run(*argv, "--format", fmt)
+        assert code == 2
+        assert out == ""
+        assert "invalid_request" in err
+        assert str(REPO) not in err
+
+
+def test_exit_code_2_for_a_symlinked_bundle_path(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "real").mkdir()
+    (tmp_path / "real" / "a.md").write_text("---\ntype: x\n---\n")
+    os.symlink(tmp_path / "real", tmp_path / "alias")
+    monkeypatch.chdir(tmp_path)
+    assert run("real")[0] == 0
+    assert run("alias")[0] == 2
+
+
+# --- json --------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [*LOADER_BUNDLES, "EXAMPLE"])
+@pytest.mark.parametrize("flags", [(), ("--strict", "--check-links", "--check-orphans")],
+                         ids=["plain", "all-checks"])
+def test_json_report_matches_the_contract(name: str, flags: tuple[str, ...]) -> None:
+    arg = EXAMPLE if name == "EXAMPLE" else bundle_arg(name)
+    code, report = report_of(arg, *flags)
+    check_report(report, code)
+    assert report["scanned_files"] >= 1
+
+
+def test_json_echoes_profile_and_as_of() -> None:
+    code, report = report_of(EXAMPLE, "--temporal-profile", "instant-0b87c52",
+                             "--as-of", "2026-03-01T00:00:00.5+01:00")
+    check_report(report, code)
+    assert (report["temporal_profile"], report["as_of"]) == (
+        "instant-0b87c52", "2026-03-01T00:00:00.5+01:00")
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [
+        ("loader-duplicate-keys", [("dup-nested.md", 5, "ERROR", "invalid_frontmatter"),
+                                   ("dup.md", 4, "ERROR", "invalid_frontmatter")]),
+        ("loader-alias-bomb", [("bomb.md", 8, "ERROR", "invalid_yaml_graph")]),
+        ("loader-recursive-alias", [("loop.md", 3, "ERROR", "invalid_yaml_graph")]),
+        ("loader-invalid-utf8", [("bad.md", 5, "ERROR", "invalid_encoding")]),
+        ("loader-not-line-1", [("indented.md", 1, "ERROR", "missing_frontmatter"),
+                               ("late.md", 1, "ERROR", "missing_frontmatter")]),
+        ("loader-empty-body", [("empty-file.md", 1, "ERROR", "missing_frontmatter"),
+                               ("empty-frontmatter.md", 1, "ERROR", "missing_type")]),
+        ("loader-temporal", [("instants.md", None, "WARN", "mixed_temporal_kinds")]),
+        ("loader-status", [("numeric.md", 3, "WARN", "invalid_status"),
+                           ("retired.md", 3, "WARN", "invalid_status"),
+                           ("upper.md", 3, "WARN", "invalid_status")]),
+        ("loader-sources", [("footnote.md", 7, "WARN", "footnote_without_source"),
+                            ("missing-resource.md", 3, "WARN", "source_without_resource")]),
+        ("loader-unicode", [("caf\u0065\u0301.md", None, "WARN", "unicode_name_collision"),
+                            ("caf\u00e9.md", None, "WARN", "unicode_name_collision")]),
+        ("loader-reserved", []),
+        ("loader-trust", []),
+        ("loader-line-endings", []),
+        ("loader-okfignore", []),
+        ("loader-dot-entries", []),
+    ],
+)
+def test_findings_of_the_committed_bundles(
+    name: str, expected: list[tuple[str, int | None, str, str]]
+) -> None:
+    if name == "loader-unicode" and len(os.listdir(TESTDATA / name)) < 3:
+        pytest.skip("this filesystem normalises file names (NFC and NFD collapse)")
+    code, report = report_of(bundle_arg(name))
+    check_report(report, code)
+    got = [(d["file"], d["line"], d["severity"], d["code"]) for d in report["diagnostics"]]
+    assert got == expected
+
+
+def test_relations_findings() -> None:
+    code, report = report_of(bundle_arg("loader-relations"))
+    check_report(report, code)
+    got = sorted((d["file"], d["severity"], d["code"], d["field"])
+                 for d in report["diagnostics"])
+    assert got == sorted([
+        ("source.md", "WARN", "invalid_relation", "relations.9bad"),
+        ("source.md", "WARN", "invalid_relation", "relations.bad_refs[0].target"),
+        ("source.md", "WARN", "invalid_relation", "relations.bad_refs[1].target"),
+        ("source.md", "WARN", "invalid_relation", "relations.bad_refs[2].target"),
+        ("source.md", "WARN", "invalid_relation", "relations.bad_refs[3].target"),
+        ("source.md", "WARN", "invalid_relation", "relations.title"),
+        ("source.md", "WARN", "invalid_relation", "sections[2].relations"),
+        ("source.md", "WARN", "unresolved_relation", "relations"),
+    ])
+
+
+def test_check_links_reports_broken_and_escaping_links() -> None:
+    code, report = report_of(bundle_arg("loader-escapes"), "--check-links")
+    check_report(report, code)
+    assert code == 0  # broken links are INFO
+    assert [(d["file"], d["line"], d["code"]) for d in report["diagnostics"]] == [
+        ("sub/escape.md", 6, "broken_link"),
+        ("sub/escape.md", 7, "broken_link"),
+        ("sub/escape.md", 10, "broken_link"),
+    ]
+    code, report = report_of(bundle_arg("loader-special-names"), "--check-links")
+    assert [(d["line"], d["code"]) for d in report["diagnostics"]] == [(11, "broken_link")]
+    code, report = report_of(bundle_arg("loader-code-links"), "--check-links")
+    assert report["diagnostics"] == []  # code-owned pseudo-links are never checked
+
+
+def test_symlinks_are_reported_by_validate(tmp_path: Path,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "a.md").write_text("---\ntype: x\n---\n")
+    os.symlink("a.md", root / "alias.md")
+    os.symlink(tmp_path, root / "up")
+    monkeypatch.chdir(tmp_path)
+    code, report = report_of("b")
+    check_report(report, code)
+    assert [(d["file"], d["severity"], d["code"]) for d in report["diagnostics"]] == [
+        ("alias.md", "WARN", "symlink_skipped"), ("up", "WARN", "symlink_skipped")]
+
+
+# --- the example bundle ------------------------------------------------------------------------
+
+
+def test_example_bundle_is_conformant_with_every_check_and_has_no_warnings() -> None:
+    code, report = report_of(EXAMPLE, "--strict", "--check-links", "--check-orphans")
+    check_report(report, code)
+    assert code == 0
+    assert report["conformance"] == {"conformant": True, "errors": 0}
+    assert report["guidance"]["warnings"] == 0
+    assert not [d for d in report["diagnostics"] if d["severity"] in ("ERROR", "WARN")]
+    assert report["version_declaration"]["valid"] is True
+    assert report["scanned_files"] == len(list((REPO / EXAMPLE).rglob("*.md")))
+
+
+# --- text ----------------------------------------------------------------------------------
+
+
+def test_text_format_lists_each_finding_then_a_summary() -> None:
+    code, out, _ = run(bundle_arg("loader-duplicate-keys"))
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("dup-nested.md:5: ERROR invalid_frontmatter: ")
+    assert lines[1].startswith("dup.md:4: ERROR invalid_frontmatter: ")
+    assert lines[2] == "3 files scanned; 2 errors, 0 warnings, 0 info: NOT conformant"
+
+
+# --- github ----------------------------------------------------------------------------------
+
+
+def _gh_unescape(text: str) -> str:
+    return (text.replace("%2C", ",").replace("%3A", ":").replace("%0A", "\n")
+            .replace("%0D", "\r").replace("%25", "%"))
+
+
+@pytest.mark.parametrize("name", [*LOADER_BUNDLES, "EXAMPLE"])
+def test_github_annotations_have_one_line_per_finding(name: str) -> None:
+    arg = EXAMPLE if name == "EXAMPLE" else bundle_arg(name)
+    _, report = report_of(arg, "--strict", "--check-links", "--check-orphans")
+    code, out, _ = run(arg, "--strict", "--check-links", "--check-orphans",
+                       "--format", "github")
+    assert code == (0 if report["conformance"]["conformant"] else 1)
+    lines = out.splitlines()
+    assert len(lines) == len(report["diagnostics"])
+    level = {"ERROR": "error", "WARN": "warning", "INFO": "notice"}
+    for line, d in zip(lines, report["diagnostics"], strict=True):
+        assert GITHUB_LINE.match(line), line
+        assert line.startswith(f"::{level[d['severity']]} ")
+        props, message = line[2:].split("::", 1)
+        file_prop = props.split(" ", 1)[1].split(",")[0]
+        expected_file = arg if d["file"] == "." else f"{arg}/{d['file']}"
+        assert _gh_unescape(file_prop.removeprefix("file=")) == expected_file
+        assert f"title=okf {d['code']}" in props
+        assert (f",line={d['line']}," in props) is (d["line"] is not None)
+        assert _gh_unescape(message) == d["message"]
+
+
+def test_github_escapes_percent_newline_colon_and_comma(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "100%,a:b.md").write_text("no frontmatter\n")
+    (root / "multi.md").write_text(
+        '---\ntype: x\ntitle: T\ndescription: D\ntags: [a]\nresource: "a\\nb%c"\n---\n'
+        "[x](100%25.md)\n[y](gone%2Cx.md)\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("b", "--strict", "--check-links", "--format", "github")
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    assert all(GITHUB_LINE.match(line) for line in lines), lines
+    assert "::error file=b/100%25%2Ca%3Ab.md,line=1,title=okf missing_frontmatter::" in out
+    resource = next(line for line in lines if "invalid_resource" in line)
+    assert "a%0Ab%25c" in resource and "\n" not in resource
+    broken = [line for line in lines if "broken_link" in line]
+    assert any('"100%2525.md"' in line for line in broken)
+    assert any('"gone%252Cx.md"' in line for line in broken)  # data keeps ',' and ':' as is
+
+
+# --- sarif -------------------------------------------------------------------------------------
+
+
+def check_sarif(log: dict[str, Any], report: dict[str, Any]) -> None:
+    assert log["version"] == "2.1.0"
+    assert log["$schema"].endswith("sarif-2.1.0.json")
+    (run_,) = log["runs"]
+    driver = run_["tool"]["driver"]
+    assert driver["name"] == "bundle-mcp" and driver["version"]
+    rule_ids = [r["id"] for r in driver["rules"]]
+    assert len(rule_ids) == len(set(rule_ids))
+    assert set(rule_ids) == {d["code"] for d in report["diagnostics"]}
+    results = run_["results"]
+    assert len(results) == len(report["diagnostics"])
+    level = {"ERROR": "error", "WARN": "warning", "INFO": "note"}
+    for result, d in zip(results, report["diagnostics"], strict=True):
+        assert result["ruleId"] == d["code"]
+        assert rule_ids[result["ruleIndex"]] == result["ruleId"]
+        assert result["level"] in ("error", "warning", "note")
+        assert result["level"] == level[d["severity"]]
+        assert isinstance(result["message"]["text"], str) and result["message"]["text"]
+        (location,) = result["locations"]
+        physical = location["physicalLocation"]
+        uri = physical["artifactLocation"]["uri"]
+        assert uri and " " not in uri and "#" not in uri
+        if "region" in physical:
+            assert physical["region"]["startLine"] >= 1
+            assert physical["region"]["startLine"] == d["line"]
+        else:
+            assert d["line"] is None
+
+
+@pytest.mark.parametrize("name", [*LOADER_BUNDLES, "EXAMPLE"])
+def test_sarif_log_is_structurally_valid(name: str) -> None:
+    arg = EXAMPLE if name == "EXAMPLE" else bundle_arg(name)
+    flags = ("--strict", "--check-links", "--check-orphans")
+    _, report = report_of(arg, *flags)
+    code, out, err = run(arg, *flags, "--format", "sarif")
+    assert err == ""
+    assert code == (0 if report["conformance"]["conformant"] else 1)
+    check_sarif(json.loads(out), report)
+
+
+# --- a bundle full of broken files -------------------------------------------------------------
+
+_BROKEN: list[tuple[str, bytes, str]] = [
+    ("enc/body.md", b"---\ntype: x\n---\n\xff\n", "invalid_encoding"),
+    ("enc/frontmatter.md", b"---\ntype: \xc3\x28\n---\n", "invalid_encoding"),
+    ("enc/start.md", b"\x80abc\n", "invalid_encoding"),
+    ("enc/log.md", b"# Log\n\n## 2026-01-01\n\n- \xfe\n", "invalid_encoding"),
+    ("open/lf.md", b"---\ntype: x\nbody\n", "unterminated_frontmatter"),
+    ("open/crlf.md", b"---\r\ntype: x\r\n", "unterminated_frontmatter"),
+    ("open/only.md", b"---", "unterminated_frontmatter"),
+    ("yaml/flow.md", b"---\ntype: x\nbad: [unclosed\n---\n", "invalid_frontmatter"),
+    ("yaml/tab.md", b"---\ntype: x\n\tbad: 1\n---\n", "invalid_frontmatter"),
+    ("yaml/list.md", b"---\n- a\n- b\n---\n", "invalid_frontmatter"),
+    ("yaml/scalar.md", b"---\njust text\n---\n", "invalid_frontmatter"),
+    ("yaml/dup.md", b"---\ntype: a\ntype: b\n---\n", "invalid_frontmatter"),
+    ("yaml/dup-nested.md", b"---\ntype: a\nx:\n  k: 1\n  k: 2\n---\n", "invalid_frontmatter"),
+    ("yaml/unhashable.md", b"---\n? [a]\n: b\n---\n", "invalid_frontmatter"),
+    ("yaml/python-tag.md", b"---\ntype: !!python/object:os.system x\n---\n",
+     "invalid_frontmatter"),
+    ("yaml/two-docs.md", b"---\na: 1\n...\nb: 2\n---\n", "invalid_frontmatter"),
+    ("yaml/index.md", b"---\nokf_version: [\n---\n# X\n", "invalid_frontmatter"),
+    ("graph/bomb.md", ("---\na: &a [x,x,x,x,x,x,x,x,x]\n" + "".join(
+        f"{n}: &{n} [" + ",".join([f"*{p}"] * 9) + "]\n"
+        for p, n in zip("abcdefgh", "bcdefghi", strict=True)) + "---\n").encode(),
+     "invalid_yaml_graph"),
+    ("graph/loop.md", b"---\na: &a [*a]\n---\n", "invalid_yaml_graph"),
+    ("graph/loop-map.md", b"---\na: &a {b: *a}\n---\n", "invalid_yaml_graph"),
+    ("graph/deep.md", ("---\na: " + "[" * 70 + "]" * 70 + "\n---\n").encode(),
+     "invalid_yaml_graph"),
+    ("graph/fanout.md", ("---\na: &a x\nb: [" + ", ".join(["*a"] * 1001) + "]\n---\n").encode(),
+     "invalid_yaml_graph"),
+    ("big.md", ("---\ntype: x\nbig: " + "a" * (1 << 20) + "\n---\n").encode(), "resource_limit"),
+    ("plain/none.md", b"just text\n", "missing_frontmatter"),
+    ("plain/empty.md", b"", "missing_frontmatter"),
+    ("plain/late.md", b"\n---\ntype: x\n---\n", "missing_frontmatter"),
+    ("type/missing.md", b"---\ntitle: t\n---\n", "missing_type"),
+    ("type/empty.md", b'---\ntype: ""\n---\n', "missing_type"),
+    ("type/number.md", b"---\ntype: 3\n---\n", "missing_type"),
+    ("type/list.md", b"---\ntype: [a]\n---\n", "missing_type"),
+]
+
+
+def test_a_bundle_of_broken_files_is_validated_completely(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert len(_BROKEN) == 30
+    root = tmp_path / "broken"
+    for rel, data, _ in _BROKEN:
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(data)
+    (root / "fine.md").write_text("---\ntype: x\n---\nFine.\n")
+    monkeypatch.chdir(tmp_path)
+    code, report = report_of("broken")
+    check_report(report, code)
+    assert code == 1
+    assert report["scanned_files"] == 31
+    got = {}
+    for d in report["diagnostics"]:
+        assert d["file"] not in got, f"{d['file']} reported twice"
+        got[d["file"]] = (d["severity"], d["code"])
+    assert got == {rel: ("ERROR", code_) for rel, _, code_ in _BROKEN}
+    for fmt in ("text", "github", "sarif"):
+        assert run("broken", "--format", fmt)[0] == 1
+
+
+# --- regression tests for bugs found in src -------------------------------------------------
+
+
+def test_broken_root_absolute_link_message_is_not_withheld() -> None:
+    _, report = report_of(bundle_arg("loader-escapes"), "--check-links")
+    (line7,) = [d for d in report["diagnostics"] if d["line"] == 7]
+    assert line7["message"] != REDACTED_MESSAGE
+    assert "/../x.md" in line7["message"]
+
+
+def test_key_lines_count_physical_lines_only(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "x.md").write_text('---\ntype: x\ntitle: "a\u2028b"\nstatus: retired\n---\n',
+                               encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    _, report = report_of("b")
+    (status,) = [d for d in report["diagnostics"] if d["code"] == "invalid_status"]
+    assert status["line"] == 4
