@@ -16,9 +16,15 @@ __all__ = ["TOOL_MODULES", "load_tools"]
 log = logging.getLogger(__name__)
 
 TOOL_MODULES: tuple[str, ...] = (
+    "apply_concept_patch",
+    "apply_temporal_upgrade",
+    "apply_v02_migration",
     "get_neighbors",
     "get_semantic_graph",
     "list_concepts",
+    "preview_concept_patch",
+    "preview_temporal_upgrade",
+    "preview_v02_migration",
     "read_concept",
     "search_concepts",
     "search_sections",
