@@ -19,6 +19,8 @@ TOOL_MODULES: tuple[str, ...] = (
     "apply_concept_patch",
     "apply_temporal_upgrade",
     "apply_v02_migration",
+    "expand_neighbors",
+    "fetch_slice",
     "get_neighbors",
     "get_semantic_graph",
     "list_concepts",
