@@ -5,13 +5,17 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BUNDLE ?= $(CURDIR)/examples/coffee-roastery
 HTTP ?= 127.0.0.1:8765
+# Extras installed into .venv; CI adds "semantic" (embedding search, ~1 GB with torch).
+EXTRAS ?= dev
 
 .PHONY: install run test lint bench update-goldens clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	# The CPU build of torch first, so the semantic extra never pulls a multi-GB CUDA build.
+	case ",$(EXTRAS)," in *,semantic,*) $(BIN)/python -m pip install --quiet torch==2.13.0 ;; esac
+	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -11,6 +11,7 @@ import itertools
 import json
 import os
 import shutil
+import tempfile
 import threading
 import time
 import types
@@ -28,6 +29,12 @@ from bundle_mcp.errors import BundleError
 from bundle_mcp.model import Snapshot
 
 REPO = Path(__file__).resolve().parent.parent
+
+# Persistent caches (parse packs, embeddings) go to a folder of this test run, never the user's
+# ~/.cache; subprocess servers started by the tests inherit it.
+_TEST_CACHE = tempfile.mkdtemp(prefix="bundle-mcp-test-cache-")
+os.environ.setdefault("XDG_CACHE_HOME", _TEST_CACHE)
+os.environ.setdefault("BUNDLE_MCP_CACHE_DIR", os.path.join(_TEST_CACHE, "bundle-mcp"))
 REAL_CONTRACTS = REPO / "contracts"
 
 BundleFactory = Callable[[Mapping[str, str | bytes]], str]

@@ -233,7 +233,8 @@ def test_a_marker_without_an_entry_blocks(tmp_bundle) -> None:
 
 def test_an_entry_with_text_besides_its_link_blocks(tmp_bundle) -> None:
     # Regression: the footnote definition used to keep only the link and drop "by the team".
-    cache = CACHE.replace("(https://example.com/cache)\n", "(https://example.com/cache) by the team\n")
+    link = "(https://example.com/cache)"
+    cache = CACHE.replace(f"{link}\n", f"{link} by the team\n")
     client = Client(tmp_bundle({"index.md": INDEX, "cache.md": cache}))
     preview = client.ok("preview_v02_migration", **BASE_ARGS)
     assert "citation_entry_extra_text" in [b["code"] for b in preview["blockers"]]

@@ -112,17 +112,23 @@ def _serve(args: argparse.Namespace) -> int:
         skip_unparseable=args.skip_unparseable,
         read_only=args.read_only,
     )
-    dispatcher = Dispatcher(config)
+    from .semantic import SemanticIndex
+
+    semantic = SemanticIndex.default()
+    dispatcher = Dispatcher(config, semantic=semantic)
     # The SDK is imported here, not at the top, so that `call` and `validate` start quickly.
     from . import server
 
-    if args.http is None:
-        server.serve_stdio(dispatcher)
+    try:
+        if args.http is None:
+            server.serve_stdio(dispatcher)
+            return EXIT_OK
+        host, port = _host_port(args.http)
+        _print_client_config(config, host, port, bool(args.token))
+        server.serve_http(dispatcher, host, port, args.token)
         return EXIT_OK
-    host, port = _host_port(args.http)
-    _print_client_config(config, host, port, bool(args.token))
-    server.serve_http(dispatcher, host, port, args.token)
-    return EXIT_OK
+    finally:
+        semantic.close()
 
 
 def _bundle_argument(value: str) -> str:
@@ -181,12 +187,20 @@ def _call(args: argparse.Namespace) -> int:
         allow_any_bundle=not bundles,
         skip_unparseable=args.skip_unparseable,
     )
-    dispatcher = Dispatcher(config)
+    from .semantic import MINILM, SemanticIndex, VectorCache, default_cache_dir
+
+    # A one-shot call waits for the embeddings instead of answering "not ready".
+    semantic = SemanticIndex(
+        MINILM, VectorCache.for_source(default_cache_dir(), MINILM), wait_seconds=300
+    )
+    dispatcher = Dispatcher(config, semantic=semantic)
     try:
         outcome = dispatcher.call(args.tool, arguments)
     except UnknownTool:
         known = ", ".join(spec.name for spec in dispatcher.tools())
         raise UsageError(f"unknown tool {args.tool!r}; known tools: {known}") from None
+    finally:
+        semantic.close()
     if args.text:
         print(outcome.text)
     else:

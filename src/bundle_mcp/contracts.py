@@ -24,6 +24,11 @@ import jsonschema
 import referencing
 from jsonschema import Draft202012Validator
 
+try:  # the fast path for results; jsonschema stays the authority (see ContractSet._check_internal)
+    import jsonschema_rs
+except ImportError:  # pragma: no cover - the dependency is declared; a missing wheel only slows
+    jsonschema_rs = None
+
 from .errors import (
     ERROR,
     INTERNAL_ERROR,
@@ -130,6 +135,21 @@ class JsonschemaValidator:
             )
 
 
+class FastValidator:
+    """jsonschema-rs with the same Draft 2020-12 semantics, ~200x faster on large results.
+
+    Used only as a yes/no pre-check of results: a result it accepts is sent; anything it rejects
+    is re-checked by the reference adapter, which decides and explains. Requests always go
+    through the reference adapter (they are small, and it enforces strict integers).
+    """
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self._validator = jsonschema_rs.validator_for(dict(schema))
+
+    def is_valid(self, instance: Any) -> bool:
+        return bool(self._validator.is_valid(instance))
+
+
 # --------------------------------------------------------------------------------------------
 # Locating and loading the files
 
@@ -157,6 +177,8 @@ class ContractSet:
         self,
         directory: Path | None = None,
         validator_factory: ValidatorFactory = JsonschemaValidator,
+        *,
+        fast: bool = True,
     ) -> None:
         directory = directory if directory is not None else contracts_dir()
         self._documents: dict[str, Mapping[str, Any]] = {
@@ -167,6 +189,8 @@ class ContractSet:
             raise FileNotFoundError(f"no contract files in {directory}")
         self._factory = validator_factory
         self._validators: dict[str, SchemaValidator] = {}
+        self._fast: dict[str, FastValidator | None] = {}
+        self._use_fast = fast and jsonschema_rs is not None
         self._compile_lock = threading.Lock()
 
     # -- what is advertised
@@ -233,6 +257,9 @@ class ContractSet:
     # -- internals
 
     def _check_internal(self, name: str, instance: Any, what: str) -> None:
+        fast = self._fast_validator(name)
+        if fast is not None and fast.is_valid(instance):
+            return
         first = next(iter(self._validator(name).violations(instance)), None)
         if first is not None:
             log.error("%s breaks %s: %s", what, name, first.detail)
@@ -243,6 +270,20 @@ class ContractSet:
             return self._documents[name]
         except KeyError:
             raise KeyError(f"no contract file {name}") from None
+
+    def _fast_validator(self, name: str) -> FastValidator | None:
+        if not self._use_fast:
+            return None
+        if name not in self._fast:
+            with self._compile_lock:
+                if name not in self._fast:
+                    self._fast[name] = FastValidator(self._document(name))
+        return self._fast[name]
+
+    def fast_accepts(self, name: str, instance: Any) -> bool | None:
+        """The fast validator's verdict on a contract file (``None`` when it is not in use)."""
+        fast = self._fast_validator(name)
+        return None if fast is None else fast.is_valid(instance)
 
     def _validator(self, name: str) -> SchemaValidator:
         validator = self._validators.get(name)

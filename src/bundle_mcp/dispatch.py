@@ -15,7 +15,7 @@ import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .cancel import CancelToken
 from .contracts import ContractSet, internal_error
@@ -36,6 +36,9 @@ from .snapshots import SnapshotCache
 from .tools import load_tools
 
 __all__ = ["Dispatcher", "Outcome", "ServeConfig", "ToolSpec", "UnknownTool", "to_json"]
+
+if TYPE_CHECKING:
+    from .semantic import SemanticIndex
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +100,7 @@ class Dispatcher:
         *,
         tools: Mapping[str, ModuleType] | None = None,
         cache: SnapshotCache | None = None,
+        semantic: SemanticIndex | None = None,
     ) -> None:
         self.config = config
         self.contracts = contracts if contracts is not None else ContractSet()
@@ -107,6 +111,9 @@ class Dispatcher:
             if module.READ_ONLY or not config.read_only
         }
         self._cache = cache if cache is not None else SnapshotCache()
+        # The embedding index is a server-level service (a worker thread and its vectors); tools
+        # that declare NEEDS_SEMANTIC_INDEX receive it. None means "semantic search is off".
+        self._semantic = semantic
         self._reported_lock = threading.Lock()
         self._reported: dict[str, str] = {}  # bundle path → revision whose broken files were logged
 
@@ -148,7 +155,11 @@ class Dispatcher:
         if getattr(tool.module, "NEEDS_BUNDLE_PATH", False):
             # Write tools re-plan against the disk and publish there: they need the pinned path.
             params["bundle_path"] = bundle_path
-        result = tool.module.run(snapshot, params, token)
+        if getattr(tool.module, "NEEDS_SEMANTIC_INDEX", False):
+            result = tool.module.run(snapshot, params, token, semantic=self._semantic)
+        else:
+            result = tool.module.run(snapshot, params, token)
+        self._cache.persist(bundle_path, snapshot)
         if tool.module.READ_ONLY:
             # A write that has committed is reported as done, never as cancelled.
             token.check()

@@ -14,7 +14,7 @@ import hashlib
 import json
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import Diagnostic
@@ -148,6 +148,8 @@ class Document:
     parse_error: Diagnostic | None = None
     relations: tuple[Relation, ...] = ()
     relation_diagnostics: tuple[Diagnostic, ...] = ()
+    # Facts read back from the persistent parse cache; when set, the body is not parsed again.
+    preparsed_markdown: MarkdownFacts | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_concept(self) -> bool:
@@ -161,6 +163,8 @@ class Document:
     @functools.cached_property
     def markdown(self) -> MarkdownFacts:
         # Parsed on first use: listing or reading a concept needs no Markdown parse.
+        if self.preparsed_markdown is not None:
+            return self.preparsed_markdown
         from .loader.markdown import parse_markdown
 
         return parse_markdown(self)

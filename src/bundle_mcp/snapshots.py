@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from .cancel import CancelToken
 from .loader import load_bundle
 from .loader.capture import StatKey
+from .loader.parse_cache import ParseCache, has_markdown
 from .model import Snapshot
 
 __all__ = ["SnapshotCache", "Loader"]
@@ -37,11 +38,13 @@ class _Cached:
 class _Slot:
     """Per-bundle state: a lock that serializes refreshes, and the last good capture."""
 
-    __slots__ = ("lock", "cached")
+    __slots__ = ("lock", "cached", "persisted", "saving")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.cached: _Cached | None = None
+        self.persisted: tuple[str, int] | None = None  # (revision, parsed bodies) last saved
+        self.saving = False
 
 
 class SnapshotCache:
@@ -52,10 +55,14 @@ class SnapshotCache:
     """
 
     def __init__(
-        self, loader: Loader = load_bundle, max_bundles: int = DEFAULT_MAX_BUNDLES
+        self,
+        loader: Loader = load_bundle,
+        max_bundles: int = DEFAULT_MAX_BUNDLES,
+        parse_cache: ParseCache | None = None,
     ) -> None:
         self._loader = loader
         self._max_bundles = max_bundles
+        self._parse_cache = parse_cache if parse_cache is not None else ParseCache.default()
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
         self._slots_lock = threading.Lock()
 
@@ -69,16 +76,46 @@ class SnapshotCache:
         slot = self._slot(bundle_path)
         with slot.lock:
             previous = slot.cached
+            # A first load may start from the persistent parse cache of an earlier process.
+            entries = self._parse_cache.load(bundle_path) if previous is None else {}
+            extra = {"cached": entries} if entries else {}
             snapshot, stats = self._loader(
                 bundle_path,
                 token,
                 previous.snapshot if previous else None,
                 previous.stats if previous else None,
+                **extra,
             )
             if previous is not None and _same_capture(previous.snapshot, snapshot):
                 snapshot = previous.snapshot
             slot.cached = _Cached(snapshot, stats)
             return snapshot
+
+    def persist(self, bundle_path: str, snapshot: Snapshot) -> None:
+        """Save what this snapshot has parsed to the persistent cache, in the background.
+
+        Called after each call: the first answers parse frontmatter, later ones parse bodies
+        (links, sections); each time more is known than was saved, the pack is rewritten.
+        """
+        if not self._parse_cache.enabled:
+            return
+        slot = self._slot(bundle_path)
+        parsed = sum(1 for doc in snapshot.documents.values() if has_markdown(doc))
+        key = (snapshot.revision, parsed)
+        with slot.lock:
+            if slot.saving or slot.persisted == key:
+                return
+            slot.saving = True
+
+        def save() -> None:
+            try:
+                self._parse_cache.save(bundle_path, snapshot.documents)
+            finally:
+                with slot.lock:
+                    slot.saving = False
+                    slot.persisted = key
+
+        threading.Thread(target=save, name="bundle-mcp-parse-cache", daemon=True).start()
 
     def _slot(self, bundle_path: str) -> _Slot:
         with self._slots_lock:

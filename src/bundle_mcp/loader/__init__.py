@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import types
 from collections.abc import Mapping
+from typing import Any
 
 from ..cancel import CancelToken
 from ..model import Document, Snapshot, revision_of
 from ..writes.journal import ReadLock, pending, recover
 from .capture import Capture, StatKey, capture, pin_root
 from .document import parse_document
+from .parse_cache import decode
 
 __all__ = ["load_bundle", "build_snapshot", "pin_root", "capture", "parse_document"]
 
@@ -20,10 +23,13 @@ def load_bundle(
     token: CancelToken | None = None,
     previous: Snapshot | None = None,
     previous_stats: Mapping[str, StatKey] | None = None,
+    cached: Mapping[str, Any] | None = None,
 ) -> tuple[Snapshot, dict[str, StatKey]]:
     """Pin, capture and parse. Files whose stat is unchanged since ``previous`` are reused.
 
-    Returns the snapshot and the stat keys to pass back next time.
+    ``cached`` holds entries of the persistent parse cache by path; an entry is used only when
+    it matches the file's current bytes. Returns the snapshot and the stat keys to pass back
+    next time.
     """
     token = token or CancelToken()
     fd = pin_root(bundle_path)
@@ -34,19 +40,28 @@ def load_bundle(
             captured = capture(fd, token, previous_stats if previous is not None else None)
     finally:
         os.close(fd)
-    return build_snapshot(captured, token, previous), {f.path: f.stat for f in captured.files}
+    snapshot = build_snapshot(captured, token, previous, cached)
+    return snapshot, {f.path: f.stat for f in captured.files}
 
 
 def build_snapshot(
-    captured: Capture, token: CancelToken, previous: Snapshot | None = None
+    captured: Capture,
+    token: CancelToken,
+    previous: Snapshot | None = None,
+    cached: Mapping[str, Any] | None = None,
 ) -> Snapshot:
     documents: dict[str, Document] = {}
     for f in captured.files:
         token.check()
         if f.data is None and previous is not None and f.path in previous.documents:
             documents[f.path] = previous.documents[f.path]
-        else:
-            documents[f.path] = parse_document(f.path, f.data or b"")
+            continue
+        data = f.data or b""
+        doc = None
+        entry = cached.get(f.path) if cached else None
+        if entry is not None:
+            doc = decode(f.path, data, hashlib.sha256(data).hexdigest(), entry)
+        documents[f.path] = doc if doc is not None else parse_document(f.path, data)
     concepts = {
         d.concept_id: d
         for d in documents.values()

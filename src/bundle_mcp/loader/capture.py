@@ -306,7 +306,8 @@ def _read_ignore_rules(root_fd: int) -> IgnoreRules:
 
 
 def _has_surrogates(name: str) -> bool:
-    return any("\udc80" <= ch <= "\udcff" for ch in name)
+    # Names that were not valid UTF-8 come back from the OS with lone surrogates.
+    return not name.isascii() and any("\udc80" <= ch <= "\udcff" for ch in name)
 
 
 def _display_name(name: str) -> str:

@@ -51,7 +51,8 @@ def parse_document(path: str, data: bytes) -> Document:
         ), line_count)
     relations: tuple = ()
     relation_diagnostics: tuple = ()
-    if concept_id is not None and frontmatter:
+    # Only a frontmatter that spells "relations" somewhere can declare any.
+    if concept_id is not None and frontmatter and "relations" in (split.raw or ""):
         relations, relation_diagnostics = extract_relations(concept_id, frontmatter, path)
     return Document(
         path=path,

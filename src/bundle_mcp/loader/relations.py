@@ -55,6 +55,10 @@ def parse_reference(ref: str) -> Reference:
         raise ReferenceError("reference must be a concept ID, not a path")
     if _URI_SCHEME.match(ref):
         raise ReferenceError("reference must not be a URI")
+    if "\\" not in ref:
+        # No escapes (nearly every reference): the first '#' starts the fragment.
+        concept_id, hash_sign, rest = ref.partition("#")
+        return _checked(concept_id, rest if hash_sign else None)
     id_chars: list[str] = []
     fragment: str | None = None
     i = 0
@@ -71,7 +75,10 @@ def parse_reference(ref: str) -> Reference:
             break
         id_chars.append(ch)
         i += 1
-    concept_id = "".join(id_chars)
+    return _checked("".join(id_chars), fragment)
+
+
+def _checked(concept_id: str, fragment: str | None) -> Reference:
     problem = concept_id_problem(concept_id, allow_reserved_names=False)
     if problem:
         raise ReferenceError(f"concept part is not a canonical ID: {problem}")

@@ -21,7 +21,12 @@ def split_lines(text: str) -> list[str]:
 
 
 def count_lines(text: str) -> int:
-    return len(split_lines(text))
+    """The number of physical lines, as ``len(split_lines(text))`` without building them."""
+    if not text:
+        return 0
+    breaks = text.count("\n") if "\r" not in text else count_breaks(text)
+    ends_with_break = text.endswith(("\n", "\r"))
+    return breaks if ends_with_break else breaks + 1
 
 
 def line_ends(text: str) -> list[int]:

@@ -27,10 +27,13 @@ TOOL_MODULES: tuple[str, ...] = (
     "preview_concept_patch",
     "preview_temporal_upgrade",
     "preview_v02_migration",
+    "query_subgraph",
     "read_concept",
     "search_concepts",
     "search_sections",
+    "search_semantic",
     "validate_bundle",
+    "visualize_graph",
     "write_concept",
 )
 

@@ -1,0 +1,129 @@
+"""search_semantic: concepts found by meaning, expanded with the query_subgraph extraction.
+
+Vectors come from the server's :class:`~bundle_mcp.semantic.SemanticIndex`, which the dispatcher
+passes in as ``semantic`` (tool modules keep no state of their own). Without an index, or
+without the ``semantic`` extra, the tool still answers calls that bring ``seed_ids``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ..cancel import CancelToken
+from ..errors import OPERATION_REJECTED, BundleError, recovery_step
+from ..model import Snapshot
+from ..semantic import NOT_READY, UNAVAILABLE, SemanticIndex
+from ..semantic.embedder import INSTALL_HINT
+from ._common import MIB, invalid_field
+from ._subgraph import extract, int_param, parse_query, seed_list
+
+NAME = "search_semantic"
+READ_ONLY = True
+NEEDS_PARSEABLE = True
+NEEDS_SEMANTIC_INDEX = True  # the dispatcher passes its SemanticIndex as ``semantic=``
+OUTPUT_BUDGET = 8 * MIB
+DEFAULT_TOP_K = 3
+MAX_TOP_K = 20
+DEFAULT_DEPTH = 1
+DEFAULT_MAX_OBJECTS = 20
+DESCRIPTION = (
+    "Find concepts by meaning and return their neighbourhood. The query is embedded with a "
+    "local model (all-MiniLM-L6-v2, CPU, offline; optional extra bundle-mcp[semantic]) and "
+    "compared by cosine similarity with every concept's title, description and body (cut to "
+    "the model's input size). The top_k (1-20, default 3) best concepts, ties by ID, with a "
+    "score of at least min_score (0-1; 0, the default, keeps all) become the seeds of the "
+    "query_subgraph extraction in compact mode: LINKS_TO and typed relations walked both ways "
+    "to depth hops (0-3, default 1), at most max_objects objects (1-200, default 20; seeds "
+    "count) and max_tokens (1-100000, default 4000; each returned node and edge costs "
+    "ceil(len(its canonical JSON)/4)). Budgets clamp and come back in meta.applied; truncation "
+    "keeps seeds first, then fewer hops, then ID, and meta names the budget that cut and a "
+    "suggested_next_seed. Vectors are computed in the background after the first call for a "
+    "bundle version and cached on disk; embedding_status is ready, partial (searched what "
+    "exists), not_ready or unavailable. Before vectors exist, or without the extra, a call "
+    "without seed_ids fails with operation_rejected saying what to do; pass seed_ids (1-20) to "
+    "skip vector search and expand from them directly (scores is then empty)."
+)
+
+
+def run(
+    snapshot: Snapshot,
+    params: dict[str, Any],
+    token: CancelToken,
+    *,
+    semantic: SemanticIndex | None = None,
+) -> dict[str, Any]:
+    query = params.get("query")
+    if not isinstance(query, str) or not query.strip():
+        raise invalid_field("$.query", "query must be a non-blank string")
+    top_k = int_param(params, "top_k", DEFAULT_TOP_K, 1, MAX_TOP_K)
+    min_score = _min_score(params)
+
+    scores: dict[str, float] = {}
+    if "seed_ids" in params:
+        seeds = seed_list(params)
+        # Explicit seeds need no vectors, but the call still warms the index for later ones.
+        status = semantic.ensure(snapshot) if semantic is not None else UNAVAILABLE
+    else:
+        if semantic is None:
+            raise _unavailable("semantic search is not enabled in this server")
+        matches = semantic.search(snapshot, query, top_k, min_score, token)
+        status = matches.status
+        if status == UNAVAILABLE:
+            raise _unavailable("the embedding model is not installed or failed to load")
+        if status == NOT_READY:
+            raise BundleError(
+                OPERATION_REJECTED,
+                "embeddings for this version of the bundle are not ready yet",
+                (recovery_step("retry in a few seconds or pass seed_ids"),),
+            )
+        seeds = tuple(concept_id for concept_id, _score in matches.hits)
+        scores = dict(matches.hits)
+
+    subquery = parse_query(
+        params,
+        seeds=seeds,
+        default_depth=DEFAULT_DEPTH,
+        default_max_objects=DEFAULT_MAX_OBJECTS,
+        compact=True,
+    )
+    found = extract(snapshot, subquery, token)
+    unresolved = set(found.unresolved)
+    resolved = [s for s in seeds if s not in unresolved]
+    return {
+        "status": "success",
+        "matched_seeds": resolved,
+        "subgraph": found.subgraph,
+        "meta": {
+            "total_found_nodes": found.total_found,
+            "returned_nodes": found.returned,
+            "is_truncated": found.is_truncated,
+            "truncation_reason": found.truncation_reason,
+            "suggested_next_seed": found.suggested_next_seed,
+            "unresolved": list(found.unresolved),
+            "applied": {"top_k": top_k, **found.applied},
+        },
+        "min_score": min_score,
+        "scores": scores,
+        "embedding_status": status,
+    }
+
+
+def _min_score(params: dict[str, Any]) -> float:
+    value = params.get("min_score", 0.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise invalid_field("$.min_score", "min_score must be a number")
+    return min(1.0, max(0.0, float(value)))
+
+
+def _unavailable(message: str) -> BundleError:
+    return BundleError(
+        OPERATION_REJECTED,
+        message,
+        (
+            recovery_step(
+                f"pass seed_ids to expand known concepts without vectors, or ask the operator "
+                f"to install the extra ({INSTALL_HINT}) and restart the server"
+            ),
+        ),
+    )

@@ -1,0 +1,94 @@
+"""The persistent parse cache: used only when it matches the bytes, ignored when it does not."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bundle_mcp.loader import document as document_module
+from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.parse_cache import ParseCache
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "coffee-roastery"
+
+
+def _facts(snapshot):
+    return {
+        path: (doc.frontmatter, doc.relations, doc.markdown, doc.body_line, doc.line_count,
+               doc.parse_error, doc.record)
+        for path, doc in snapshot.documents.items()
+    }
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> ParseCache:
+    return ParseCache(tmp_path / "cache")
+
+
+def test_a_saved_pack_replaces_parsing(cache: ParseCache, monkeypatch) -> None:
+    bundle = str(EXAMPLE)
+    first, _ = load_bundle(bundle)
+    expected = _facts(first)  # touches doc.markdown, so the pack holds bodies too
+    cache.save(bundle, first.documents)
+
+    def no_parse(*_args, **_kwargs):
+        raise AssertionError("a cached file was parsed again")
+
+    monkeypatch.setattr("bundle_mcp.loader.parse_document", no_parse)
+    monkeypatch.setattr(document_module, "parse_document", no_parse)
+    second, _ = load_bundle(bundle, cached=cache.load(bundle))
+    assert second.revision == first.revision
+    assert all(d.preparsed_markdown is not None for d in second.documents.values())
+    assert _facts(second) == expected
+
+
+def test_an_entry_for_other_bytes_is_ignored(cache: ParseCache, tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    root.mkdir()
+    (root / "a.md").write_text("---\ntype: Note\ntitle: Old\n---\nBody.\n")
+    old, _ = load_bundle(str(root))
+    cache.save(str(root), old.documents)
+    (root / "a.md").write_text("---\ntype: Note\ntitle: New\n---\nBody.\n")
+    new, _ = load_bundle(str(root), cached=cache.load(str(root)))
+    assert new.concepts["a"].fm["title"] == "New"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda text: "not json at all",
+        lambda text: text.replace('"format":"bundle-mcp-parse-cache/1"', '"format":"other/9"'),
+        lambda text: text.replace('"frontmatter":{', '"frontmatter":[{', 1),
+        lambda text: text.replace('"relations":[', '"relations":[[1,2],', 1),
+        lambda text: text.replace('"sha256":"', '"sha256":"0', 1),
+    ],
+    ids=["garbage", "foreign-format", "wrong-shape", "bad-relation", "other-hash"],
+)
+def test_a_corrupt_or_foreign_pack_is_never_trusted(cache: ParseCache, damage) -> None:
+    bundle = str(EXAMPLE)
+    reference, _ = load_bundle(bundle)
+    expected = _facts(reference)
+    cache.save(bundle, reference.documents)
+    (pack,) = (Path(cache._directory)).glob("*.json")  # noqa: SLF001 - the test owns the folder
+    pack.write_text(damage(pack.read_text(encoding="utf-8")), encoding="utf-8")
+    reloaded, _ = load_bundle(bundle, cached=cache.load(bundle))
+    assert _facts(reloaded) == expected
+
+
+def test_a_disabled_cache_reads_and_writes_nothing(tmp_path: Path) -> None:
+    cache = ParseCache(None)
+    snapshot, _ = load_bundle(str(EXAMPLE))
+    cache.save(str(EXAMPLE), snapshot.documents)
+    assert cache.load(str(EXAMPLE)) == {}
+    assert not cache.enabled
+
+
+def test_the_pack_is_plain_json(cache: ParseCache) -> None:
+    snapshot, _ = load_bundle(str(EXAMPLE))
+    cache.save(str(EXAMPLE), snapshot.documents)
+    (pack,) = Path(cache._directory).glob("*.json")  # noqa: SLF001
+    data = json.loads(pack.read_text(encoding="utf-8"))
+    assert data["bundle"] == str(EXAMPLE)
+    assert set(data["entries"]) == set(snapshot.documents)
