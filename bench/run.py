@@ -11,12 +11,16 @@ median; every raw sample goes to ``bench/results/<YYYY-MM-DD>.json``. See ``benc
 Add a section: write ``def bench_xxx(ctx: Context) -> list[dict]``, give it columns, and append a
 :class:`Section` to ``SECTIONS``. Use ``ctx.bundles()`` for the shared bundles (generated once per
 run) and ``ctx.run_worker(...)`` for a measurement in a fresh process.
+
+The ``server`` section lives in ``bench/server_bench.py``: it drives real ``bundle-mcp serve``
+processes through the MCP stdio client and renders its own tables.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import os
 import platform
@@ -163,6 +167,8 @@ class Bundle:
     generate_s: float | None = None
     source: str | None = None
     note: str | None = None
+    # What the server section queries: the generator's hub and rare word, or a corpus's terms.
+    info: dict[str, Any] | None = None
 
 
 @dataclass
@@ -170,6 +176,7 @@ class Context:
     args: argparse.Namespace
     workdir: Path
     samples: list[dict[str, Any]] = field(default_factory=list)
+    extras: dict[str, dict[str, Any]] = field(default_factory=dict)  # section → summary
     _bundles: list[Bundle] | None = None
 
     def bundles(self) -> list[Bundle]:
@@ -200,8 +207,11 @@ class Context:
                 note = f"{stats['bytes']} bytes exceeds the {MAX_TOTAL_BYTES}-byte cap"
             _log(f"generated synthetic-{size}: {stats['files']} files, "
                  f"{stats['bytes'] / 2**20:.1f} MiB in {seconds:.1f}s")
+            info = {"hub": stats["hub"], "rare": stats["rare_word_example"],
+                    "common": "pipeline", "sections_query": "pipeline latency",
+                    "hub_inbound": stats["hub_inbound"], "pipeline_docs": stats["pipeline_docs"]}
             out.append(Bundle(f"synthetic-{size}", str(path), "synthetic", stats["files"],
-                              stats["bytes"], concepts, seconds, note=note))
+                              stats["bytes"], concepts, seconds, note=note, info=info))
         for corpus in self.args.corpora:
             corpus = Path(corpus)
             if not corpus.is_dir():
@@ -213,13 +223,17 @@ class Context:
             shutil.copytree(corpus, path, symlinks=True)
             files, size = _md_stats(path)
             _log(f"copied corpus {corpus.name}: {files} .md files, {size / 2**20:.1f} MiB")
+            # A body-only rare term, a common one, and a two-word section query. The hub is
+            # picked by the server section (the concept most others link to).
+            info = {"rare": "vcpkg", "common": "function", "sections_query": "function pointer"}
             out.append(Bundle(corpus.name, str(path), "corpus", files, size,
-                              source=str(corpus)))
+                              source=str(corpus), info=info))
         return out
 
     def run_worker(self, scenario: str, bundle: Bundle, repeat: int) -> dict[str, Any]:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", scenario, bundle.path]
-        sample: dict[str, Any] = {"bundle": bundle.name, "scenario": scenario, "repeat": repeat,
+        sample: dict[str, Any] = {"section": "loader", "bundle": bundle.name,
+                                  "scenario": scenario, "repeat": repeat,
                                   "command": cmd, "loadavg_1m_before": _loadavg()}
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=WORKER_TIMEOUT_S,
@@ -251,6 +265,8 @@ class Section:
     title: str
     columns: tuple[Column, ...]
     run: Callable[[Context], list[dict[str, Any]]]
+    # A section with its own layout (several tables) renders itself instead of one table.
+    render: Callable[[Context, list[dict[str, Any]]], str] | None = None
 
 
 def fmt_time(seconds: Any) -> str:
@@ -356,7 +372,20 @@ SECTIONS: list[Section] = [
         ),
         run=bench_loader,
     ),
+    Section(
+        name="server",
+        title="Server: tool latency over MCP stdio, cold starts, an edited file, memory, rg",
+        columns=(),
+        run=lambda ctx: _server_bench().bench_server(ctx),
+        render=lambda ctx, rows: _server_bench().render(ctx, rows),
+    ),
 ]
+
+
+def _server_bench() -> Any:
+    import server_bench  # bench/ is sys.path[0] when this file runs as a script
+
+    return server_bench
 
 
 def markdown_table(section: Section, rows: list[dict[str, Any]]) -> str:
@@ -432,6 +461,56 @@ def _package_versions() -> dict[str, str]:
     return out
 
 
+def _git_info() -> dict[str, Any]:
+    """The commit, the files that differ from it under src/, and a hash of src/ as it is now.
+
+    The server code may change while a long run goes on (several people work in the tree);
+    comparing the hash at the start and at the end tells whether it did.
+    """
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(["git", "-C", str(REPO_DIR), *args], capture_output=True,
+                                  text=True, timeout=30)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.rstrip() if proc.returncode == 0 else None
+
+    digest = hashlib.sha256()
+    for path in sorted((REPO_DIR / "src").rglob("*.py")):
+        digest.update(str(path.relative_to(REPO_DIR)).encode() + b"\0" + path.read_bytes())
+    status = git("status", "--porcelain", "--", "src", "contracts")
+    return {"commit": git("rev-parse", "--short", "HEAD"),
+            "uncommitted": status.splitlines() if status else [],
+            "src_sha256": digest.hexdigest()[:16]}
+
+
+def _merge_earlier(document: dict[str, Any], output: Path) -> None:
+    """Keep the sections of an earlier run written to the same file that this run did not redo.
+
+    Each kept section carries its own ``run`` (command, options, commit), and its samples and
+    bundles are kept with it; the top-level fields describe this run.
+    """
+    try:
+        earlier = json.loads(output.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return
+    kept = {name: section for name, section in earlier.get("sections", {}).items()
+            if name not in document["sections"]}
+    if not kept:
+        return
+    for section in kept.values():
+        section.setdefault("run", {"command": earlier.get("command"),
+                                   "options": earlier.get("options"),
+                                   "git": earlier.get("git"), "date": earlier.get("date"),
+                                   "wall_s": earlier.get("wall_s")})
+    document["sections"] = kept | document["sections"]
+    document["samples"] = [s for s in earlier.get("samples", [])
+                           if s.get("section", "loader") in kept] + document["samples"]
+    names = {b["name"] for b in document["bundles"]}
+    document["bundles"] += [b for b in earlier.get("bundles", []) if b["name"] not in names]
+    document["merged_from_earlier_run"] = sorted(kept)
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="bundle-mcp benchmarks (see bench/README.md)")
     parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
@@ -447,14 +526,26 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--output", type=Path, help="results file (default "
                         "bench/results/<YYYY-MM-DD>.json)")
     parser.add_argument("--keep", action="store_true", help="keep the generated bundles")
+    parser.add_argument("--warm", type=int, default=None,
+                        help="server section: warm calls per tool case (--quick: 5)")
+    parser.add_argument("--warm-budget", type=float, default=60.0, metavar="SECONDS",
+                        help="server section: stop a case's warm calls after this long "
+                             "(at least 5 calls)")
+    parser.add_argument("--targets", action="store_true",
+                        help="server section: print the issue's targets, met or missed, for "
+                             "the largest synthetic bundle")
+    parser.add_argument("--no-embed", dest="embed", action="store_false",
+                        help="server section: skip the embedding-throughput measurement")
     parser.add_argument("--worker", nargs=2, metavar=("SCENARIO", "BUNDLE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.quick:
         args.sizes, args.repeat = "1000", 1
+    if args.warm is None:
+        args.warm = 5 if args.quick else 30
     args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
-    if args.repeat < 1 or any(s < 1 for s in args.sizes):
-        parser.error("--repeat and --sizes must be positive")
+    if args.repeat < 1 or args.warm < 1 or any(s < 1 for s in args.sizes):
+        parser.error("--repeat, --warm and --sizes must be positive")
     if args.corpora is None:
         args.corpora = [] if args.quick else [str(p) for p in DEFAULT_CORPORA]
     args.corpora = [c for c in args.corpora if c != "none"]
@@ -473,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     started = time.perf_counter()
     loadavg_start = _loadavg()
+    git_start = _git_info()
     workdir = Path(os.path.realpath(tempfile.mkdtemp(prefix="bundle-mcp-bench-")))
     ctx = Context(args, workdir)
     results: dict[str, Any] = {}
@@ -480,10 +572,16 @@ def main(argv: list[str] | None = None) -> int:
         for section in SECTIONS:
             if section.name not in args.sections:
                 continue
+            section_started = time.perf_counter()
             rows = section.run(ctx)
-            results[section.name] = {"title": section.title, "rows": rows}
+            results[section.name] = {"title": section.title, "rows": rows,
+                                     **ctx.extras.get(section.name, {}),
+                                     "wall_s": time.perf_counter() - section_started}
             print(f"\n### {section.title}\n")
-            print(markdown_table(section, rows), flush=True)
+            if section.render is not None:
+                print(section.render(ctx, rows), flush=True)
+            else:
+                print(markdown_table(section, rows), flush=True)
     finally:
         if args.keep:
             _log(f"bundles kept in {workdir}")
@@ -491,8 +589,11 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
     today = datetime.date.today().isoformat()
     output = args.output or RESULTS_DIR / f"{today}.json"
+    git = git_start | {"src_sha256_end": _git_info()["src_sha256"]}
+    git["src_changed_during_run"] = git["src_sha256"] != git["src_sha256_end"]
     document = {
         "date": today,
+        "git": git,
         "python": {"version": platform.python_version(),
                    "implementation": platform.python_implementation(),
                    "executable": sys.executable},
@@ -508,6 +609,10 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": time.perf_counter() - started,
         "loadavg_1m": {"start": loadavg_start, "end": _loadavg()},
     }
+    for result in results.values():
+        result["run"] = {"command": document["command"], "git": git,
+                         "options": document["options"]}
+    _merge_earlier(document, output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     shown = output.relative_to(REPO_DIR) if output.is_relative_to(REPO_DIR) else output

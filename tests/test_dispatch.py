@@ -468,7 +468,7 @@ class RecordingLoader:
 
 def test_refreshes_of_one_bundle_are_serialized(simple_bundle: str) -> None:
     loader = RecordingLoader(delay=0.02)
-    cache = SnapshotCache(loader)
+    cache = SnapshotCache(loader, watch=False)
     threads = [
         threading.Thread(target=cache.get, args=(simple_bundle, CancelToken())) for _ in range(4)
     ]
@@ -494,7 +494,7 @@ def test_different_bundles_do_not_wait_for_each_other(tmp_bundle: BundleFactory)
             b_loaded.set()
         return result
 
-    cache = SnapshotCache(loader)
+    cache = SnapshotCache(loader, watch=False)
     worker = threading.Thread(target=cache.get, args=(a, CancelToken()))
     worker.start()
     cache.get(b, CancelToken())
@@ -504,7 +504,7 @@ def test_different_bundles_do_not_wait_for_each_other(tmp_bundle: BundleFactory)
 
 def test_a_failed_refresh_keeps_the_previous_capture(simple_bundle: str) -> None:
     loader = RecordingLoader()
-    cache = SnapshotCache(loader)
+    cache = SnapshotCache(loader, watch=False)
     first = cache.get(simple_bundle, CancelToken())
     loader.fail_next = True
     with pytest.raises(BundleError):
@@ -516,7 +516,7 @@ def test_a_failed_refresh_keeps_the_previous_capture(simple_bundle: str) -> None
 def test_least_recently_used_bundles_are_dropped(tmp_bundle: BundleFactory) -> None:
     paths = [tmp_bundle({"a.md": "---\ntype: t\n---\n"}) for _ in range(3)]
     loader = RecordingLoader()
-    cache = SnapshotCache(loader, max_bundles=2)
+    cache = SnapshotCache(loader, max_bundles=2, watch=False)
     for path in paths:
         cache.get(path, CancelToken())
     cache.get(paths[2], CancelToken())

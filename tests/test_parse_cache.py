@@ -92,3 +92,16 @@ def test_the_pack_is_plain_json(cache: ParseCache) -> None:
     data = json.loads(pack.read_text(encoding="utf-8"))
     assert data["bundle"] == str(EXAMPLE)
     assert set(data["entries"]) == set(snapshot.documents)
+
+
+def test_the_revision_is_the_canonical_json_hash() -> None:
+    import hashlib
+
+    from bundle_mcp.model import FileRecord, canonical_json, revision_of
+
+    records = [FileRecord("b/é x.md", 3, "a" * 64), FileRecord('a/"q".md', 10, "b" * 64)]
+    payload = [{"path": r.path, "size": r.size, "sha256": r.sha256}
+               for r in sorted(records, key=lambda r: r.path)]
+    expected = hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+    assert revision_of(records) == expected
+    assert revision_of(tuple(sorted(records, key=lambda r: r.path))) == expected

@@ -10,6 +10,7 @@ import pytest
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError
+from bundle_mcp.folding import fold
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.tools import (
     get_neighbors,
@@ -19,7 +20,7 @@ from bundle_mcp.tools import (
     search_concepts,
     search_sections,
 )
-from bundle_mcp.tools._common import citation_sources, fold
+from bundle_mcp.tools._common import citation_sources
 from bundle_mcp.tools.read_concept import normalise_label
 from bundle_mcp.tools.search_sections import locator, query_terms, snippet, tokens
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import threading
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,31 @@ def thaw(value: Any) -> Any:
 def canonical_json(value: Any) -> str:
     """Sorted keys, no whitespace, UTF-8 text: the form every hash in the project is taken over."""
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
+class Memo:
+    """Derived data kept with a frozen object: ``get(key, factory)`` computes once, then reuses.
+
+    Only pure functions of the owner's frozen fields may be stored here, so a memoised value is
+    the value any later call would compute: memoising changes speed, never an answer. The
+    factory runs outside the lock (it may be slow and may consult other memos); two threads
+    racing on one key both compute, and the first stored result wins.
+    """
+
+    __slots__ = ("_values", "_lock")
+
+    def __init__(self) -> None:
+        self._values: dict[Any, Any] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Any, factory: Callable[[], Any]) -> Any:
+        try:
+            return self._values[key]
+        except KeyError:
+            pass
+        value = factory()
+        with self._lock:
+            return self._values.setdefault(key, value)
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,6 +152,17 @@ class MarkdownFacts:
     footnote_defs: tuple[FootnoteDef, ...]
 
 
+@dataclass(frozen=True, slots=True)
+class FoldedFields:
+    """A concept's searchable fields after :func:`bundle_mcp.folding.fold`."""
+
+    concept_id: str
+    title: str
+    description: str
+    tags: tuple[str, ...]
+    body: str
+
+
 @dataclass(frozen=True)
 class Document:
     """One captured ``.md`` file: a concept or a reserved ``index.md`` / ``log.md``.
@@ -150,6 +187,7 @@ class Document:
     relation_diagnostics: tuple[Diagnostic, ...] = ()
     # Facts read back from the persistent parse cache; when set, the body is not parsed again.
     preparsed_markdown: MarkdownFacts | None = field(default=None, repr=False, compare=False)
+    memo: Memo = field(default_factory=Memo, repr=False, compare=False)
 
     @property
     def is_concept(self) -> bool:
@@ -170,6 +208,25 @@ class Document:
         return parse_markdown(self)
 
     @functools.cached_property
+    def folded(self) -> FoldedFields:
+        """The fields search_concepts matches, folded once per document and kept."""
+        from .folding import fold
+
+        fm = self.fm
+        tags = fm.get("tags")
+        return FoldedFields(
+            concept_id=fold(self.concept_id or ""),
+            title=fold(fm["title"]) if isinstance(fm.get("title"), str) else "",
+            description=(
+                fold(fm["description"]) if isinstance(fm.get("description"), str) else ""
+            ),
+            tags=tuple(fold(t) for t in tags if isinstance(t, str))
+            if isinstance(tags, tuple)
+            else (),
+            body=fold(self.body),
+        )
+
+    @functools.cached_property
     def lines(self) -> tuple[str, ...]:
         """Physical lines of the file without their terminators (CRLF, CR and LF end a line)."""
         from .loader.text import split_lines
@@ -181,12 +238,26 @@ _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
 
 
 def revision_of(records: list[FileRecord] | tuple[FileRecord, ...]) -> str:
-    """SHA-256 over the canonical JSON of the sorted file records (DESIGN.md §2), as hex."""
-    payload = [
-        {"path": r.path, "size": r.size, "sha256": r.sha256}
-        for r in sorted(records, key=lambda r: r.path)
-    ]
-    return hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
+    """SHA-256 over the canonical JSON of the sorted file records (DESIGN.md §2), as hex.
+
+    The JSON is written piece by piece instead of through ``canonical_json``: at the file cap
+    this runs on every reload, and the pieces are exactly what ``canonical_json`` would emit
+    for ``[{"path": ..., "sha256": ..., "size": ...}, ...]`` (a test checks the two agree).
+    """
+    digest = hashlib.sha256()
+    digest.update(b"[")
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    ordered = records if _sorted_by_path(records) else sorted(records, key=lambda r: r.path)
+    for n, r in enumerate(ordered):
+        piece = f'{"," if n else ""}{{"path":{encode(r.path)},"sha256":{encode(r.sha256)},' \
+                f'"size":{r.size}}}'
+        digest.update(piece.encode("utf-8"))
+    digest.update(b"]")
+    return digest.hexdigest()
+
+
+def _sorted_by_path(records: list[FileRecord] | tuple[FileRecord, ...]) -> bool:
+    return all(a.path <= b.path for a, b in zip(records, records[1:], strict=False))
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +286,7 @@ class Snapshot:
     assets: frozenset[str]
     directories: frozenset[str]
     skipped: tuple[Diagnostic, ...]
+    memo: Memo = field(default_factory=Memo, repr=False, compare=False)
 
     @functools.cached_property
     def broken(self) -> tuple[Document, ...]:

@@ -8,6 +8,7 @@ object itself is returned, which keeps its memoised indexes (edges, folds) warm 
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
@@ -15,8 +16,9 @@ from dataclasses import dataclass
 
 from .cancel import CancelToken
 from .loader import load_bundle
-from .loader.capture import StatKey
+from .loader.capture import StatKey, pin_root
 from .loader.parse_cache import ParseCache, has_markdown
+from .loader.watch import FolderWatch
 from .model import Snapshot
 
 __all__ = ["SnapshotCache", "Loader"]
@@ -33,6 +35,9 @@ DEFAULT_MAX_BUNDLES = 16
 class _Cached:
     snapshot: Snapshot
     stats: Mapping[str, StatKey]
+    # Armed before the capture that produced ``snapshot``; quiet ⇒ nothing changed since.
+    watch: FolderWatch | None = None
+    root_identity: tuple[int, int] | None = None
 
 
 class _Slot:
@@ -59,8 +64,10 @@ class SnapshotCache:
         loader: Loader = load_bundle,
         max_bundles: int = DEFAULT_MAX_BUNDLES,
         parse_cache: ParseCache | None = None,
+        watch: bool = True,
     ) -> None:
         self._loader = loader
+        self._watch = watch
         self._max_bundles = max_bundles
         self._parse_cache = parse_cache if parse_cache is not None else ParseCache.default()
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
@@ -76,6 +83,15 @@ class SnapshotCache:
         slot = self._slot(bundle_path)
         with slot.lock:
             previous = slot.cached
+            if previous is not None and self._unchanged(bundle_path, previous):
+                return previous.snapshot
+            # Watch the folders we know before walking them: a change made during the walk is
+            # then seen by the next call, which walks again.
+            watch = (
+                FolderWatch(bundle_path, previous.snapshot.directories)
+                if self._watch and previous is not None
+                else None
+            )
             # A first load may start from the persistent parse cache of an earlier process.
             entries = self._parse_cache.load(bundle_path) if previous is None else {}
             extra = {"cached": entries} if entries else {}
@@ -88,8 +104,22 @@ class SnapshotCache:
             )
             if previous is not None and _same_capture(previous.snapshot, snapshot):
                 snapshot = previous.snapshot
-            slot.cached = _Cached(snapshot, stats)
+            if watch is not None and not snapshot.directories <= previous.snapshot.directories:
+                watch.close()  # a new folder is not watched yet: walk next time, then arm
+            slot.cached = _Cached(snapshot, stats, watch, _root_identity(bundle_path))
             return snapshot
+
+    def _unchanged(self, bundle_path: str, cached: _Cached) -> bool:
+        """Whether the last capture is still current without walking the tree.
+
+        The root is pinned again on every call (so a symlink swapped into the path is still
+        refused), and the folder watch must have seen no event since it was armed.
+        """
+        if cached.watch is None or not cached.watch.active:
+            return False
+        if _root_identity(bundle_path) != cached.root_identity:
+            return False
+        return cached.watch.quiet()
 
     def persist(self, bundle_path: str, snapshot: Snapshot) -> None:
         """Save what this snapshot has parsed to the persistent cache, in the background.
@@ -129,6 +159,16 @@ class SnapshotCache:
             else:
                 self._slots.move_to_end(bundle_path)
             return slot
+
+
+def _root_identity(bundle_path: str) -> tuple[int, int] | None:
+    """(device, inode) of the pinned root; raises like the loader for a bad path."""
+    fd = pin_root(bundle_path)
+    try:
+        st = os.fstat(fd)
+        return (st.st_dev, st.st_ino)
+    finally:
+        os.close(fd)
 
 
 def _same_capture(old: Snapshot, new: Snapshot) -> bool:

@@ -159,10 +159,12 @@ def capture(
 
     def walk(dir_fd: int, prefix: str, depth: int) -> None:
         nonlocal total
+        token.check()
         with os.scandir(dir_fd) as it:
             entries = sorted(it, key=lambda e: e.name)
-        for entry in entries:
-            token.check()
+        for n, entry in enumerate(entries):
+            if n % 256 == 255:  # often enough to stop promptly, rarely enough to cost nothing
+                token.check()
             name = entry.name
             if name.startswith("."):
                 continue

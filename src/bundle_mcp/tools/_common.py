@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from typing import Any
 
@@ -24,11 +23,6 @@ from ..temporal import Reference
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100
 MIB = 1024 * 1024
-
-
-def fold(text: str) -> str:
-    """Caseless, canonical form for matching: NFC of the case folding of the NFD form."""
-    return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
 
 
 def invalid_field(field: str, message: str) -> BundleError:

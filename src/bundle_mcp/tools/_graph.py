@@ -22,11 +22,12 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..cancel import CancelToken
+from ..folding import fold
 from ..ids import concept_id_problem
 from ..model import Document, Section, Snapshot
 from ..projection import tags as concept_tags
 from ..projection import text_field
-from ._common import fold, invalid_field
+from ._common import invalid_field
 from .search_sections import locator
 
 LINKS_TO = "LINKS_TO"

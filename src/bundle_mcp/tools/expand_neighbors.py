@@ -6,10 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
+from ..folding import fold
 from ..model import Snapshot
 from ..projection import tags as concept_tags
 from ..projection import text_field
-from ._common import MIB, fold
+from ._common import MIB
 from ._graph import (
     DEPTH_DECAY,
     SHARES_COMMUNITY,

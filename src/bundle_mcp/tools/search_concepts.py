@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..cancel import CancelToken
+from ..folding import fold
 from ..model import Snapshot
-from ..projection import tags, text_field
 from ..temporal import reference_from
-from ._common import MIB, Cards, fold, invalid_field, limit_from
+from ._common import MIB, Cards, invalid_field, limit_from
 
 NAME = "search_concepts"
 READ_ONLY = True
@@ -69,18 +69,18 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
 def match_priority(needle: str, concept_id: str, doc: Any) -> int:
     """The priority of the highest field containing ``needle``; 0 when none does.
 
-    Fields are folded lazily, highest priority first, so a hit on the ID never folds the body.
+    The folded fields are computed once per document and kept with it (``Document.folded``).
     """
-    fm = doc.fm
-    if needle in fold(concept_id):
+    folded = doc.folded
+    if needle in folded.concept_id:
         return ID
-    if needle in fold(text_field(fm, "title")):
+    if needle in folded.title:
         return TITLE
-    if needle in fold(text_field(fm, "description")):
+    if needle in folded.description:
         return DESCRIPTION_FIELD
     # Each tag on its own: a query never spans two tags.
-    if any(needle in fold(tag) for tag in tags(fm)):
+    if any(needle in tag for tag in folded.tags):
         return TAGS
-    if needle in fold(doc.body):
+    if needle in folded.body:
         return BODY
     return 0

@@ -6,16 +6,19 @@ import functools
 import math
 import re
 import sys
+import threading
 import unicodedata
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
 
 from ..cancel import CancelToken
 from ..errors import resource_limit
+from ..folding import fold
 from ..model import Snapshot
 from ..projection import text_field
-from ._common import fold, invalid_field, limit_from
+from ._common import invalid_field, limit_from
 
 NAME = "search_sections"
 READ_ONLY = True
@@ -39,7 +42,10 @@ RAW_WEIGHT, HEADING_WEIGHT, TITLE_WEIGHT = 1, 3, 2
 MAX_TERMS = 32
 MAX_TERM_LENGTH = 4096
 MAX_SECTIONS = 100_000
-MAX_TOKENS = 1_000_000
+# The reference caps one call's indexing at 1,000,000 tokens; here each document's words are
+# indexed once and kept, so the cap bounds memory, not per-call work (a bundle at the 64 MiB
+# cap holds at most ~16M words).
+MAX_TOKENS = 20_000_000
 MAX_LABEL_BYTES = 1024  # a heading or a concept title
 SNIPPET_LENGTH = 512
 SNIPPET_LEAD = 80  # characters of context kept before the first match
@@ -90,6 +96,30 @@ def query_terms(query: str) -> list[str]:
     return terms
 
 
+_SEP = "\x00"  # never inside a word: each token is stored as SEP word SEP
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexedSection:
+    """One section as search sees it: its words (folded, delimited) and weighted length."""
+
+    heading: str
+    line_start: int
+    line_end: int
+    words: str  # SEP-delimited folded words of the raw text (heading line included)
+    heading_words: str
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class _DocumentIndex:
+    title_words: str
+    title_length: int
+    sections: tuple[_IndexedSection, ...]
+    token_count: int
+    total_length: int
+
+
 @dataclass(slots=True)
 class _Section:
     concept_id: str
@@ -108,16 +138,8 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     terms = query_terms(query)
     limit = limit_from(params)
     wanted = set(terms)
-    sections = collect_sections(snapshot, wanted, token)
-
     df = dict.fromkeys(terms, 0)
-    total_length = 0
-    for s in sections:
-        token.check()
-        total_length += s.length
-        for term in s.tf:
-            df[term] += 1
-    n = len(sections)
+    sections, n, total_length = collect_sections(snapshot, terms, df, token)
     avgdl = (total_length / n) if n else 0.0
     if avgdl == 0:
         avgdl = 1.0
@@ -140,6 +162,8 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     hits = []
     for score, s in scored[:limit]:
         token.check()
+        doc = snapshot.concepts[s.concept_id]
+        raw = "\n".join(doc.lines[s.line_start - 1 : s.line_end])
         hits.append(
             {
                 "concept_id": s.concept_id,
@@ -149,7 +173,7 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
                 "line_start": s.line_start,
                 "line_end": s.line_end,
                 "content_sha256": s.digest,
-                "snippet": snippet(s.raw, wanted),
+                "snippet": snippet(raw, wanted),
                 "score": score,
                 "matched_terms": list(terms),
             }
@@ -164,60 +188,167 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     }
 
 
-def collect_sections(snapshot: Snapshot, wanted: set[str], token: CancelToken) -> list[_Section]:
-    """Every non-empty section of every concept with its weighted length and query-term counts.
+@dataclass(frozen=True, slots=True)
+class _Totals:
+    sections: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Posting:
+    """A term's weighted count in one section (raw text, heading and concept title)."""
+
+    concept_id: str
+    section: int
+    tf: int
+
+
+class _PostingCache:
+    """Per-snapshot postings of recently queried terms (a bounded LRU).
+
+    Each term's postings are a pure function of the snapshot; keeping the last few means a
+    follow-up query that reuses a word costs a dictionary lookup instead of a scan.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, tuple[_Posting, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, term: str, compute: Any) -> tuple[_Posting, ...]:
+        with self._lock:
+            found = self._entries.get(term)
+            if found is not None:
+                self._entries.move_to_end(term)
+                return found
+        value = compute()
+        with self._lock:
+            self._entries[term] = value
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return value
+
+
+def collect_sections(
+    snapshot: Snapshot, terms: list[str], df: dict[str, int], token: CancelToken
+) -> tuple[list[_Section], int, int]:
+    """The sections holding every query term, with weighted term counts; plus the number of
+    non-empty sections in the bundle and their total weighted length (for BM25's average).
+    ``df`` is filled with each term's document frequency (sections containing it).
 
     A section's raw text is its physical lines (heading line included). Its length is the
     weighted token count: raw tokens + 3 x heading tokens + 2 x title tokens; ``tf`` counts
-    only the query terms, with the same weights.
+    the query terms with the same weights. Each document's words are indexed once and kept
+    with the document; a term's postings are kept with the snapshot for later queries.
     """
+    totals: _Totals = snapshot.memo.get(("search_sections", "totals"),
+                                        lambda: _totals(snapshot, token))
+    cache: _PostingCache = snapshot.memo.get(("search_sections", "postings"), _PostingCache)
+    postings = {t: cache.get(t, lambda t=t: _postings(snapshot, t, token)) for t in terms}
+    for term, found in postings.items():
+        df[term] = len(found)
+    # AND: only sections in every term's postings can be hits; start from the rarest term.
+    rarest = min(terms, key=lambda t: len(postings[t]))
+    counts = {(p.concept_id, p.section): {rarest: p.tf} for p in postings[rarest]}
+    for term in terms:
+        if term == rarest:
+            continue
+        for p in postings[term]:
+            entry = counts.get((p.concept_id, p.section))
+            if entry is not None:
+                entry[term] = p.tf
     out: list[_Section] = []
-    token_count = 0
+    for (concept_id, index), tf in counts.items():
+        token.check()
+        if len(tf) != len(terms):
+            continue
+        doc = snapshot.concepts[concept_id]
+        section = _document_index(doc).sections[index]
+        out.append(
+            _Section(concept_id, doc.path, section.heading, section.line_start,
+                     section.line_end, doc.record.sha256, "", section.length, tf)
+        )
+    return out, totals.sections, totals.length
+
+
+def _document_index(doc: Any) -> _DocumentIndex:
+    return doc.memo.get("search_sections", lambda: _index(doc))
+
+
+def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
+    sections = length = words = 0
+    for doc in snapshot.concepts.values():
+        token.check()
+        index = _document_index(doc)
+        words += index.token_count
+        if words > MAX_TOKENS:
+            raise resource_limit(
+                f"the bundle has more than {MAX_TOKENS} searchable tokens",
+                "serve a smaller bundle; section search cannot narrow what it indexes",
+            )
+        sections += len(index.sections)
+        if sections > MAX_SECTIONS:
+            raise resource_limit(
+                f"the bundle has more than {MAX_SECTIONS} sections",
+                "serve a smaller bundle; section search cannot narrow what it indexes",
+            )
+        length += index.total_length
+    return _Totals(sections, length)
+
+
+def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> tuple[_Posting, ...]:
+    needle = f"{_SEP}{term}{_SEP}"
+    out: list[_Posting] = []
     for concept_id, doc in snapshot.concepts.items():
         token.check()
-        title = text_field(doc.fm, "title")
-        _check_label(title, "a concept title")
-        title_tokens = tokens(title)
-        lines = doc.lines
-        for section in doc.markdown.sections:
-            token.check()
-            raw = "\n".join(lines[section.line_start - 1 : section.line_end])
-            if not raw.strip():
-                continue
-            heading = section.heading or ""
-            _check_label(heading, "a heading")
-            raw_tokens = tokens(raw)
-            heading_tokens = tokens(heading)
-            token_count += len(raw_tokens) + len(heading_tokens) + len(title_tokens)
-            if token_count > MAX_TOKENS:
-                raise resource_limit(
-                    f"the bundle has more than {MAX_TOKENS} searchable tokens",
-                    "serve a smaller bundle; section search cannot narrow what it indexes",
-                )
-            tf: dict[str, int] = {}
-            for words, weight in (
-                (raw_tokens, RAW_WEIGHT),
-                (heading_tokens, HEADING_WEIGHT),
-                (title_tokens, TITLE_WEIGHT),
-            ):
-                for word in words:
-                    if word in wanted:
-                        tf[word] = tf.get(word, 0) + weight
-            length = (
-                RAW_WEIGHT * len(raw_tokens)
-                + HEADING_WEIGHT * len(heading_tokens)
-                + TITLE_WEIGHT * len(title_tokens)
+        # Folded text is a superset of the words: a term absent from it occurs in no section.
+        folded = doc.folded
+        if term not in folded.body and term not in folded.title:
+            continue
+        index = _document_index(doc)
+        in_title = index.title_words.count(needle)
+        for number, section in enumerate(index.sections):
+            tf = (
+                RAW_WEIGHT * section.words.count(needle)
+                + HEADING_WEIGHT * section.heading_words.count(needle)
+                + TITLE_WEIGHT * in_title
             )
-            out.append(
-                _Section(concept_id, doc.path, heading, section.line_start, section.line_end,
-                         doc.record.sha256, raw, length, tf)
-            )
-            if len(out) > MAX_SECTIONS:
-                raise resource_limit(
-                    f"the bundle has more than {MAX_SECTIONS} sections",
-                    "serve a smaller bundle; section search cannot narrow what it indexes",
-                )
-    return out
+            if tf:
+                out.append(_Posting(concept_id, number, tf))
+    return tuple(out)
+
+
+def _delimited(words: list[str]) -> str:
+    return "".join(f"{_SEP}{w}{_SEP}" for w in words)
+
+
+def _index(doc: Any) -> _DocumentIndex:
+    title = text_field(doc.fm, "title")
+    _check_label(title, "a concept title")
+    title_tokens = tokens(title)
+    lines = doc.lines
+    sections = []
+    token_count = 0
+    for section in doc.markdown.sections:
+        raw = "\n".join(lines[section.line_start - 1 : section.line_end])
+        if not raw.strip():
+            continue
+        heading = section.heading or ""
+        _check_label(heading, "a heading")
+        raw_tokens = tokens(raw)
+        heading_tokens = tokens(heading)
+        token_count += len(raw_tokens) + len(heading_tokens) + len(title_tokens)
+        length = (
+            RAW_WEIGHT * len(raw_tokens)
+            + HEADING_WEIGHT * len(heading_tokens)
+            + TITLE_WEIGHT * len(title_tokens)
+        )
+        sections.append(
+            _IndexedSection(heading, section.line_start, section.line_end,
+                            _delimited(raw_tokens), _delimited(heading_tokens), length)
+        )
+    return _DocumentIndex(_delimited(title_tokens), len(title_tokens), tuple(sections),
+                          token_count, sum(s.length for s in sections))
 
 
 def _check_label(text: str, what: str) -> None:

@@ -26,7 +26,6 @@ from ..errors import (
 from ..ids import concept_id_problem, path_for_concept_id
 from ..loader.document import parse_document
 from ..model import Document, Snapshot, canonical_json
-from ..temporal import DATE_PROFILE, Reference
 from ..validation.concepts import conformance, guidance
 from ..writes import PlannedWrite, apply_writes
 from ._common import invalid_field
@@ -73,7 +72,7 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         request_digest(concept_id, params["frontmatter"], body),
         token,
     )
-    findings = sorted(guidance(doc, Reference(DATE_PROFILE, None, None)), key=Diagnostic.sort_key)
+    findings = sorted(guidance(doc), key=Diagnostic.sort_key)
     return {
         "status": "success",
         "path": path,

@@ -6,12 +6,13 @@ its reason, and every other rule still runs on the files that parsed.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import ERROR, INFO, WARN, Diagnostic
-from ..model import Snapshot
+from ..model import Document, Snapshot
 from ..temporal import Reference
 from ..versioning import resolve_version, version_declaration
 from . import bundle, concepts, links, reserved
@@ -48,24 +49,48 @@ def validate(snapshot: Snapshot, options: ValidateOptions, token: CancelToken) -
 
 def findings_for(
     snapshot: Snapshot, options: ValidateOptions, effective_version: str, token: CancelToken
-):
+) -> Iterator[Diagnostic]:
+    """Every finding. Rules that read one document are memoised on that document (it is reused
+    across snapshots while its bytes stay the same); rules over the whole bundle are memoised on
+    the snapshot. Only staleness, which depends on ``as_of``, is computed on every call."""
     yield from snapshot.skipped
     for doc in snapshot.documents.values():
         token.check()
-        if doc.concept_id is None:
-            yield from reserved.reserved_conformance(doc)
-            if options.strict and doc.kind == "index" and doc.parse_error is None:
-                yield from reserved.index_description_mismatches(doc, snapshot)
-        else:
-            yield from concepts.conformance(doc)
-            yield from concepts.guidance(doc, options.reference)
-            if options.strict:
-                yield from concepts.strict(doc, effective_version)
+        yield from doc.memo.get(
+            ("validate", options.strict, effective_version),
+            lambda doc=doc: tuple(_document_findings(doc, options.strict, effective_version)),
+        )
+        if doc.concept_id is not None:
+            yield from concepts.staleness(doc, options.reference)
+        if options.strict and doc.kind == "index" and doc.parse_error is None:
+            yield from snapshot.memo.get(
+                ("validate-index", doc.path),
+                lambda doc=doc: tuple(reserved.index_description_mismatches(doc, snapshot)),
+            )
         if options.check_links:
-            yield from links.link_findings(doc, snapshot)
+            yield from snapshot.memo.get(
+                ("validate-links", doc.path),
+                lambda doc=doc: tuple(links.link_findings(doc, snapshot)),
+            )
     token.check()
     if options.check_orphans:
-        yield from links.orphan_findings(snapshot)
+        yield from snapshot.memo.get(("validate-orphans",),
+                                     lambda: tuple(links.orphan_findings(snapshot)))
+    yield from snapshot.memo.get(("validate-bundle",), lambda: tuple(_bundle_findings(snapshot)))
+
+
+def _document_findings(doc: Document, strict: bool, effective_version: str
+                       ) -> Iterator[Diagnostic]:
+    if doc.concept_id is None:
+        yield from reserved.reserved_conformance(doc)
+        return
+    yield from concepts.conformance(doc)
+    yield from concepts.guidance(doc)
+    if strict:
+        yield from concepts.strict(doc, effective_version)
+
+
+def _bundle_findings(snapshot: Snapshot) -> Iterator[Diagnostic]:
     yield from bundle.collisions(snapshot)
     yield from bundle.unresolved_relations(snapshot)
     yield from bundle.mixed_temporal_kinds(snapshot)

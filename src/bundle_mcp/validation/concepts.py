@@ -38,8 +38,8 @@ def conformance(doc: Document) -> Iterator[Diagnostic]:
                     spec_ref=SPEC_CONCEPT)
 
 
-def guidance(doc: Document, ref: Reference) -> Iterator[Diagnostic]:
-    """Warnings that hold in every mode: relations, status, sources, footnotes, staleness."""
+def guidance(doc: Document) -> Iterator[Diagnostic]:
+    """Warnings that hold in every mode: relations, status, sources, footnotes."""
     if doc.parse_error is not None or doc.frontmatter is None:
         return
     fm = doc.fm
@@ -72,10 +72,16 @@ def guidance(doc: Document, ref: Reference) -> Iterator[Diagnostic]:
                 yield warn(doc.path, "footnote_without_source",
                            f"footnote [^{footnote.label}] matches no sources[].id",
                            footnote.line, field="sources")
-    stale = ref.stale(fm.get("stale_after") if isinstance(fm.get("stale_after"), str) else None)
-    if stale:
+
+
+def staleness(doc: Document, ref: Reference) -> Iterator[Diagnostic]:
+    """INFO for a concept that is stale at the request's ``as_of`` (never the clock)."""
+    if doc.parse_error is not None or doc.frontmatter is None:
+        return
+    value = doc.fm.get("stale_after")
+    if ref.stale(value if isinstance(value, str) else None):
         yield info(doc.path, "stale_concept",
-                   f"concept is stale as of {ref.as_of} (stale_after {fm['stale_after']})",
+                   f"concept is stale as of {ref.as_of} (stale_after {value})",
                    key_line(doc, "stale_after"), field="stale_after")
 
 

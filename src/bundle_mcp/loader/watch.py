@@ -1,0 +1,113 @@
+"""Change notification for a captured bundle (Linux inotify), so an unchanged bundle costs no walk.
+
+The snapshot cache re-walks the bundle (a stat walk) before every call. At the file cap that
+walk alone takes longer than a warm answer should, so where the kernel can tell us that nothing
+in the bundle's folders changed since the last capture, the walk is skipped. The watcher is a
+hint, never a source of truth: any event, a queue overflow, a folder we could not watch, or any
+error simply means "walk again". Events are queued by the kernel when the change happens, so a
+change that completed before a call starts is always seen by that call.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+import threading
+from collections.abc import Iterable
+
+_IN_NONBLOCK = os.O_NONBLOCK
+_IN_CLOEXEC = os.O_CLOEXEC
+_IN_MODIFY = 0x00000002
+_IN_ATTRIB = 0x00000004
+_IN_CLOSE_WRITE = 0x00000008
+_IN_MOVED_FROM = 0x00000040
+_IN_MOVED_TO = 0x00000080
+_IN_CREATE = 0x00000100
+_IN_DELETE = 0x00000200
+_IN_DELETE_SELF = 0x00000400
+_IN_MOVE_SELF = 0x00000800
+_IN_ONLYDIR = 0x01000000
+_IN_DONT_FOLLOW = 0x02000000
+_MASK = (
+    _IN_MODIFY | _IN_ATTRIB | _IN_CLOSE_WRITE | _IN_MOVED_FROM | _IN_MOVED_TO | _IN_CREATE
+    | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR | _IN_DONT_FOLLOW
+)
+MAX_WATCHED_FOLDERS = 4096
+
+
+def _libc() -> ctypes.CDLL | None:
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        libc = ctypes.CDLL(name, use_errno=True)
+        libc.inotify_init1  # noqa: B018 - probe: not every libc has inotify
+        libc.inotify_add_watch  # noqa: B018
+    except (OSError, AttributeError):
+        return None
+    return libc
+
+
+class FolderWatch:
+    """Watches a fixed set of folders; ``quiet()`` is true while none of them changed.
+
+    One instance per captured snapshot: after a change the cache walks again and arms a new
+    watch for the folders of the new capture.
+    """
+
+    def __init__(self, root: str, folders: Iterable[str]) -> None:
+        self._fd = -1
+        self._lock = threading.Lock()
+        self._dirty = True
+        folders = sorted(folders)
+        libc = _libc()
+        if libc is None or len(folders) > MAX_WATCHED_FOLDERS:
+            return
+        fd = libc.inotify_init1(_IN_NONBLOCK | _IN_CLOEXEC)
+        if fd < 0:
+            return
+        for folder in folders:
+            path = os.path.join(root, folder) if folder else root
+            if libc.inotify_add_watch(fd, os.fsencode(path), _MASK) < 0:
+                os.close(fd)  # a folder we cannot watch: always walk
+                return
+        self._fd = fd
+        self._dirty = False
+
+    @property
+    def active(self) -> bool:
+        return self._fd >= 0
+
+    def quiet(self) -> bool:
+        """True when no watched folder has changed since the watch was armed."""
+        with self._lock:
+            if self._dirty or self._fd < 0:
+                return False
+            try:
+                data = os.read(self._fd, 1 << 16)
+            except BlockingIOError:
+                return True
+            except OSError as exc:
+                if exc.errno == errno.EAGAIN:
+                    return True
+                self._dirty = True
+                return False
+            if data:
+                self._dirty = True
+            return not data
+
+    def close(self) -> None:
+        with self._lock:
+            if self._fd >= 0:
+                os.close(self._fd)
+                self._fd = -1
+            self._dirty = True
+
+    def __del__(self) -> None:  # the cache drops watches it replaces; release the descriptor
+        if self._fd >= 0:
+            try:
+                os.close(self._fd)
+            except OSError:
+                pass

@@ -1,0 +1,90 @@
+"""The folder watch lets an unchanged bundle skip the stat walk, and never hides a change."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.errors import BundleError
+from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.watch import FolderWatch
+from bundle_mcp.snapshots import SnapshotCache
+
+pytestmark = pytest.mark.skipif(
+    not FolderWatch("/", [""]).active, reason="inotify is not available on this system"
+)
+
+
+class CountingLoader:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, path, token, previous, stats, **kwargs):
+        self.calls += 1
+        return load_bundle(path, token, previous, stats, **kwargs)
+
+
+@pytest.fixture
+def bundle(tmp_path: Path) -> Path:
+    root = tmp_path / "b"
+    (root / "sub").mkdir(parents=True)
+    (root / "a.md").write_text("---\ntype: Note\n---\nA.\n")
+    (root / "sub" / "b.md").write_text("---\ntype: Note\n---\nB.\n")
+    return root
+
+
+def _warm(cache: SnapshotCache, root: Path):
+    cache.get(str(root), CancelToken())  # first capture
+    return cache.get(str(root), CancelToken())  # walks again and arms the watch
+
+
+def test_an_unchanged_bundle_is_not_walked_again(bundle: Path) -> None:
+    loader = CountingLoader()
+    cache = SnapshotCache(loader)
+    first = _warm(cache, bundle)
+    calls = loader.calls
+    for _ in range(5):
+        assert cache.get(str(bundle), CancelToken()) is first
+    assert loader.calls == calls
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda root: (root / "a.md").write_text("---\ntype: Note\n---\nChanged.\n"),
+        lambda root: (root / "sub" / "c.md").write_text("---\ntype: Note\n---\nC.\n"),
+        lambda root: (root / "sub" / "b.md").unlink(),
+        lambda root: os.replace(root / "sub" / "b.md", root / "b2.md"),
+        lambda root: (root / "new").mkdir(),
+    ],
+    ids=["edit", "create", "delete", "rename", "new-folder"],
+)
+def test_every_change_is_seen_by_the_next_call(bundle: Path, change) -> None:
+    cache = SnapshotCache(CountingLoader())
+    before = _warm(cache, bundle)
+    change(bundle)
+    after = cache.get(str(bundle), CancelToken())
+    assert after is not before
+
+
+def test_a_file_in_a_new_folder_is_seen(bundle: Path) -> None:
+    cache = SnapshotCache(CountingLoader())
+    _warm(cache, bundle)
+    (bundle / "deep").mkdir()
+    cache.get(str(bundle), CancelToken())  # the new folder is not watched yet
+    (bundle / "deep" / "d.md").write_text("---\ntype: Note\n---\nD.\n")
+    assert "deep/d" in cache.get(str(bundle), CancelToken()).concepts
+
+
+def test_the_root_is_pinned_again_on_every_call(bundle: Path, tmp_path: Path) -> None:
+    cache = SnapshotCache(CountingLoader())
+    _warm(cache, bundle)
+    moved = tmp_path / "moved"
+    os.replace(bundle, moved)
+    os.symlink(moved, bundle)
+    with pytest.raises(BundleError) as info:
+        cache.get(str(bundle), CancelToken())
+    assert info.value.code == "invalid_request"
