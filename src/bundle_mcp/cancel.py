@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import time
 
 from .errors import cancelled
@@ -12,24 +11,25 @@ class CancelToken:
     """Set from another thread (or by a deadline); checked by the worker.
 
     The worker never returns partial data: a positive check raises ``operation_cancelled``.
+    ``check()`` runs inside every query loop, so it is one attribute read (plus a clock read
+    when a deadline is set); ``cancel()`` is a single attribute store, atomic under the GIL.
     """
 
-    __slots__ = ("_event", "_deadline")
+    __slots__ = ("_cancelled", "_deadline")
 
     def __init__(self, deadline_seconds: float | None = None) -> None:
-        self._event = threading.Event()
+        self._cancelled = False
         self._deadline = None if deadline_seconds is None else time.monotonic() + deadline_seconds
 
     def cancel(self) -> None:
-        self._event.set()
+        self._cancelled = True
 
     @property
     def is_cancelled(self) -> bool:
-        if self._event.is_set():
+        if self._cancelled:
             return True
         return self._deadline is not None and time.monotonic() >= self._deadline
 
     def check(self) -> None:
-        if self.is_cancelled:
+        if self._cancelled or (self._deadline is not None and time.monotonic() >= self._deadline):
             raise cancelled()
-

@@ -80,7 +80,8 @@ class Entity:
 
 
 def concept_entity(doc: Document) -> Entity:
-    return Entity(doc.concept_id or "", doc)
+    # Kept with the document: a dense walk builds the same entity thousands of times.
+    return doc.memo.get("graph-entity", lambda: Entity(doc.concept_id or "", doc))
 
 
 def section_entity(doc: Document, section: Section) -> Entity:
@@ -336,14 +337,13 @@ class GraphView:
         include_incoming: bool,
         token: CancelToken,
     ) -> GraphView:
-        members: dict[str, list[str]] = {}
+        frozen: Mapping[str, tuple[str, ...]] = types.MappingProxyType({})
         if relationships is None or SHARES_COMMUNITY in relationships:
-            for concept_id, doc in snapshot.concepts.items():  # sorted by ID
-                token.check()
-                if in_project(doc.path, project):
-                    for tag in dict.fromkeys(concept_tags(doc.fm)):
-                        members.setdefault(tag, []).append(concept_id)
-        frozen = types.MappingProxyType({k: tuple(v) for k, v in members.items()})
+            # The tag index depends only on the snapshot and the project: build it once.
+            frozen = snapshot.memo.get(
+                ("graph-tag-members", project),
+                lambda: _tag_members(snapshot, project, token),
+            )
         return cls(snapshot, project, relationships, include_incoming, frozen)
 
     def allows(self, relationship: str) -> bool:
@@ -435,6 +435,18 @@ class GraphView:
                 # Sharing a tag has no direction; it is reported as leaving the expanded node.
                 yield Step(concept_entity(concepts[other]), SHARES_COMMUNITY, OUTGOING,
                            COMMUNITY_WEIGHT, concept_id, other)
+
+
+def _tag_members(
+    snapshot: Snapshot, project: str | None, token: CancelToken
+) -> Mapping[str, tuple[str, ...]]:
+    members: dict[str, list[str]] = {}
+    for concept_id, doc in snapshot.concepts.items():  # sorted by ID
+        token.check()
+        if in_project(doc.path, project):
+            for tag in dict.fromkeys(concept_tags(doc.fm)):
+                members.setdefault(tag, []).append(concept_id)
+    return types.MappingProxyType({k: tuple(v) for k, v in members.items()})
 
 
 def shared_tags(a: Document, b: Document) -> list[str]:

@@ -294,11 +294,15 @@ class Graph:
         return text_field(self.snapshot.concepts[object_id].fm, "type")
 
     def known_types(self, token: CancelToken) -> frozenset[str]:
-        found = {SECTION_TYPE}
-        for doc in self.snapshot.concepts.values():
-            token.check()
-            found.add(text_field(doc.fm, "type"))
-        return frozenset(found)
+        def collect() -> frozenset[str]:
+            found = {SECTION_TYPE}
+            for doc in self.snapshot.concepts.values():
+                token.check()
+                found.add(text_field(doc.fm, "type"))
+            return frozenset(found)
+
+        # A pure function of the snapshot: computed once, kept with it.
+        return self.snapshot.memo.get("subgraph-known-types", collect)
 
     # walking
 

@@ -12,14 +12,15 @@ profile) is ours, not the Go toolkit's closed-class profile:
   such as ``Attested Computation`` is free text); the OKF type is the ``type`` property.
   ``id`` is the plain concept ID, as every other tool spells it.
 - ``references`` lists every in-bundle Markdown link target once, sorted by target ID, as
-  ``{"@type": "okf:Reference", "kind": "navigation", "target": <concept ID>, "exists": bool}``:
+  ``{"target": <concept ID>, "exists": bool}`` (the context types them as okf:Reference):
   broken links stay visible with ``exists: false``. Links that climb above the root, name a
   directory, or name a reserved index.md/log.md are not concept references and are left out.
 - ``relations`` lists the typed relations of the toolkit extension, resolved or not, sorted by
-  (source, relation_type, target), as ``{"@type": "okf:ToolkitExtensionRelation", "kind":
-  "relation", "source": <escaped ref>, "relation_type": ..., "target": <escaped ref>,
-  "target_id": <unescaped concept ID>, "exists": bool}``; ``source``/``target`` keep the escaped
-  reference strings exactly as get_neighbors' ``from``/``to`` do.
+  (source, relation_type, target), as ``{"source": <escaped ref>, "relation_type": ...,
+  "target": <escaped ref>, "exists": bool}`` plus ``target_id`` (the unescaped concept ID) when
+  it differs from ``target``; ``source``/``target`` keep the escaped reference strings exactly
+  as get_neighbors' ``from``/``to`` do. Per-item ``@type`` is left out: at the 10,000-concept cap
+  the graph must stay under its 16 MiB renderer budget, and the context names both sets.
 """
 
 from __future__ import annotations
@@ -68,7 +69,6 @@ CONTEXT: dict[str, Any] = {
     "stale": "okf:stale",
     "references": {"@id": "okf:references", "@container": "@set"},
     "relations": {"@id": "okf:relations", "@container": "@set"},
-    "kind": "okf:kind",
     "source": "okf:source",
     "target": "okf:target",
     "target_id": "okf:targetConceptId",
@@ -132,17 +132,15 @@ def concept_node(
     relations = []
     for rel in doc.relations:  # already unique and sorted by (source, type, target)
         token.check()
-        relations.append(
-            {
-                "@type": "okf:ToolkitExtensionRelation",
-                "kind": "relation",
-                "source": rel.source,
-                "relation_type": rel.relation_type,
-                "target": rel.target,
-                "target_id": rel.target_id,
-                "exists": rel.target_id in snapshot.concepts,
-            }
-        )
+        item = {
+            "source": rel.source,
+            "relation_type": rel.relation_type,
+            "target": rel.target,
+            "exists": rel.target_id in snapshot.concepts,
+        }
+        if rel.target != rel.target_id:  # escaped '#' or a fragment: name the concept too
+            item["target_id"] = rel.target_id
+        relations.append(item)
     return {
         "@id": iri(concept_id),
         "@type": "okf:Concept",
@@ -157,8 +155,7 @@ def concept_node(
         "stale_after": card["stale_after"],
         "stale": card["stale"],
         "references": [
-            {"@type": "okf:Reference", "kind": "navigation", "target": t, "exists": references[t]}
-            for t in sorted(references)
+            {"target": t, "exists": references[t]} for t in sorted(references)
         ],
         "relations": relations,
     }

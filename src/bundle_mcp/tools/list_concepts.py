@@ -8,7 +8,7 @@ from typing import Any
 from ..cancel import CancelToken
 from ..model import Document, Snapshot
 from ..projection import stale_after, status_state, text_field, trust
-from ..temporal import Reference, reference_from
+from ..temporal import Reference, parse_value, reference_from
 from ..versioning import resolve_version, version_declaration
 from ._common import (
     MIB,
@@ -39,9 +39,16 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     version = resolve_version(snapshot)
     legacy = version["effective"] == "0.1"
     concepts = []
-    for doc in snapshot.concepts.values():
-        token.check()
-        concepts.append(entry(doc, ref, legacy))
+    for n, doc in enumerate(snapshot.concepts.values()):
+        if n % 256 == 0:
+            token.check()
+        # Everything but `stale` depends only on the document, the profile and the version, so
+        # it is kept with the document; `stale` depends on this call's as_of.
+        base, limit = doc.memo.get(("list_concepts", ref.profile, legacy),
+                                   lambda doc=doc: _base_entry(doc, ref.profile, legacy))
+        item = dict(base)
+        item["stale"] = None if ref.moment is None or limit is None else ref.moment >= limit
+        concepts.append(item)
     return {
         "version": version,
         "version_declaration": version_declaration(snapshot),
@@ -49,6 +56,12 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         "as_of": ref.as_of,
         "concepts": concepts,
     }
+
+
+def _base_entry(doc: Document, profile: str, legacy: bool) -> tuple[dict[str, Any], Any]:
+    item = entry(doc, Reference(profile, None, None), legacy)
+    after = item["stale_after"]
+    return item, None if after is None else parse_value(after, profile)
 
 
 def entry(doc: Document, ref: Reference, legacy: bool) -> dict[str, Any]:
