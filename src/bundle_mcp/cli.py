@@ -43,6 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args_list[1:])
         args = _parser().parse_args(args_list)
         return int(args.handler(args))
+    except BrokenPipeError:
+        # The reader went away (``bundle-mcp call ... | head``): not an error of ours.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_OK
     except UsageError as exc:
         print(f"bundle-mcp: {exc}", file=sys.stderr)
         return EXIT_USAGE

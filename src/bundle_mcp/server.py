@@ -50,7 +50,9 @@ frontmatter). Work in this loop:
 1. Search first: search_concepts with one distinctive literal substring from the question (an ID, \
 title, tag or phrase; not several words joined by AND), or search_sections for passages.
 2. Read only the selected IDs with read_concept.
-3. Widen with get_neighbors on those IDs, at most twice; do not walk the whole graph.
+3. Widen at most twice: get_neighbors or expand_neighbors for what sits next to a concept, \
+fetch_slice for the sections around a search_sections hit (cite its parent_id), query_subgraph \
+or visualize_graph for a bounded neighbourhood. Never walk the whole graph; then answer.
 When a result says truncated: true, narrow the query or raise limit (max 100) instead of \
 guessing. Never claim that an omitted hit or edge was inspected; report the limit instead.
 """
