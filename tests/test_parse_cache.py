@@ -40,7 +40,7 @@ def test_a_saved_pack_replaces_parsing(cache: ParseCache, monkeypatch) -> None:
     monkeypatch.setattr(document_module, "parse_document", no_parse)
     second, _ = load_bundle(bundle, cached=cache.load(bundle))
     assert second.revision == first.revision
-    assert all(d.preparsed_markdown is not None for d in second.documents.values())
+    assert all(d.cached_markdown is not None for d in second.documents.values())
     assert _facts(second) == expected
 
 

@@ -28,11 +28,22 @@ RESERVED_NAMES = {"index.md": INDEX, "log.md": LOG}
 
 def freeze(value: Any) -> Any:
     """Deep-freeze JSON-native data: dicts become read-only mappings, lists become tuples."""
+    kind = type(value)
+    if kind is dict:
+        return types.MappingProxyType(
+            {k: freeze(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
+        )
+    if kind is list or kind is tuple:
+        return tuple([freeze(v) if type(v) in _CONTAINERS else v for v in value])
     if isinstance(value, dict):
         return types.MappingProxyType({k: freeze(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     return value
+
+
+# Scalars are returned as they are without a call: most frontmatter values are strings.
+_CONTAINERS = (dict, list, tuple)
 
 
 def thaw(value: Any) -> Any:
@@ -185,8 +196,11 @@ class Document:
     parse_error: Diagnostic | None = None
     relations: tuple[Relation, ...] = ()
     relation_diagnostics: tuple[Diagnostic, ...] = ()
-    # Facts read back from the persistent parse cache; when set, the body is not parsed again.
-    preparsed_markdown: MarkdownFacts | None = field(default=None, repr=False, compare=False)
+    # Reads the Markdown facts back from the persistent parse cache on first use (None when the
+    # cached entry turns out not to fit); when it yields facts, the body is not parsed again.
+    cached_markdown: Callable[[], MarkdownFacts | None] | None = field(
+        default=None, repr=False, compare=False
+    )
     memo: Memo = field(default_factory=Memo, repr=False, compare=False)
 
     @property
@@ -201,8 +215,10 @@ class Document:
     @functools.cached_property
     def markdown(self) -> MarkdownFacts:
         # Parsed on first use: listing or reading a concept needs no Markdown parse.
-        if self.preparsed_markdown is not None:
-            return self.preparsed_markdown
+        if self.cached_markdown is not None:
+            facts = self.cached_markdown()
+            if facts is not None:
+                return facts
         from .loader.markdown import parse_markdown
 
         return parse_markdown(self)

@@ -14,7 +14,7 @@ import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -113,11 +113,13 @@ def _prune(directory: Path) -> None:
 
 def has_markdown(doc: Document) -> bool:
     """Whether the document's Markdown facts have been computed (and so can be cached)."""
-    return "markdown" in doc.__dict__ or doc.preparsed_markdown is not None
+    return "markdown" in doc.__dict__ or doc.cached_markdown is not None
 
 
 def encode(doc: Document) -> dict[str, Any]:
-    facts = doc.__dict__.get("markdown", doc.preparsed_markdown)
+    facts = doc.__dict__.get("markdown")
+    if facts is None and doc.cached_markdown is not None:
+        facts = doc.markdown
     return {
         "sha256": doc.record.sha256,
         "size": doc.record.size,
@@ -129,7 +131,10 @@ def encode(doc: Document) -> dict[str, Any]:
             [r.source, r.relation_type, r.target, r.target_id, r.fragment] for r in doc.relations
         ],
         "relation_diagnostics": [_diag(d) for d in doc.relation_diagnostics],
-        "markdown": None if facts is None else _facts(facts),
+        # Nested JSON text: loading the pack only scans this string; it is decoded on first use.
+        "markdown": None if facts is None else json.dumps(
+            _facts(facts), ensure_ascii=False, separators=(",", ":")
+        ),
     }
 
 
@@ -170,7 +175,7 @@ def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
                 for a, b, c, d, e in entry["relations"]
             ),
             relation_diagnostics=tuple(_undiag(d) for d in entry["relation_diagnostics"]),
-            preparsed_markdown=None if entry["markdown"] is None else _unfacts(entry["markdown"]),
+            cached_markdown=_lazy_facts(entry["markdown"]),
         )
     except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError):
         return None
@@ -204,6 +209,21 @@ def _facts(facts: MarkdownFacts) -> dict[str, Any]:
         "refs": [[r.label, r.line] for r in facts.footnote_refs],
         "defs": [[d.label, d.line, d.text] for d in facts.footnote_defs],
     }
+
+
+def _lazy_facts(text: Any) -> Callable[[], MarkdownFacts | None] | None:
+    if text is None:
+        return None
+    if not isinstance(text, str):
+        raise TypeError("markdown facts must be JSON text")
+
+    def load() -> MarkdownFacts | None:
+        try:
+            return _unfacts(json.loads(text))
+        except (KeyError, TypeError, ValueError, IndexError):
+            return None  # a damaged entry: the body is parsed instead
+
+    return load
 
 
 def _unfacts(value: Any) -> MarkdownFacts:

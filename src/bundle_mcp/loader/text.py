@@ -36,4 +36,6 @@ def line_ends(text: str) -> list[int]:
 
 def count_breaks(text: str) -> int:
     """How many CR, LF or CRLF line terminators ``text`` holds."""
+    if "\r" not in text:
+        return text.count("\n")
     return sum(1 for _ in _LINE_BREAK.finditer(text))
