@@ -14,7 +14,7 @@ import hashlib
 import json
 import threading
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -190,7 +190,7 @@ class Document:
     text: str
     frontmatter_raw: str | None
     frontmatter: Mapping[str, Any] | None
-    body: str
+    body_start: int
     body_line: int
     line_count: int
     parse_error: Diagnostic | None = None
@@ -243,11 +243,16 @@ class Document:
         )
 
     @functools.cached_property
-    def lines(self) -> tuple[str, ...]:
+    def lines(self) -> Sequence[str]:
         """Physical lines of the file without their terminators (CRLF, CR and LF end a line)."""
-        from .loader.text import split_lines
+        from .loader.text import LineView
 
-        return tuple(split_lines(self.text))
+        return LineView(self.text)
+
+    @property
+    def body(self) -> str:
+        """The text after the frontmatter block (cut from ``text`` when asked for, not kept)."""
+        return self.text[self.body_start:]
 
 
 _EMPTY: Mapping[str, Any] = types.MappingProxyType({})

@@ -49,6 +49,7 @@ class Split:
     body: str
     body_line: int
     raw_line: int
+    body_start: int
 
 
 def split_frontmatter(text: str) -> Split:
@@ -60,7 +61,7 @@ def split_frontmatter(text: str) -> Split:
     start = 1 if text.startswith(BOM) else 0
     opening = _DELIMITER_LINE.match(text, start)
     if opening is None:
-        return Split(None, text[start:], 1, 0)
+        return Split(None, text[start:], 1, 0, start)
     raw_start = opening.end()
     empty = _DELIMITER_LINE.match(text, raw_start)
     if empty is not None:
@@ -75,7 +76,7 @@ def split_frontmatter(text: str) -> Split:
             )
         raw_end, body_start = closing.start() + len(closing.group(1)), closing.end()
     raw = text[raw_start:raw_end]
-    return Split(raw, text[body_start:], count_breaks(raw) + 3, 2)
+    return Split(raw, text[body_start:], count_breaks(raw) + 3, 2, body_start)
 
 
 # A delimiter line is exactly ``---`` plus optional spaces or tabs, ended by a line break or the

@@ -32,6 +32,7 @@ from ..model import (
     thaw,
 )
 from .frontmatter import split_frontmatter
+from .text import count_lines
 
 FORMAT = "bundle-mcp-parse-cache/1"
 MAX_PACKS = 32
@@ -146,10 +147,12 @@ def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
         text = data.decode("utf-8") if entry["parse_error"] is None else ""
         record = FileRecord(path, len(data), sha256)
         if entry["parse_error"] is not None:
+            broken = _broken_text(data)
             return Document(
                 path=path, kind=_str(entry["kind"]), concept_id=_opt_str(entry["concept_id"]),
-                record=record, text=_broken_text(data), frontmatter_raw=None, frontmatter=None,
-                body="", body_line=1, line_count=0, parse_error=_undiag(entry["parse_error"]),
+                record=record, text=broken, frontmatter_raw=None, frontmatter=None,
+                body_start=len(broken), body_line=1, line_count=count_lines(broken),
+                parse_error=_undiag(entry["parse_error"]),
             )
         split = split_frontmatter(text)
         frontmatter = entry["frontmatter"]
@@ -157,8 +160,6 @@ def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
             frontmatter is None or isinstance(frontmatter, dict)
         ):
             return None
-        from .text import count_lines
-
         return Document(
             path=path,
             kind=_str(entry["kind"]),
@@ -167,7 +168,7 @@ def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
             text=text,
             frontmatter_raw=split.raw,
             frontmatter=None if frontmatter is None else freeze(frontmatter),
-            body=split.body,
+            body_start=split.body_start,
             body_line=split.body_line,
             line_count=count_lines(text),
             relations=tuple(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import re
+from array import array
+from collections.abc import Iterator, Sequence
+from typing import overload
 
 BOM = "\ufeff"
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
@@ -39,3 +42,47 @@ def count_breaks(text: str) -> int:
     if "\r" not in text:
         return text.count("\n")
     return sum(1 for _ in _LINE_BREAK.finditer(text))
+
+
+class LineView(Sequence[str]):
+    """The physical lines of a text, cut out on demand from two arrays of offsets.
+
+    Keeping every document's lines as separate strings would hold the whole bundle twice; the
+    offsets cost 8 bytes a line, and a slice of lines is built only when asked for.
+    """
+
+    __slots__ = ("_text", "_starts", "_ends")
+
+    def __init__(self, text: str) -> None:
+        starts = array("I", [0])
+        ends = array("I")
+        for match in _LINE_BREAK.finditer(text):
+            ends.append(match.start())
+            starts.append(match.end())
+        if starts[-1] == len(text):
+            starts.pop()  # a final terminator does not start another line
+        else:
+            ends.append(len(text))
+        self._text = text
+        self._starts = starts
+        self._ends = ends
+
+    def __len__(self) -> int:
+        return len(self._starts)
+
+    @overload
+    def __getitem__(self, index: int) -> str: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[str]: ...
+
+    def __getitem__(self, index: int | slice) -> str | list[str]:
+        if isinstance(index, slice):
+            return [self._text[s:e] for s, e in
+                    zip(self._starts[index], self._ends[index], strict=True)]
+        return self._text[self._starts[index]:self._ends[index]]
+
+    def __iter__(self) -> Iterator[str]:
+        text = self._text
+        for s, e in zip(self._starts, self._ends, strict=True):
+            yield text[s:e]
