@@ -355,6 +355,8 @@ class GraphView:
         budget: WalkBudget,
         token: CancelToken,
         visited: AbstractSet[str] = frozenset(),
+        *,
+        community: bool = True,
     ) -> Iterator[Step]:
         """Every walkable edge of ``entity`` in a fixed order, one budget unit per edge looked at.
 
@@ -373,7 +375,8 @@ class GraphView:
             return
         yield from self._edge_steps(entity, budget, token, visited)
         yield from self._section_steps(entity, budget, token)
-        yield from self._community_steps(entity, budget, token, visited)
+        if community:
+            yield from self._community_steps(entity, budget, token, visited)
 
     def _edge_steps(
         self, entity: Entity, budget: WalkBudget, token: CancelToken, visited: AbstractSet[str]

@@ -12,7 +12,9 @@ from ..projection import tags as concept_tags
 from ..projection import text_field
 from ._common import MIB
 from ._graph import (
+    COMMUNITY_WEIGHT,
     DEPTH_DECAY,
+    OUTGOING,
     SHARES_COMMUNITY,
     Entity,
     GraphView,
@@ -21,6 +23,7 @@ from ._graph import (
     body_text,
     breadcrumb,
     clamped,
+    concept_entity,
     entity_name,
     entity_type,
     is_sliced,
@@ -65,11 +68,13 @@ DEFAULT_LIMIT, MAX_LIMIT = 8, 24
 DEFAULT_CONTENT_CHARS, MAX_CONTENT_CHARS = 500, 2000
 # The walk looks at no more than this many edges per call. Depth alone does not bound work: a
 # hub with 10,000 incoming links reached at hop 1 puts 10,000 nodes on the next frontier, and a
-# tag shared by all of them would cost 10,000 x 10,000 lookups at hop 2. 100,000 edges cover
-# every edge of such a hub at hops 1 and 2 (20,000) five times over and cost well under a second;
-# past the cap the walk stops, keeps what it found, and reports truncated (it may then say
-# "truncated" when nothing new remained: the conservative direction).
-MAX_WALK_EDGES = 100_000
+# tag shared by all of them would cost 10,000 x 10,000 lookups at hop 2 (each tag is now expanded
+# once per hop, but links and sections still cost one step each). 20,000 edges cover every edge
+# of a 10,000-link hub at hop 1 and keep a dense depth-3 walk near 150 ms on the benchmark
+# machine; past the cap the walk stops, keeps what it found, and reports truncated (it may then
+# say "truncated" when nothing new remained: the conservative direction, and `total` is then
+# what was found within the cap).
+MAX_WALK_EDGES = 20_000
 MAX_METADATA_TAGS = 32
 
 
@@ -174,22 +179,34 @@ def bfs(graph: GraphView, seeds: list[Entity], depth: int, token: CancelToken) -
     visited = {seed.id for seed in seeds}
     frontier = sorted(seeds, key=lambda e: e.id)
     found: list[Found] = []
+    walk_community = graph.allows(SHARES_COMMUNITY)
     for distance in range(1, depth + 1):
         best: dict[str, tuple[tuple[Any, ...], Step, Entity]] = {}
         counts: dict[str, int] = {}
+
+        def offer(
+            step: Step,
+            node: Entity,
+            edges: int = 1,
+            best: dict[str, tuple[tuple[Any, ...], Step, Entity]] = best,
+            counts: dict[str, int] = counts,
+        ) -> None:
+            target = step.target.id
+            key = (-step.weight, step.relationship, step.direction, node.id,
+                   step.edge_from, step.edge_to)
+            counts[target] = counts.get(target, 0) + edges
+            current = best.get(target)
+            if current is None or key < current[0]:
+                best[target] = (key, step, node)
+
         for node in frontier:
-            for step in graph.steps(node, budget, token, visited):
-                target = step.target.id
-                if target in visited:
-                    continue
-                key = (-step.weight, step.relationship, step.direction, node.id,
-                       step.edge_from, step.edge_to)
-                counts[target] = counts.get(target, 0) + 1
-                current = best.get(target)
-                if current is None or key < current[0]:
-                    best[target] = (key, step, node)
+            for step in graph.steps(node, budget, token, visited, community=False):
+                if step.target.id not in visited:
+                    offer(step, node)
             if budget.exhausted:
                 break
+        if walk_community and not budget.exhausted:
+            _offer_communities(graph, frontier, visited, budget, token, offer)
         level = []
         for target, (_key, step, node) in sorted(best.items()):
             token.check()
@@ -200,6 +217,43 @@ def bfs(graph: GraphView, seeds: list[Entity], depth: int, token: CancelToken) -
         if budget.exhausted or not frontier:
             break
     return Walk(tuple(found), budget.exhausted)
+
+
+def _offer_communities(
+    graph: GraphView,
+    frontier: list[Entity],
+    visited: set[str],
+    budget: WalkBudget,
+    token: CancelToken,
+    offer: Any,
+) -> None:
+    """SHARES_COMMUNITY edges of one level, each tag's members examined once.
+
+    Every frontier node carrying a tag reaches the same members, so the tag is expanded once,
+    from the first such node in ID order: its key (predecessor ID) is the smallest any of them
+    would give, so the kept edge is the one a node-by-node expansion would keep. Each member
+    still counts one edge per frontier node sharing the tag (``edge_count``).
+    """
+    carriers: dict[str, tuple[Entity, int]] = {}  # tag -> (first frontier node, nodes with it)
+    for node in frontier:  # already in ID order
+        if node.section is not None:
+            continue
+        for tag in sorted(set(concept_tags(node.doc.fm))):
+            first, count = carriers.get(tag, (node, 0))
+            carriers[tag] = (first, count + 1)
+    concepts = graph.snapshot.concepts
+    for tag in sorted(carriers):
+        node, carriers_count = carriers[tag]
+        for other in graph.tag_members.get(tag, ()):
+            token.check()
+            if not budget.take():
+                return
+            if other in visited:
+                continue
+            # Sharing a tag has no direction; it is reported as leaving the expanded node.
+            step = Step(concept_entity(concepts[other]), SHARES_COMMUNITY, OUTGOING,
+                        COMMUNITY_WEIGHT, node.concept_id, other)
+            offer(step, node, carriers_count)
 
 
 def _neighbor(found: Found, content_max: int) -> dict[str, Any]:
