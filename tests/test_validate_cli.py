@@ -442,3 +442,29 @@ def test_key_lines_count_physical_lines_only(tmp_path: Path,
     _, report = report_of("b")
     (status,) = [d for d in report["diagnostics"] if d["code"] == "invalid_status"]
     assert status["line"] == 4
+
+
+def test_broken_links_suggest_the_probable_target(tmp_path: Path) -> None:
+    root = tmp_path / "site"
+    (root / "docs" / "cli").mkdir(parents=True)
+    (root / "blog").mkdir()
+    (root / "docs" / "cli" / "add.md").write_text("---\ntype: Page\n---\n# Add\n")
+    (root / "docs" / "Intro.md").write_text("---\ntype: Page\n---\n# Intro\n")
+    (root / "blog" / "post.md").write_text(
+        "---\ntype: Post\n---\nSee [add](/cli/add) and [intro](../docs/intro.md).\n"
+    )
+    from bundle_mcp.cancel import CancelToken
+    from bundle_mcp.loader import load_bundle
+    from bundle_mcp.temporal import reference_from
+    from bundle_mcp.validation import ValidateOptions, validate
+
+    snapshot, _ = load_bundle(str(root))
+    report = validate(snapshot, ValidateOptions(reference_from({}), check_links=True),
+                      CancelToken())
+    messages = sorted(d["message"] for d in report["diagnostics"] if d["code"] == "broken_link")
+    assert messages == [
+        "broken link to \"../docs/intro.md\" (target not found); IDs are case-sensitive: did "
+        "you mean 'docs/Intro'?",
+        "broken link to \"/cli/add\" (target not found); a leading '/' starts at the bundle "
+        "root: did you mean 'docs/cli/add'?",
+    ]

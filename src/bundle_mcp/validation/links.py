@@ -19,13 +19,53 @@ def link_findings(doc: Document, snapshot: Snapshot) -> Iterator[Diagnostic]:
     for link in doc.markdown.links:
         target = _target_document(link.target, link.concept_id, link.is_directory, snapshot)
         if target is None:
+            hint = _suggestion(doc, link.raw, link.concept_id, snapshot)
             yield info(doc.path, "broken_link",
-                       f"broken link to \"{link.raw}\" (target not found)", link.line)
+                       f"broken link to \"{link.raw}\" (target not found){hint}", link.line)
             continue
         if link.fragment and isinstance(target, Document):
             if link.fragment not in target.markdown.anchors:
                 yield warn(doc.path, "missing_anchor",
                            f"anchor not found in target file: {link.raw}", link.line)
+
+
+def _suggestion(doc: Document, raw: str, concept_id: str | None, snapshot: Snapshot) -> str:
+    """A hint for the two breaks real documentation folders show most.
+
+    Links written for a site generator start at the site's root (``/cli/add``), not the
+    bundle's, and links written on a case-insensitive file system differ from the file's case.
+    Resolution itself stays as specified (bundle root, case-sensitive IDs); only the message
+    says which concept was probably meant.
+    """
+    if concept_id is None:
+        return ""
+    by_case = snapshot.memo.get("concept-ids-by-casefold", lambda: _ids_by_casefold(snapshot))
+    matches = by_case.get(concept_id.casefold(), ())
+    if len(matches) == 1:
+        return f"; IDs are case-sensitive: did you mean {matches[0]!r}?"
+    if raw.startswith("/"):
+        folder = posixpath.dirname(doc.path)
+        while folder:
+            candidate = f"{folder}/{concept_id}"
+            if candidate in snapshot.concepts:
+                return (f"; a leading '/' starts at the bundle root: did you mean "
+                        f"{candidate!r}?")
+            folder = posixpath.dirname(folder)
+        # A site generator's root is often one top-level folder (docs/): suggest it when the
+        # concept exists under exactly one of them.
+        tops = {d.split("/", 1)[0] for d in snapshot.directories if d}
+        found = sorted(f"{top}/{concept_id}" for top in tops
+                       if f"{top}/{concept_id}" in snapshot.concepts)
+        if len(found) == 1:
+            return f"; a leading '/' starts at the bundle root: did you mean {found[0]!r}?"
+    return ""
+
+
+def _ids_by_casefold(snapshot: Snapshot) -> dict[str, tuple[str, ...]]:
+    index: dict[str, list[str]] = {}
+    for concept_id in snapshot.concepts:
+        index.setdefault(concept_id.casefold(), []).append(concept_id)
+    return {k: tuple(v) for k, v in index.items()}
 
 
 def _target_document(
