@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,8 +64,12 @@ def test_an_entry_for_other_bytes_is_ignored(cache: ParseCache, tmp_path: Path) 
         lambda text: text.replace('"frontmatter":{', '"frontmatter":[{', 1),
         lambda text: text.replace('"relations":[', '"relations":[[1,2],', 1),
         lambda text: text.replace('"sha256":"', '"sha256":"0', 1),
+        lambda text: re.sub(r'"layout":\[(\d+),(\d+),(\d+),(\d+)\]',
+                            lambda m: f'"layout":[{m[1]},{m[2]},{m[3]},{int(m[4]) + 1}]', text),
+        lambda text: re.sub(r'"layout":\[(\d+),', lambda m: f'"layout":[{int(m[1]) + 1},', text),
     ],
-    ids=["garbage", "foreign-format", "wrong-shape", "bad-relation", "other-hash"],
+    ids=["garbage", "foreign-format", "wrong-shape", "bad-relation", "other-hash", "body-line",
+         "raw-start"],
 )
 def test_a_corrupt_or_foreign_pack_is_never_trusted(cache: ParseCache, damage) -> None:
     bundle = str(EXAMPLE)

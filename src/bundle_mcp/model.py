@@ -164,6 +164,13 @@ class MarkdownFacts:
 
 
 @dataclass(frozen=True, slots=True)
+class Unfrozen:
+    """JSON-native frontmatter not yet frozen (see ``Document.frontmatter``)."""
+
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
 class FoldedFields:
     """A concept's searchable fields after :func:`bundle_mcp.folding.fold`."""
 
@@ -189,7 +196,9 @@ class Document:
     record: FileRecord
     text: str
     frontmatter_raw: str | None
-    frontmatter: Mapping[str, Any] | None
+    # The frozen frontmatter, None without one, or Unfrozen data read from the parse cache,
+    # frozen on first use (freezing every file up front was most of a cached start).
+    frontmatter_value: Mapping[str, Any] | Unfrozen | None
     body_start: int
     body_line: int
     line_count: int
@@ -202,6 +211,13 @@ class Document:
         default=None, repr=False, compare=False
     )
     memo: Memo = field(default_factory=Memo, repr=False, compare=False)
+
+    @property
+    def frontmatter(self) -> Mapping[str, Any] | None:
+        value = self.frontmatter_value
+        if isinstance(value, Unfrozen):
+            return self.memo.get("frontmatter", lambda: freeze(value.data))
+        return value
 
     @property
     def is_concept(self) -> bool:

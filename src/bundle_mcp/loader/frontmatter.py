@@ -50,6 +50,8 @@ class Split:
     body_line: int
     raw_line: int
     body_start: int
+    raw_start: int = 0
+    raw_end: int = 0
 
 
 def split_frontmatter(text: str) -> Split:
@@ -59,11 +61,11 @@ def split_frontmatter(text: str) -> Split:
     an opening with no closing line is ``unterminated_frontmatter``.
     """
     start = 1 if text.startswith(BOM) else 0
-    opening = _DELIMITER_LINE.match(text, start)
+    opening = DELIMITER_LINE.match(text, start)
     if opening is None:
         return Split(None, text[start:], 1, 0, start)
     raw_start = opening.end()
-    empty = _DELIMITER_LINE.match(text, raw_start)
+    empty = DELIMITER_LINE.match(text, raw_start)
     if empty is not None:
         raw_end, body_start = raw_start, empty.end()
     else:
@@ -76,12 +78,12 @@ def split_frontmatter(text: str) -> Split:
             )
         raw_end, body_start = closing.start() + len(closing.group(1)), closing.end()
     raw = text[raw_start:raw_end]
-    return Split(raw, text[body_start:], count_breaks(raw) + 3, 2, body_start)
+    return Split(raw, text[body_start:], count_breaks(raw) + 3, 2, body_start, raw_start, raw_end)
 
 
 # A delimiter line is exactly ``---`` plus optional spaces or tabs, ended by a line break or the
 # end of the text; the closing one is searched for at the start of a line.
-_DELIMITER_LINE = re.compile(r"---[ \t]*(?:\r\n|\r|\n|\Z)")
+DELIMITER_LINE = re.compile(r"---[ \t]*(?:\r\n|\r|\n|\Z)")
 _CLOSING = re.compile(r"(\r\n|\r|\n)---[ \t]*(?:\r\n|\r|\n|\Z)")
 
 

@@ -28,13 +28,13 @@ from ..model import (
     MarkdownFacts,
     Relation,
     Section,
-    freeze,
+    Unfrozen,
     thaw,
 )
-from .frontmatter import split_frontmatter
-from .text import count_lines
+from .frontmatter import DELIMITER_LINE, split_frontmatter
+from .text import BOM, count_breaks, count_lines
 
-FORMAT = "bundle-mcp-parse-cache/1"
+FORMAT = "bundle-mcp-parse-cache/2"
 MAX_PACKS = 32
 _DISABLED = ("off", "none", "0", "false")
 
@@ -127,6 +127,7 @@ def encode(doc: Document) -> dict[str, Any]:
         "kind": doc.kind,
         "concept_id": doc.concept_id,
         "frontmatter": None if doc.frontmatter is None else thaw(doc.frontmatter),
+        "layout": _layout_of(doc),
         "parse_error": None if doc.parse_error is None else _diag(doc.parse_error),
         "relations": [
             [r.source, r.relation_type, r.target, r.target_id, r.fragment] for r in doc.relations
@@ -137,6 +138,13 @@ def encode(doc: Document) -> dict[str, Any]:
             _facts(facts), ensure_ascii=False, separators=(",", ":")
         ),
     }
+
+
+def _layout_of(doc: Document) -> list[int]:
+    if doc.parse_error is not None:
+        return [0, 0, 0, 1]
+    split = split_frontmatter(doc.text)
+    return [split.raw_start, split.raw_end, split.body_start, split.body_line]
 
 
 def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
@@ -150,26 +158,25 @@ def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
             broken = _broken_text(data)
             return Document(
                 path=path, kind=_str(entry["kind"]), concept_id=_opt_str(entry["concept_id"]),
-                record=record, text=broken, frontmatter_raw=None, frontmatter=None,
+                record=record, text=broken, frontmatter_raw=None, frontmatter_value=None,
                 body_start=len(broken), body_line=1, line_count=count_lines(broken),
                 parse_error=_undiag(entry["parse_error"]),
             )
-        split = split_frontmatter(text)
         frontmatter = entry["frontmatter"]
-        if (frontmatter is None) != (split.raw is None) or not (
-            frontmatter is None or isinstance(frontmatter, dict)
-        ):
+        layout = _layout(text, entry["layout"], frontmatter is not None)
+        if layout is None or not (frontmatter is None or isinstance(frontmatter, dict)):
             return None
+        raw_start, raw_end, body_start, body_line = layout
         return Document(
             path=path,
             kind=_str(entry["kind"]),
             concept_id=_opt_str(entry["concept_id"]),
             record=record,
             text=text,
-            frontmatter_raw=split.raw,
-            frontmatter=None if frontmatter is None else freeze(frontmatter),
-            body_start=split.body_start,
-            body_line=split.body_line,
+            frontmatter_raw=None if frontmatter is None else text[raw_start:raw_end],
+            frontmatter_value=None if frontmatter is None else Unfrozen(frontmatter),
+            body_start=body_start,
+            body_line=body_line,
             line_count=count_lines(text),
             relations=tuple(
                 Relation(_str(a), _str(b), _str(c), _str(d), _opt_str(e))
@@ -180,6 +187,29 @@ def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
         )
     except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError):
         return None
+
+
+def _layout(text: str, value: Any, has_frontmatter: bool) -> tuple[int, int, int, int] | None:
+    """The cached block offsets, checked against the text they claim to describe.
+
+    The delimiter lines must sit exactly where the entry says, and the body line must be the
+    number of line breaks before the body plus one: an entry that does not fit is not used.
+    """
+    raw_start, raw_end, body_start, body_line = (_int(v) for v in value)
+    if not 0 <= raw_start <= raw_end <= body_start <= len(text):
+        return None
+    if body_line != count_breaks(text[:body_start]) + 1:
+        return None
+    if has_frontmatter:
+        opening = DELIMITER_LINE.match(text, 1 if text.startswith(BOM) else 0)
+        closing = DELIMITER_LINE.match(text, raw_end)
+        if opening is None or opening.end() != raw_start:
+            return None
+        if closing is None or closing.end() != body_start:
+            return None
+    elif raw_start or raw_end or body_start != (1 if text.startswith(BOM) else 0):
+        return None
+    return raw_start, raw_end, body_start, body_line
 
 
 def _broken_text(data: bytes) -> str:
