@@ -524,6 +524,20 @@ class Extraction:
     def is_truncated(self) -> bool:
         return self.returned < self.total_found
 
+    def budget_report(self) -> dict[str, Any]:
+        """The truncation and budget fields query_subgraph and visualize_graph both report."""
+        return {
+            "total_found_nodes": self.total_found,
+            "returned_nodes": self.returned,
+            "is_truncated": self.is_truncated,
+            "truncation_reason": self.truncation_reason,
+            "suggested_next_seed": self.suggested_next_seed,
+            "estimated_tokens": self.estimated_tokens,
+            "unresolved": list(self.unresolved),
+            "ignored_type_weights": list(self.ignored_type_weights),
+            "applied": dict(self.applied),
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class _Candidate:

@@ -71,15 +71,7 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     found = extract(snapshot, query, token)
     return {
         "mermaid": mermaid(found.subgraph, token),
-        "total_found_nodes": found.total_found,
-        "returned_nodes": found.returned,
-        "is_truncated": found.is_truncated,
-        "truncation_reason": found.truncation_reason,
-        "suggested_next_seed": found.suggested_next_seed,
-        "estimated_tokens": found.estimated_tokens,
-        "unresolved": list(found.unresolved),
-        "ignored_type_weights": list(found.ignored_type_weights),
-        "applied": dict(found.applied),
+        **found.budget_report(),
     }
 
 
