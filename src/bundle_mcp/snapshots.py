@@ -124,16 +124,21 @@ class SnapshotCache:
     def persist(self, bundle_path: str, snapshot: Snapshot) -> None:
         """Save what this snapshot has parsed to the persistent cache, in the background.
 
-        Called after each call: the first answers parse frontmatter, later ones parse bodies
-        (links, sections); each time more is known than was saved, the pack is rewritten.
+        Called after each call. The pack is rewritten only when it would gain a lot: the
+        first time, and when the parsed bodies grew by a twentieth of the bundle (at least 32
+        files). One edited file is not worth rewriting a pack of tens of megabytes, whose
+        serialisation holds the interpreter lock while the next calls wait; an entry the pack
+        misses only costs that one file's parse at the next start.
         """
         if not self._parse_cache.enabled:
             return
         slot = self._slot(bundle_path)
         parsed = sum(1 for doc in snapshot.documents.values() if has_markdown(doc))
-        key = (snapshot.revision, parsed)
+        threshold = max(32, len(snapshot.documents) // 20)
         with slot.lock:
-            if slot.saving or slot.persisted == key:
+            if slot.saving:
+                return
+            if slot.persisted is not None and parsed - slot.persisted[1] < threshold:
                 return
             slot.saving = True
 
@@ -143,7 +148,7 @@ class SnapshotCache:
             finally:
                 with slot.lock:
                     slot.saving = False
-                    slot.persisted = key
+                    slot.persisted = (snapshot.revision, parsed)
 
         threading.Thread(target=save, name="bundle-mcp-parse-cache", daemon=True).start()
 

@@ -41,7 +41,9 @@ B = 0.75
 RAW_WEIGHT, HEADING_WEIGHT, TITLE_WEIGHT = 1, 3, 2
 MAX_TERMS = 32
 MAX_TERM_LENGTH = 4096
-MAX_SECTIONS = 100_000
+# The reference's 100,000 sections bounded per-call indexing too; real documentation folders
+# exceed it (9,746 C++ reference pages hold more). Sections are indexed once and kept.
+MAX_SECTIONS = 1_000_000
 # The reference caps one call's indexing at 1,000,000 tokens; here each document's words are
 # indexed once and kept, so the cap bounds memory, not per-call work (a bundle at the 64 MiB
 # cap holds at most ~16M words).
