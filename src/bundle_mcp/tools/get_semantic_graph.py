@@ -31,7 +31,7 @@ from urllib.parse import quote
 from ..cancel import CancelToken
 from ..errors import resource_limit
 from ..model import Document, Snapshot
-from ..temporal import INSTANT_PROFILE, Reference, reference_from
+from ..temporal import INSTANT_PROFILE, Reference, parse_value, reference_from
 from ..versioning import resolve_version
 from ._common import MIB, Cards
 
@@ -90,11 +90,30 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
             "serve a smaller bundle; use search_concepts and get_neighbors for bounded reads",
         )
     graph: list[dict[str, Any]] = [bundle_node(snapshot, ref)]
+    # Every node but its `stale` is a pure function of the snapshot and the profile, so the
+    # nodes are built once per snapshot; each call only fills in `stale` for its as_of.
+    nodes = snapshot.memo.get(
+        ("semantic-graph-nodes", ref.profile),
+        lambda: _nodes(snapshot, Reference(ref.profile, None, None), token),
+    )
+    for node, limit in nodes:
+        item = dict(node)
+        item["stale"] = None if ref.moment is None or limit is None else ref.moment >= limit
+        graph.append(item)
+    return {"@context": dict(CONTEXT), "@graph": graph}
+
+
+def _nodes(
+    snapshot: Snapshot, ref: Reference, token: CancelToken
+) -> tuple[tuple[dict[str, Any], Any], ...]:
     cards = Cards(snapshot, ref)
+    out = []
     for concept_id, doc in snapshot.concepts.items():
         token.check()
-        graph.append(concept_node(snapshot, doc, cards.get(concept_id), token))
-    return {"@context": dict(CONTEXT), "@graph": graph}
+        node = concept_node(snapshot, doc, cards.get(concept_id), token)
+        after = node["stale_after"]
+        out.append((node, None if after is None else parse_value(after, ref.profile)))
+    return tuple(out)
 
 
 def iri(concept_id: str) -> str:
