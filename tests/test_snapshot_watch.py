@@ -88,3 +88,25 @@ def test_the_root_is_pinned_again_on_every_call(bundle: Path, tmp_path: Path) ->
     with pytest.raises(BundleError) as info:
         cache.get(str(bundle), CancelToken())
     assert info.value.code == "invalid_request"
+
+
+def test_an_edit_in_place_is_reread_alone(bundle: Path) -> None:
+    loader = CountingLoader()
+    cache = SnapshotCache(loader)
+    before = _warm(cache, bundle)
+    calls = loader.calls
+    (bundle / "sub" / "b.md").write_text("---\ntype: Note\ntitle: New\n---\nB2.\n")
+    after = cache.get(str(bundle), CancelToken())
+    assert loader.calls == calls  # no walk: only the written file was read again
+    assert after.concepts["sub/b"].fm["title"] == "New"
+    assert after.concepts["a"] is before.concepts["a"]
+    assert after.revision == load_bundle(str(bundle))[0].revision
+    assert cache.get(str(bundle), CancelToken()) is after  # the watch stays armed
+
+
+def test_editing_okfignore_walks_again(bundle: Path) -> None:
+    (bundle / ".okfignore").write_text("# nothing yet\n")
+    cache = SnapshotCache(CountingLoader())
+    assert "sub/b" in _warm(cache, bundle).concepts
+    (bundle / ".okfignore").write_text("sub/\n")
+    assert "sub/b" not in cache.get(str(bundle), CancelToken()).concepts

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .cancel import CancelToken
-from .loader import load_bundle
+from .loader import load_bundle, refresh_files
 from .loader.capture import StatKey, pin_root
 from .loader.parse_cache import ParseCache, has_markdown
 from .loader.watch import FolderWatch
@@ -83,8 +83,11 @@ class SnapshotCache:
         slot = self._slot(bundle_path)
         with slot.lock:
             previous = slot.cached
-            if previous is not None and self._unchanged(bundle_path, previous):
-                return previous.snapshot
+            if previous is not None:
+                current = self._watched(bundle_path, previous, token)
+                if current is not None:
+                    slot.cached = current
+                    return current.snapshot
             # Watch the folders we know before walking them: a change made during the walk is
             # then seen by the next call, which walks again.
             watch = (
@@ -109,17 +112,31 @@ class SnapshotCache:
             slot.cached = _Cached(snapshot, stats, watch, _root_identity(bundle_path))
             return snapshot
 
-    def _unchanged(self, bundle_path: str, cached: _Cached) -> bool:
-        """Whether the last capture is still current without walking the tree.
+    def _watched(
+        self, bundle_path: str, cached: _Cached, token: CancelToken
+    ) -> _Cached | None:
+        """The current capture without walking the tree, when the folder watch can tell.
 
         The root is pinned again on every call (so a symlink swapped into the path is still
-        refused), and the folder watch must have seen no event since it was armed.
+        refused). No event since the watch was armed: the last capture stands. Only files
+        written in place: those are re-read alone and the watch stays armed. Anything else
+        (``None``): the caller walks the whole tree.
         """
         if cached.watch is None or not cached.watch.active:
-            return False
+            return None
         if _root_identity(bundle_path) != cached.root_identity:
-            return False
-        return cached.watch.quiet()
+            return None
+        changed = cached.watch.poll()
+        if changed is None:
+            return None
+        if not changed:
+            return cached
+        refreshed = refresh_files(bundle_path, cached.snapshot, cached.stats, changed, token)
+        if refreshed is None:
+            cached.watch.close()  # spent: the full walk arms a new one
+            return None
+        snapshot, stats = refreshed
+        return _Cached(snapshot, stats, cached.watch, cached.root_identity)
 
     def persist(self, bundle_path: str, snapshot: Snapshot) -> None:
         """Save what this snapshot has parsed to the persistent cache, in the background.

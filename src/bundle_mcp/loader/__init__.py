@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..cancel import CancelToken
+from ..errors import Diagnostic
 from ..model import Document, Snapshot, revision_of
 from ..writes.journal import ReadLock, pending, recover
-from .capture import Capture, StatKey, capture, pin_root
+from .capture import Capture, StatKey, capture, check_total, pin_root, read_relative
 from .document import parse_document
 from .parse_cache import decode
 
@@ -44,6 +45,54 @@ def load_bundle(
     return snapshot, {f.path: f.stat for f in captured.files}
 
 
+def refresh_files(
+    bundle_path: str,
+    previous: Snapshot,
+    previous_stats: Mapping[str, StatKey],
+    paths: frozenset[str],
+    token: CancelToken,
+) -> tuple[Snapshot, dict[str, StatKey]] | None:
+    """Re-read only the files a folder watch saw written in place.
+
+    Returns ``None`` whenever the shortcut cannot be sure of the answer (a path it does not
+    know, a file that vanished or changed kind, a pending write journal), and the caller walks
+    the whole tree instead. Everything else about the capture (assets, folders, skipped
+    entries) is unchanged by in-place writes of existing Markdown files.
+    """
+    if ".okfignore" in paths:
+        return None  # the rules decide what is captured at all: walk again
+    wanted = sorted(p for p in paths if p.endswith(".md") and not _hidden(p))
+    if not wanted:
+        return previous, dict(previous_stats)
+    if any(p not in previous.documents for p in wanted):
+        return None
+    fd = pin_root(bundle_path)
+    try:
+        if pending(fd):
+            return None
+        documents = dict(previous.documents)
+        stats = dict(previous_stats)
+        with ReadLock(fd, token):
+            for path in wanted:
+                token.check()
+                read = read_relative(fd, path)
+                if read is None:
+                    return None
+                data, key = read
+                if stats.get(path) == key:
+                    continue  # touched, not changed
+                documents[path] = parse_document(path, data)
+                stats[path] = key
+    finally:
+        os.close(fd)
+    check_total(sum(d.record.size for d in documents.values()))
+    return _snapshot(documents, previous.assets, previous.directories, previous.skipped), stats
+
+
+def _hidden(path: str) -> bool:
+    return any(segment.startswith(".") for segment in path.split("/"))
+
+
 def build_snapshot(
     captured: Capture,
     token: CancelToken,
@@ -63,6 +112,15 @@ def build_snapshot(
         if entry is not None:
             doc = decode(f.path, data, hashlib.sha256(data).hexdigest(), entry)
         documents[f.path] = doc if doc is not None else parse_document(f.path, data)
+    return _snapshot(documents, captured.assets, captured.directories, captured.skipped)
+
+
+def _snapshot(
+    documents: dict[str, Document],
+    assets: frozenset[str],
+    directories: frozenset[str],
+    skipped: tuple[Diagnostic, ...],
+) -> Snapshot:
     concepts = {
         d.concept_id: d
         for d in documents.values()
@@ -74,9 +132,9 @@ def build_snapshot(
         concepts=types.MappingProxyType(
             concepts if _keys_sorted(concepts) else dict(sorted(concepts.items()))
         ),
-        assets=captured.assets,
-        directories=captured.directories,
-        skipped=captured.skipped,
+        assets=assets,
+        directories=directories,
+        skipped=skipped,
     )
 
 

@@ -227,7 +227,7 @@ def capture(
                 )
             if known.get(path) == key:
                 total += key.size
-                _check_total(total, max_total_bytes)
+                check_total(total, max_total_bytes)
                 files.append(CapturedFile(path, key, None))
                 continue
             data, key = _read_file(name, dir_fd, st, max_file_bytes, path)
@@ -235,7 +235,7 @@ def capture(
                 skipped.append(_skip("path_changed", path, "file changed during capture"))
                 continue
             total += len(data)
-            _check_total(total, max_total_bytes)
+            check_total(total, max_total_bytes)
             files.append(CapturedFile(path, key, data))
 
     walk(root_fd, "", 0)
@@ -243,12 +243,46 @@ def capture(
     return Capture(tuple(files), frozenset(assets), frozenset(directories), tuple(skipped))
 
 
-def _check_total(total: int, limit: int) -> None:
+def check_total(total: int, limit: int = MAX_TOTAL_BYTES) -> None:
     if total > limit:
         raise resource_limit(
             f"the bundle's Markdown files exceed {limit} bytes in total",
             "split the bundle or exclude folders in .okfignore",
         )
+
+
+def read_relative(root_fd: int, path: str) -> tuple[bytes, StatKey] | None:
+    """Read one bundle file by its relative path without following any symlink.
+
+    Each folder on the way is opened with ``O_NOFOLLOW`` relative to the one before, and the
+    file must still be a regular file within the per-file cap. ``None`` when anything on the
+    way is missing or is not what a capture would have read.
+    """
+    *folders, name = path.split("/")
+    fd = os.dup(root_fd)
+    try:
+        for folder in folders:
+            try:
+                checked = os.stat(folder, dir_fd=fd, follow_symlinks=False)
+            except OSError:
+                return None
+            if not stat.S_ISDIR(checked.st_mode):
+                return None
+            child = _open_checked(folder, fd, checked, _DIR_FLAGS)
+            if child is None:
+                return None
+            os.close(fd)
+            fd = child
+        try:
+            checked = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        except OSError:
+            return None
+        if not stat.S_ISREG(checked.st_mode) or checked.st_size > MAX_FILE_BYTES:
+            return None
+        data, key = _read_file(name, fd, checked, MAX_FILE_BYTES, path)
+        return None if data is None else (data, key)
+    finally:
+        os.close(fd)
 
 
 def _open_checked(name: str, dir_fd: int, checked: os.stat_result, flags: int) -> int | None:

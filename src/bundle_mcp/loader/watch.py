@@ -14,6 +14,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import struct
 import threading
 from collections.abc import Iterable
 
@@ -28,6 +29,7 @@ _IN_CREATE = 0x00000100
 _IN_DELETE = 0x00000200
 _IN_DELETE_SELF = 0x00000400
 _IN_MOVE_SELF = 0x00000800
+_IN_ISDIR = 0x40000000
 _IN_ONLYDIR = 0x01000000
 _IN_DONT_FOLLOW = 0x02000000
 _MASK = (
@@ -35,6 +37,27 @@ _MASK = (
     | _IN_DELETE | _IN_DELETE_SELF | _IN_MOVE_SELF | _IN_ONLYDIR | _IN_DONT_FOLLOW
 )
 MAX_WATCHED_FOLDERS = 4096
+
+
+_EVENT = struct.Struct("iIII")
+_IN_PLACE = _IN_MODIFY | _IN_CLOSE_WRITE | _IN_ATTRIB
+
+
+def _modified_files(data: bytes, folders: dict[int, str]) -> set[str] | None:
+    """Paths of files written in place, or ``None`` if any event asks for a full walk."""
+    out: set[str] = set()
+    offset = 0
+    while offset + _EVENT.size <= len(data):
+        wd, mask, _cookie, length = _EVENT.unpack_from(data, offset)
+        raw = data[offset + _EVENT.size : offset + _EVENT.size + length]
+        offset += _EVENT.size + length
+        name = raw.split(b"\0", 1)[0]
+        folder = folders.get(wd)
+        if folder is None or not name or mask & _IN_ISDIR or mask & ~_IN_PLACE:
+            return None
+        text = os.fsdecode(name)
+        out.add(f"{folder}/{text}" if folder else text)
+    return out
 
 
 def _libc() -> ctypes.CDLL | None:
@@ -61,6 +84,7 @@ class FolderWatch:
         self._fd = -1
         self._lock = threading.Lock()
         self._dirty = True
+        self._folders: dict[int, str] = {}
         folders = sorted(folders)
         libc = _libc()
         if libc is None or len(folders) > MAX_WATCHED_FOLDERS:
@@ -70,9 +94,11 @@ class FolderWatch:
             return
         for folder in folders:
             path = os.path.join(root, folder) if folder else root
-            if libc.inotify_add_watch(fd, os.fsencode(path), _MASK) < 0:
+            wd = libc.inotify_add_watch(fd, os.fsencode(path), _MASK)
+            if wd < 0:
                 os.close(fd)  # a folder we cannot watch: always walk
                 return
+            self._folders[wd] = folder
         self._fd = fd
         self._dirty = False
 
@@ -97,6 +123,34 @@ class FolderWatch:
             if data:
                 self._dirty = True
             return not data
+
+    def poll(self) -> frozenset[str] | None:
+        """What changed since the last poll: ``None`` means "walk everything", an empty set
+        means nothing changed, otherwise the bundle-relative paths of files modified in place.
+
+        Only in-place writes of existing files are reported by name; a file or folder created,
+        deleted or renamed, an event on a folder itself, an unknown watch or a queue overflow
+        all answer ``None`` (and keep answering it: the watch is spent).
+        """
+        with self._lock:
+            if self._dirty or self._fd < 0:
+                return None
+            changed: set[str] = set()
+            while True:
+                try:
+                    data = os.read(self._fd, 1 << 16)
+                except BlockingIOError:
+                    return frozenset(changed)
+                except OSError:
+                    self._dirty = True
+                    return None
+                if not data:
+                    return frozenset(changed)
+                names = _modified_files(data, self._folders)
+                if names is None:
+                    self._dirty = True
+                    return None
+                changed.update(names)
 
     def close(self) -> None:
         with self._lock:
