@@ -9,44 +9,23 @@ restores the file. The bundle is modified while it runs: use a generated copy.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from raw_stdio import RawServer  # noqa: E402 - a sibling script, not a package
+
 
 def main() -> int:
     bundle, concept_id = os.path.abspath(sys.argv[1]), sys.argv[2]
-    env = {**os.environ, "BUNDLE_MCP_CACHE_DIR": tempfile.mkdtemp(prefix="edit-bench-")}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bundle_mcp.cli", "serve", bundle],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-    )
-    assert server.stdin is not None and server.stdout is not None
-    counter = iter(range(1, 1_000_000))
-
-    def send(message: dict) -> None:
-        server.stdin.write((json.dumps(message) + "\n").encode())
-        server.stdin.flush()
-
-    def call() -> float:
-        start = time.perf_counter()
-        send({"jsonrpc": "2.0", "id": next(counter), "method": "tools/call",
-              "params": {"name": "read_concept", "arguments": {"concept_id": concept_id}}})
-        server.stdout.readline()
-        return time.perf_counter() - start
-
-    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "edit-latency-bench", "version": "1"}}})
-    server.stdout.readline()
-    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    server = RawServer(bundle, cache_dir=tempfile.mkdtemp(prefix="edit-bench-"))
+    arguments = {"concept_id": concept_id}
     try:
         for _ in range(3):
-            call()
+            server.call("read_concept", arguments)
         time.sleep(3)  # let the first background parse-cache write finish
         files = sorted(
             os.path.join(root, name)
@@ -60,12 +39,12 @@ def main() -> int:
                 original = handle.read()
             with open(path, "a", encoding="utf-8") as handle:
                 handle.write("\nedited line\n")
-            samples.append(call())
+            samples.append(server.call("read_concept", arguments)[0])
             with open(path, "w", encoding="utf-8") as handle:
                 handle.write(original)
-            call()
+            server.call("read_concept", arguments)
     finally:
-        server.terminate()
+        server.close()
     print("edited read_concept ms:", [round(s * 1000, 1) for s in samples],
           "median", round(statistics.median(samples) * 1000, 1))
     return 0

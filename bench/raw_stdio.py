@@ -16,6 +16,45 @@ import statistics
 import subprocess
 import sys
 import time
+from typing import Any
+
+
+class RawServer:
+    """``bundle-mcp serve BUNDLE`` on a pipe, spoken to in plain JSON-RPC lines."""
+
+    def __init__(self, bundle: str, cache_dir: str = "off") -> None:
+        env = {**os.environ, "BUNDLE_MCP_CACHE_DIR": cache_dir}
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "bundle_mcp.cli", "serve", os.path.abspath(bundle)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+        )
+        self._ids = iter(range(1, 1 << 30))
+        self._send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw-stdio-bench", "version": "1"}}})
+        self._receive()
+        self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+
+    def call(self, tool: str, arguments: dict[str, Any]) -> tuple[float, int]:
+        """Seconds from request to the whole response line, and that line's size in bytes."""
+        start = time.perf_counter()
+        self._send({"jsonrpc": "2.0", "id": next(self._ids), "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments}})
+        line = self._receive()
+        return time.perf_counter() - start, len(line)
+
+    def close(self) -> None:
+        self._process.terminate()
+        self._process.wait(10)
+
+    def _send(self, message: dict[str, Any]) -> None:
+        assert self._process.stdin is not None
+        self._process.stdin.write((json.dumps(message) + "\n").encode())
+        self._process.stdin.flush()
+
+    def _receive(self) -> bytes:
+        assert self._process.stdout is not None
+        return self._process.stdout.readline()
 
 
 def main() -> int:
@@ -25,38 +64,15 @@ def main() -> int:
     parser.add_argument("arguments", nargs="?", default="{}")
     parser.add_argument("--calls", type=int, default=10)
     args = parser.parse_args()
-    env = {**os.environ, "BUNDLE_MCP_CACHE_DIR": "off"}
-    server = subprocess.Popen(
-        [sys.executable, "-m", "bundle_mcp.cli", "serve", os.path.abspath(args.bundle)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
-    )
-    assert server.stdin is not None and server.stdout is not None
-
-    def send(message: dict) -> None:
-        server.stdin.write((json.dumps(message) + "\n").encode())
-        server.stdin.flush()
-
-    send({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {},
-        "clientInfo": {"name": "raw-stdio-bench", "version": "1"}}})
-    server.stdout.readline()
-    send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-    times = []
-    size = 0
+    server = RawServer(args.bundle)
     try:
-        for n in range(args.calls):
-            start = time.perf_counter()
-            send({"jsonrpc": "2.0", "id": n + 1, "method": "tools/call",
-                  "params": {"name": args.tool, "arguments": json.loads(args.arguments)}})
-            line = server.stdout.readline()
-            times.append(time.perf_counter() - start)
-            size = len(line)
+        samples = [server.call(args.tool, json.loads(args.arguments)) for _ in range(args.calls)]
     finally:
-        server.terminate()
-    warm = times[1:] or times
-    print(f"{args.tool}: first {times[0] * 1000:.1f} ms, warm median "
+        server.close()
+    warm = [seconds for seconds, _ in samples[1:]] or [samples[0][0]]
+    print(f"{args.tool}: first {samples[0][0] * 1000:.1f} ms, warm median "
           f"{statistics.median(warm) * 1000:.1f} ms over {len(warm)} calls, "
-          f"response {size / 1048576:.1f} MiB")
+          f"response {samples[-1][1] / 1048576:.1f} MiB")
     return 0
 
 
