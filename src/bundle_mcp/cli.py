@@ -154,6 +154,18 @@ def _host_port(value: str) -> tuple[str, int]:
     return host, int(port_text)
 
 
+def _own_command() -> str:
+    """The absolute path of this console script, so a pasted configuration works as is.
+
+    A client starts the server without the caller's PATH or virtualenv; fall back to the bare
+    name only when the script cannot be found (``python -m bundle_mcp.cli``).
+    """
+    script = os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if os.path.basename(script) == "bundle-mcp" and os.access(script, os.X_OK):
+        return script
+    return "bundle-mcp"
+
+
 def _print_client_config(config: ServeConfig, host: str, port: int, has_token: bool) -> None:
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}/mcp"
@@ -170,7 +182,7 @@ def _print_client_config(config: ServeConfig, host: str, port: int, has_token: b
         )
         if on
     ]
-    stdio_entry = {"command": "bundle-mcp", "args": ["serve", *config.bundles, *flags]}
+    stdio_entry = {"command": _own_command(), "args": ["serve", *config.bundles, *flags]}
     print(f"bundle-mcp {__version__}: streamable HTTP on {url}", file=sys.stderr)
     for label, entry in (("stdio", stdio_entry), ("HTTP", http_entry)):
         client_config = {"mcpServers": {"bundle-mcp": entry}}
