@@ -10,7 +10,7 @@ import pytest
 
 from bundle_mcp.loader import document as document_module
 from bundle_mcp.loader import load_bundle
-from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.loader.parse_cache import FORMAT, ParseCache
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "coffee-roastery"
 
@@ -60,7 +60,7 @@ def test_an_entry_for_other_bytes_is_ignored(cache: ParseCache, tmp_path: Path) 
     "damage",
     [
         lambda text: "not json at all",
-        lambda text: text.replace('"format":"bundle-mcp-parse-cache/1"', '"format":"other/9"'),
+        lambda text: text.replace(f'"format":"{FORMAT}"', '"format":"other/9"'),
         lambda text: text.replace('"frontmatter":{', '"frontmatter":[{', 1),
         lambda text: text.replace('"relations":[', '"relations":[[1,2],', 1),
         lambda text: text.replace('"sha256":"', '"sha256":"0', 1),
@@ -77,7 +77,10 @@ def test_a_corrupt_or_foreign_pack_is_never_trusted(cache: ParseCache, damage) -
     expected = _facts(reference)
     cache.save(bundle, reference.documents)
     (pack,) = (Path(cache._directory)).glob("*.json")  # noqa: SLF001 - the test owns the folder
-    pack.write_text(damage(pack.read_text(encoding="utf-8")), encoding="utf-8")
+    original = pack.read_text(encoding="utf-8")
+    damaged = damage(original)
+    assert damaged != original  # each case really damages the pack
+    pack.write_text(damaged, encoding="utf-8")
     reloaded, _ = load_bundle(bundle, cached=cache.load(bundle))
     assert _facts(reloaded) == expected
 

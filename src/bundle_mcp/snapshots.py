@@ -29,6 +29,7 @@ Loader = Callable[
 ]
 
 DEFAULT_MAX_BUNDLES = 16
+PERSIST_DELAY_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,7 +168,12 @@ class SnapshotCache:
                     slot.saving = False
                     slot.persisted = (snapshot.revision, parsed)
 
-        threading.Thread(target=save, name="bundle-mcp-parse-cache", daemon=True).start()
+        # Started a moment later: serialising the pack holds the interpreter lock, and the call
+        # that triggered it is still turning its own result into JSON.
+        timer = threading.Timer(PERSIST_DELAY_SECONDS, save)
+        timer.name = "bundle-mcp-parse-cache"
+        timer.daemon = True
+        timer.start()
 
     def _slot(self, bundle_path: str) -> _Slot:
         with self._slots_lock:
