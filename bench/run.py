@@ -35,6 +35,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from formatting import fmt_time  # a sibling module: bench/ is on sys.path for the scripts
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 RESULTS_DIR = BENCH_DIR / "results"
@@ -267,16 +269,6 @@ class Section:
     run: Callable[[Context], list[dict[str, Any]]]
     # A section with its own layout (several tables) renders itself instead of one table.
     render: Callable[[Context, list[dict[str, Any]]], str] | None = None
-
-
-def fmt_time(seconds: Any) -> str:
-    if seconds is None:
-        return "-"
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 0.001:
-        return f"{seconds * 1000:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
 
 
 def fmt_int(value: Any) -> str:

@@ -42,6 +42,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from formatting import fmt_time  # a sibling module: bench/ is on sys.path for the scripts
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
 
@@ -705,16 +707,6 @@ def check_targets(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------------------------
 # Rendering.
-
-
-def fmt_time(seconds: Any) -> str:
-    if seconds is None:
-        return "-"
-    if seconds >= 1:
-        return f"{seconds:.2f} s"
-    if seconds >= 0.001:
-        return f"{seconds * 1000:.1f} ms"
-    return f"{seconds * 1e6:.0f} µs"
 
 
 def _fmt_size(n: Any) -> str:

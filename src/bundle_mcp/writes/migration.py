@@ -28,14 +28,12 @@ from markdown_it.token import Token
 
 from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic, invalid_request
-from ..loader.document import parse_document
 from ..loader.frontmatter import scalar_text, split_frontmatter
 from ..loader.markdown import markdown_parser
 from ..model import Document, Snapshot, thaw
 from ..temporal import parse_instant
-from ..validation.concepts import conformance
 from .patch_ops import OpRejected, Workspace, set_attested_computation
-from .plan import FileChange, digest, require_utf8
+from .plan import FileChange, digest, new_conformance_errors, require_utf8
 from .yaml_edit import EditError
 
 __all__ = ["MigrationPlan", "normalized", "plan_migration", "proof", "resolve_source"]
@@ -222,7 +220,7 @@ def plan_migration(
                 findings.block(exc.code, doc.path, exc.message)
     _declare_v02(ws, findings)
     changes = ws.changes()
-    for problem in _new_conformance_errors(snapshot, changes):
+    for problem in new_conformance_errors(snapshot, changes):
         findings.block(problem.code, problem.file or "", problem.message)
     if findings.blockers:
         return MigrationPlan(BLOCKED, source, (), tuple(findings.blockers),
@@ -328,21 +326,6 @@ def _declare_v02(ws: Workspace, findings: _Findings) -> None:
         ws.edit_data(ROOT_INDEX, lambda data: data.__setitem__("okf_version", "0.2"))
     except EditError as exc:
         findings.block(exc.code, ROOT_INDEX, exc.message)
-
-
-def _new_conformance_errors(
-    snapshot: Snapshot, changes: tuple[FileChange, ...]
-) -> list[Diagnostic]:
-    out: list[Diagnostic] = []
-    for change in changes:
-        old = snapshot.documents.get(change.path)
-        if old is None or not old.is_concept:
-            continue
-        before = {d.code for d in conformance(old)}
-        for finding in conformance(parse_document(change.path, change.new_bytes)):
-            if finding.code not in before:
-                out.append(finding)
-    return out
 
 
 # --------------------------------------------------------------------------------------------

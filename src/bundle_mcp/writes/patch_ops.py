@@ -21,13 +21,11 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic, invalid_request
 from ..ids import concept_id_problem
-from ..loader.document import parse_document
 from ..loader.frontmatter import split_frontmatter
 from ..loader.markdown import markdown_parser
 from ..model import Snapshot
 from ..temporal import parse_instant, parse_value
-from ..validation.concepts import conformance
-from .plan import FileChange, require_utf8
+from .plan import FileChange, new_conformance_errors, require_utf8
 from .yaml_edit import EditError, data_of, rewrite
 
 __all__ = [
@@ -141,7 +139,7 @@ def plan_patch(
             problems.append(_diagnostic(exc.code, exc.message, _target(workspace, op), field))
     changes = workspace.changes()
     token.check()
-    problems.extend(_new_conformance_errors(snapshot, changes))
+    problems.extend(new_conformance_errors(snapshot, changes))
     if problems:
         return PatchPlan("rejected", (), tuple(problems))
     return PatchPlan("applicable" if changes else "noop", changes, ())
@@ -156,25 +154,6 @@ def _target(workspace: Workspace, op: Mapping[str, Any]) -> str | None:
         return ROOT_INDEX
     doc = workspace.snapshot.concepts.get(op.get("concept_id", ""))
     return None if doc is None else doc.path
-
-
-def _new_conformance_errors(
-    snapshot: Snapshot, changes: tuple[FileChange, ...]
-) -> list[Diagnostic]:
-    """Conformance errors a change introduces (ones the file already had do not block it)."""
-    out: list[Diagnostic] = []
-    for change in changes:
-        old = snapshot.documents.get(change.path)
-        if old is None or not old.is_concept:
-            continue
-        before = {d.code for d in conformance(old)}
-        new = parse_document(change.path, change.new_bytes)
-        for finding in conformance(new):
-            if finding.code not in before:
-                out.append(Diagnostic(code=finding.code, severity=ERROR, file=change.path,
-                                      field=finding.field, message=finding.message,
-                                      spec_ref=finding.spec_ref))
-    return out
 
 
 # --------------------------------------------------------------------------------------------

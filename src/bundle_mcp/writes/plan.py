@@ -25,7 +25,9 @@ from ..errors import (
     invalid_request,
     recovery_step,
 )
+from ..loader.document import parse_document
 from ..model import FileRecord, Snapshot, canonical_json, revision_of
+from ..validation.concepts import conformance
 from .publish import PlannedWrite, Receipt, apply_writes
 
 __all__ = [
@@ -222,3 +224,22 @@ def _conflict(preview_tool: str) -> BundleError:
         (recovery_step(f"preview again: run {preview_tool} against the current bundle, review "
                        "the new plan, then apply it with its base revision and plan digest"),),
     )
+
+
+def new_conformance_errors(
+    snapshot: Snapshot, changes: tuple[FileChange, ...]
+) -> list[Diagnostic]:
+    """Conformance errors a change introduces (ones the file already had do not block it)."""
+    out: list[Diagnostic] = []
+    for change in changes:
+        old = snapshot.documents.get(change.path)
+        if old is None or not old.is_concept:
+            continue
+        before = {d.code for d in conformance(old)}
+        new = parse_document(change.path, change.new_bytes)
+        for finding in conformance(new):
+            if finding.code not in before:
+                out.append(Diagnostic(code=finding.code, severity=ERROR, file=change.path,
+                                      field=finding.field, message=finding.message,
+                                      spec_ref=finding.spec_ref))
+    return out
