@@ -297,7 +297,7 @@ def test_github_escapes_percent_newline_colon_and_comma(
 ) -> None:
     root = tmp_path / "b"
     root.mkdir()
-    (root / "100%,a:b.md").write_text("no frontmatter\n")
+    (root / "100%,a:b.md").write_text("no frontmatter\n")  # ':' cannot be in an ID: an ERROR
     (root / "multi.md").write_text(
         '---\ntype: x\ntitle: T\ndescription: D\ntags: [a]\nresource: "a\\nb%c"\n---\n'
         "[x](100%25.md)\n[y](gone%2Cx.md)\n")
@@ -306,7 +306,7 @@ def test_github_escapes_percent_newline_colon_and_comma(
     assert (code, err) == (1, "")
     lines = out.splitlines()
     assert all(GITHUB_LINE.match(line) for line in lines), lines
-    assert "::error file=b/100%25%2Ca%3Ab.md,line=1,title=okf missing_frontmatter::" in out
+    assert "::error file=b/100%25%2Ca%3Ab.md,title=okf invalid_concept_id::" in out
     resource = next(line for line in lines if "invalid_resource" in line)
     assert "a%0Ab%25c" in resource and "\n" not in resource
     broken = [line for line in lines if "broken_link" in line]

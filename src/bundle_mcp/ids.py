@@ -1,11 +1,23 @@
-"""Canonical concept IDs (DESIGN.md §1): the bundle-relative path without ``.md``."""
+"""Canonical concept IDs (DESIGN.md §1): the bundle-relative path without ``.md``.
+
+:func:`concept_id_problem` is the one rule for what a concept ID may be. The loader applies it to
+every concept file it finds (a file whose name breaks it is an unparseable document, reported by
+the validator and never listed), every tool applies it to the IDs it is given, and the write path
+applies it before staging anything, so a listed ID is always addressable and a write never fails
+half-way on a name the file system refuses.
+"""
 
 from __future__ import annotations
 
 import re
 
 MAX_ID_LENGTH = 4096
-_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+# What Linux file systems accept: one name (a folder or the file with its ".md") of at most 255
+# bytes, a path of at most 4096 bytes. The loader's path cap is the same figure.
+NAME_MAX_BYTES = 255
+MAX_PATH_BYTES = 4096
+# C0 and C1 controls, as the contract's concept_id pattern excludes them.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 RESERVED_STEMS = ("index", "log")
 
@@ -22,6 +34,12 @@ def concept_id_problem(value: str, *, allow_reserved_names: bool = False) -> str
         return f"the ID is longer than {MAX_ID_LENGTH} characters"
     if value != value.strip():
         return "the ID has leading or trailing whitespace"
+    try:
+        path_bytes = len(value.encode("utf-8")) + len(".md")
+    except UnicodeEncodeError:
+        return "the ID is not valid Unicode (it contains an unpaired surrogate)"
+    if path_bytes > MAX_PATH_BYTES:
+        return f"the file path would be longer than {MAX_PATH_BYTES} bytes"
     if _CONTROL.search(value):
         return "the ID contains a control character"
     if value.startswith("/") or value.endswith("/"):
@@ -40,6 +58,10 @@ def concept_id_problem(value: str, *, allow_reserved_names: bool = False) -> str
             return "the ID must not contain '.' or '..' segments"
         if segment.startswith("."):
             return "no ID segment may start with '.'"
+    if any(len(s.encode("utf-8")) > NAME_MAX_BYTES for s in segments[:-1]):
+        return f"a folder name would be longer than {NAME_MAX_BYTES} bytes"
+    if len(segments[-1].encode("utf-8")) + len(".md") > NAME_MAX_BYTES:
+        return f"the file name (with '.md') would be longer than {NAME_MAX_BYTES} bytes"
     if not allow_reserved_names and segments[-1] in RESERVED_STEMS:
         return f"'{segments[-1]}' names a reserved file, not a concept"
     return None

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .cancel import CancelToken
-from .loader import load_bundle, refresh_files
+from .loader import PENDING_WRITE, load_bundle, refresh_files
 from .loader.capture import StatKey, pin_root
 from .loader.parse_cache import ParseCache, has_markdown
 from .loader.watch import FolderWatch
@@ -125,6 +125,8 @@ class SnapshotCache:
         """
         if cached.watch is None or not cached.watch.active:
             return None
+        if any(d.code == PENDING_WRITE for d in cached.snapshot.skipped):
+            return None  # walk again: the load retries finishing or undoing the stuck write
         if _root_identity(bundle_path) != cached.root_identity:
             return None
         changed = cached.watch.poll()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import types
@@ -9,14 +10,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import Diagnostic
+from ..errors import ERROR, Diagnostic
 from ..model import Document, Snapshot, revision_of
-from ..writes.journal import ReadLock, pending, recover
+from ..writes.journal import JOURNAL_PATH, ReadLock, RecoveryFailed, pending, recover
 from .capture import Capture, StatKey, capture, check_total, pin_root, read_relative
 from .document import parse_document
 from .parse_cache import decode
 
-__all__ = ["load_bundle", "build_snapshot", "pin_root", "capture", "parse_document"]
+__all__ = [
+    "PENDING_WRITE",
+    "build_snapshot",
+    "capture",
+    "load_bundle",
+    "parse_document",
+    "pin_root",
+]
+
+PENDING_WRITE = "pending_write_unresolved"
 
 
 def load_bundle(
@@ -34,13 +44,21 @@ def load_bundle(
     """
     token = token or CancelToken()
     fd = pin_root(bundle_path)
+    stuck: tuple[Diagnostic, ...] = ()
     try:
         if pending(fd):  # an interrupted write: roll it forward or back before reading
-            recover(fd, token)
+            try:
+                recover(fd, token)
+            except RecoveryFailed as exc:
+                # Never a failure of every read: serve the files as they are (each one wholly
+                # old or wholly new) and let validation report what is pending.
+                stuck = (_pending_write(exc),)
         with ReadLock(fd, token):
             captured = capture(fd, token, previous_stats if previous is not None else None)
     finally:
         os.close(fd)
+    if stuck:
+        captured = dataclasses.replace(captured, skipped=(*captured.skipped, *stuck))
     snapshot = build_snapshot(captured, token, previous, cached)
     return snapshot, {f.path: f.stat for f in captured.files}
 
@@ -87,6 +105,16 @@ def refresh_files(
         os.close(fd)
     check_total(sum(d.record.size for d in documents.values()))
     return _snapshot(documents, previous.assets, previous.directories, previous.skipped), stats
+
+
+def _pending_write(exc: RecoveryFailed) -> Diagnostic:
+    steps = " ".join(d.message for d in exc.diagnostics)
+    return Diagnostic(
+        code=PENDING_WRITE,
+        severity=ERROR,
+        file=JOURNAL_PATH,
+        message=f"{exc.message}. To recover: {steps}",
+    )
 
 
 def _hidden(path: str) -> bool:

@@ -9,7 +9,7 @@ import hashlib
 import posixpath
 
 from ..errors import ERROR, Diagnostic
-from ..ids import concept_id_for_path
+from ..ids import concept_id_for_path, concept_id_problem
 from ..model import CONCEPT, RESERVED_NAMES, Document, FileRecord, freeze
 from .frontmatter import FrontmatterError, load_yaml, split_frontmatter
 from .relations import extract_relations
@@ -17,6 +17,7 @@ from .text import count_lines
 
 PARSE_ERROR_CODES = (
     "invalid_encoding",
+    "invalid_concept_id",
     "unterminated_frontmatter",
     "invalid_frontmatter",
     "invalid_yaml_graph",
@@ -33,6 +34,14 @@ def parse_document(path: str, data: bytes) -> Document:
     record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
     kind = document_kind(path)
     concept_id = concept_id_for_path(path) if kind == CONCEPT else None
+    if concept_id is not None:
+        # A concept no tool could address is not served: it is reported, never listed.
+        problem = concept_id_problem(concept_id, allow_reserved_names=True)
+        if problem is not None:
+            return _broken(path, kind, None, record, "", Diagnostic(
+                code="invalid_concept_id", severity=ERROR, file=path,
+                message=f"the file name cannot be a concept ID ({problem}); rename the file",
+            ))
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -34,7 +34,7 @@ from ..model import (
 from .frontmatter import DELIMITER_LINE, split_frontmatter
 from .text import BOM, count_breaks, count_lines
 
-FORMAT = "bundle-mcp-parse-cache/2"
+FORMAT = "bundle-mcp-parse-cache/3"  # 3: concept files with unaddressable names are broken
 MAX_PACKS = 32
 _DISABLED = ("off", "none", "0", "false")
 

@@ -3,10 +3,17 @@
 The folder is a dot-folder, so the loader never sees it. It holds
 
 - ``lock``: ``flock``-ed exclusively by an apply (and by recovery) for its whole duration;
-- ``journal.json``: the one apply in flight, ``staging`` (nothing published yet, roll back) or
-  ``publishing`` (staged files are complete and durable, roll forward);
+- ``journal.json``: the one apply in flight, ``staging`` (nothing published yet: roll back),
+  ``publishing`` (staged files are complete and durable: roll forward, and if that fails, roll
+  back) or ``rolling_back`` (an undo has begun: only ever finished, never rolled forward again);
 - ``receipts/<hex>.json``: the durable outcome of each finished apply, keyed by request digest,
   so an identical apply replays instead of writing again.
+
+Each file an apply replaces keeps its old version as a hard link (a copy where the file system
+has no hard links) beside it until the apply is finished, so a publication that fails half-way
+can be undone as well as completed. Neither direction ever blocks readers: a journal that can be
+neither completed nor undone is reported (:class:`RecoveryFailed`) and the loader serves the files
+as they are, each wholly old or wholly new.
 
 Every path inside the bundle is reached through :class:`Tree`, which opens one directory
 component at a time relative to the pinned root with ``O_NOFOLLOW``: a symlink anywhere on the
@@ -30,15 +37,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import OPERATION_CANCELLED, OPERATION_REJECTED, BundleError, recovery_step
+from ..errors import (
+    OPERATION_CANCELLED,
+    OPERATION_REJECTED,
+    BundleError,
+    Diagnostic,
+    recovery_step,
+)
+from ..ids import NAME_MAX_BYTES
 from ..model import canonical_json
 
 __all__ = [
     "PUBLISHING",
+    "ROLLING_BACK",
     "STAGING",
     "Entry",
     "Journal",
     "Receipt",
+    "RecoveryFailed",
     "Tree",
     "delete_journal",
     "WriteLock",
@@ -47,6 +63,7 @@ __all__ = [
     "pending",
     "read_receipt",
     "recover",
+    "finish",
     "recover_locked",
     "rejected",
     "roll_back",
@@ -58,14 +75,17 @@ __all__ = [
 STATE_DIR = ".bundle-mcp"
 LOCK_FILE = "lock"
 JOURNAL_FILE = "journal.json"
+JOURNAL_PATH = f"{STATE_DIR}/{JOURNAL_FILE}"  # as validation names it
 RECEIPTS_DIR = "receipts"
 STAGING = "staging"
 PUBLISHING = "publishing"
-JOURNAL_VERSION = 1
+ROLLING_BACK = "rolling_back"
+JOURNAL_VERSION = 2  # 2 added the old-version links ("backup"); version 1 journals still recover
+_READABLE_VERSIONS = (1, 2)
 MAX_RECEIPTS = 1024  # older receipts are pruned; a replay only matters shortly after a call
 MAX_STATE_FILE_BYTES = 64 * 1024 * 1024
 LOCK_WAIT_SECONDS = 30.0
-NAME_MAX = 255
+NAME_MAX = NAME_MAX_BYTES
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
@@ -73,7 +93,9 @@ NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLO
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
-_STAGED = re.compile(r"\.[^/\x00]*\.bundle-mcp-[0-9a-f]{12}(?:-[0-9a-f]{16})?\.tmp")
+# The dot-files an apply leaves beside a target: its staged new version (.tmp) and the link to
+# the old version (.old). Recovery only ever renames or deletes names of this shape.
+_STAGED = re.compile(r"\.[^/\x00]*\.bundle-mcp-[0-9a-f]{12}(?:-[0-9a-f]{16})?\.(?:tmp|old)")
 
 StepHook = Callable[[str], None]
 
@@ -247,6 +269,13 @@ class Tree:
             self._fds[dir_path] = fd
         return fd
 
+    def forget(self, dir_paths: tuple[str, ...]) -> None:
+        """Close the handles of folders that were removed, so none is used again."""
+        for dir_path in dir_paths:
+            fd = self._fds.pop(dir_path, None) if dir_path else None
+            if fd is not None:
+                os.close(fd)
+
     def missing_dirs(self, dir_path: str) -> tuple[str, ...]:
         """The folders on the way to ``dir_path`` that do not exist yet, shallowest first."""
         chain = parent_dirs(dir_path)
@@ -286,13 +315,57 @@ def staged_name(path: str, request_digest: str) -> str:
 
     A dot-name keeps it invisible to the loader; the digest prefix ties it to one apply.
     """
+    return _beside(path, request_digest, "tmp")
+
+
+def backup_name(path: str, request_digest: str) -> str:
+    """The dot-file that keeps the old version of ``path`` until its apply is finished."""
+    return _beside(path, request_digest, "old")
+
+
+def _beside(path: str, request_digest: str, suffix: str) -> str:
     _, name = split_path(path)
     short = request_digest.removeprefix("sha256:")[:12]
-    staged = f".{name}.bundle-mcp-{short}.tmp"
-    if len(staged.encode("utf-8")) > NAME_MAX:
-        # a long file name would overflow NAME_MAX: name the stage by a hash of the name instead
-        staged = f"..bundle-mcp-{short}-{sha256_hex(name.encode('utf-8'))[:16]}.tmp"
-    return staged
+    beside = f".{name}.bundle-mcp-{short}.{suffix}"
+    if len(beside.encode("utf-8")) > NAME_MAX:
+        # a long file name would overflow NAME_MAX: name the file by a hash of the name instead
+        beside = f"..bundle-mcp-{short}-{sha256_hex(name.encode('utf-8'))[:16]}.{suffix}"
+    return beside
+
+
+def keep_old_version(dir_fd: int, name: str, backup: str) -> None:
+    """Make ``backup`` a second name of the current ``name`` (a copy without hard links).
+
+    Raises:
+        OSError: the file system refused; the caller abandons the apply before publishing.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(backup, dir_fd=dir_fd)  # a leftover of this apply's own naming scheme
+    try:
+        os.link(name, backup, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.ENOSYS):
+            raise
+        _copy_file(dir_fd, name, backup)
+    fsync_dir(dir_fd)
+
+
+def _copy_file(dir_fd: int, name: str, copy: str) -> None:
+    src = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(src).st_mode):
+            raise rejected("the write target is not a regular file")
+        data = read_all(src, MAX_STATE_FILE_BYTES)
+        mode = stat.S_IMODE(os.fstat(src).st_mode)
+    finally:
+        os.close(src)
+    fd = os.open(copy, NEW_FILE_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, mode)
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------------- journal
@@ -304,6 +377,7 @@ class Entry:
     old_sha256: str | None
     new_sha256: str
     staged: str
+    backup: str | None = None  # the old version's second name; None for a new file (or v1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,6 +394,9 @@ class Journal:
     def publishing(self) -> Journal:
         return dataclasses.replace(self, state=PUBLISHING)
 
+    def rolling_back(self) -> Journal:
+        return dataclasses.replace(self, state=ROLLING_BACK)
+
     def to_json(self) -> dict[str, Any]:
         return {
             "version": JOURNAL_VERSION,
@@ -333,6 +410,7 @@ class Journal:
                     "old_sha256": e.old_sha256,
                     "new_sha256": e.new_sha256,
                     "staged": e.staged,
+                    "backup": e.backup,
                 }
                 for e in self.entries
             ],
@@ -342,9 +420,9 @@ class Journal:
     @classmethod
     def from_json(cls, value: Any) -> Journal:
         """Raises ValueError unless ``value`` is a journal this module wrote."""
-        if not isinstance(value, dict) or value.get("version") != JOURNAL_VERSION:
-            raise ValueError("not a version-1 journal")
-        if value.get("state") not in (STAGING, PUBLISHING):
+        if not isinstance(value, dict) or value.get("version") not in _READABLE_VERSIONS:
+            raise ValueError("not a journal version this module writes")
+        if value.get("state") not in (STAGING, PUBLISHING, ROLLING_BACK):
             raise ValueError("unknown journal state")
         digests = [value.get(k) for k in ("request_digest", "base_revision", "result_revision")]
         if not all(isinstance(d, str) and _DIGEST.fullmatch(d) for d in digests):
@@ -365,7 +443,9 @@ def _list(value: Any) -> list[Any]:
 def _entry(value: Any) -> Entry:
     if not isinstance(value, dict):
         raise ValueError("malformed entry")
-    path, old, new, staged = (value.get(k) for k in ("path", "old_sha256", "new_sha256", "staged"))
+    path, old, new, staged, backup = (
+        value.get(k) for k in ("path", "old_sha256", "new_sha256", "staged", "backup")
+    )
     if not (isinstance(path, str) and _safe_relative(path)):
         raise ValueError("malformed entry path")
     if not (old is None or (isinstance(old, str) and _HEX64.fullmatch(old))):
@@ -376,7 +456,11 @@ def _entry(value: Any) -> Entry:
     # files it could have created
     if not (isinstance(staged, str) and _STAGED.fullmatch(staged)):
         raise ValueError("malformed staged name")
-    return Entry(path, old, new, staged)
+    if not (backup is None or (isinstance(backup, str) and _STAGED.fullmatch(backup))):
+        raise ValueError("malformed backup name")
+    if backup is not None and (old is None or backup == staged):
+        raise ValueError("a backup without an old version")
+    return Entry(path, old, new, staged, backup)
 
 
 def _safe_relative(path: str) -> bool:
@@ -399,19 +483,13 @@ def delete_journal(state_fd: int) -> None:
 
 
 def _read_journal(state_fd: int) -> Journal | None:
-    with contextlib.suppress(FileNotFoundError):
+    """The pending journal, or ``None``. Raises ValueError (not ours) or OSError (unreadable)."""
+    with contextlib.suppress(OSError):
         # a crash while the journal itself was being replaced leaves its temp: the old journal
         # (or none) is still the truth
         os.unlink(JOURNAL_FILE + ".tmp", dir_fd=state_fd)
-    try:
-        value = _read_json(state_fd, JOURNAL_FILE)
-        return None if value is None else Journal.from_json(value)
-    except ValueError:
-        raise rejected(
-            "the bundle has a pending write whose journal cannot be read",
-            "inspect the files named in .bundle-mcp/journal.json, restore them, then delete "
-            "that journal",
-        ) from None
+    value = _read_json(state_fd, JOURNAL_FILE)
+    return None if value is None else Journal.from_json(value)
 
 
 # ---------------------------------------------------------------------------- receipts
@@ -513,6 +591,13 @@ def open_state_dir(root_fd: int, *, create: bool) -> int | None:
         raise os_failure("the bundle's write state folder cannot be opened", exc) from None
 
 
+class LockRefused(BundleError):
+    """The exclusive lock's file cannot be opened for writing (``operation_rejected``)."""
+
+    def __init__(self, message: str, diagnostics: tuple[Diagnostic, ...]) -> None:
+        super().__init__(OPERATION_REJECTED, message, diagnostics)
+
+
 class WriteLock:
     """Hold the bundle's exclusive write lock for the duration of a ``with`` block.
 
@@ -554,7 +639,8 @@ class WriteLock:
                 dir_fd=self._state_fd,
             )
         except OSError as exc:
-            raise os_failure("the bundle's write lock cannot be opened", exc) from None
+            refused = os_failure("the bundle's write lock cannot be opened", exc)
+            raise LockRefused(refused.message, refused.diagnostics) from None
         try:
             self._wait(fd)
         except BaseException:
@@ -648,6 +734,24 @@ def pending(root_fd: int) -> bool:
     return True
 
 
+class RecoveryFailed(BundleError):
+    """A pending apply that could be neither completed nor undone (``operation_rejected``).
+
+    Readers carry on with the files as they are; writers are refused until it is resolved.
+    """
+
+    def __init__(self, message: str, step: str) -> None:
+        super().__init__(OPERATION_REJECTED, message, (recovery_step(step),))
+
+
+_MANUAL_STEP = (
+    "make the bundle folder writable again (disk space, permissions, a read-write mount); the "
+    "next call then finishes or undoes the write by itself. To resolve it by hand, restore each "
+    "file named in .bundle-mcp/journal.json from its '.old' copy beside it, then delete that "
+    "journal"
+)
+
+
 def recover(root_fd: int, token: CancelToken | None = None) -> None:
     """Finish or undo an interrupted apply, so the bundle is exactly its base or its result.
 
@@ -655,9 +759,10 @@ def recover(root_fd: int, token: CancelToken | None = None) -> None:
     waited for, never rolled back under its feet.
 
     Raises:
-        BundleError: ``operation_rejected`` when the pending apply cannot be completed (a
-            read-only bundle, a damaged journal); ``operation_cancelled`` when the wait for a
-            running apply was cancelled or timed out.
+        RecoveryFailed: the pending apply can be neither completed nor undone (a read-only or
+            failing disk, a damaged journal).
+        BundleError: ``operation_cancelled`` when the wait for a running apply was cancelled or
+            timed out; ``operation_rejected`` when the state folder itself cannot be opened.
     """
     if not pending(root_fd):
         return
@@ -665,46 +770,128 @@ def recover(root_fd: int, token: CancelToken | None = None) -> None:
     if state_fd is None:
         return
     try:
-        with WriteLock(state_fd, token):
+        try:
+            lock = WriteLock(state_fd, token)
+            lock.__enter__()
+        except LockRefused:
+            # A state folder that cannot open its lock for writing (a read-only mount, a failing
+            # disk) still has its journal looked at, and reported, under the shared lock.
+            lock = WriteLock(state_fd, token, shared=True)
+            lock.__enter__()
+        try:
             recover_locked(root_fd, state_fd)
+        finally:
+            lock.__exit__()
     finally:
         os.close(state_fd)
 
 
 def recover_locked(root_fd: int, state_fd: int) -> None:
     """:func:`recover` for a caller that already holds the lock."""
-    journal = _read_journal(state_fd)
+    try:
+        journal = _read_journal(state_fd)
+    except (OSError, ValueError):
+        raise RecoveryFailed(
+            "the bundle has a pending write whose journal cannot be read; reads serve the files "
+            "as they are, writes are refused",
+            _MANUAL_STEP,
+        ) from None
     if journal is None:
         return
-    try:
-        with Tree(root_fd) as tree:
-            if journal.state == PUBLISHING:
-                roll_forward(tree, state_fd, journal, verify=True)
-            else:
-                roll_back(tree, state_fd, journal)
-    except OSError as exc:
-        raise os_failure("an interrupted write to the bundle cannot be recovered", exc) from None
+    with Tree(root_fd) as tree:
+        try:
+            finish(tree, state_fd, journal)
+        except (OSError, BundleError) as exc:
+            raise RecoveryFailed(
+                f"an interrupted write to the bundle can be neither completed nor undone "
+                f"({_reason(exc)}); reads serve the files as they are, writes are refused",
+                _MANUAL_STEP,
+            ) from None
+    if _present(state_fd, JOURNAL_FILE):  # the clean-up after a commit could not finish
+        raise RecoveryFailed(
+            "a finished write's journal cannot be removed from .bundle-mcp/ (the disk refuses "
+            "changes); every file is at its new version, writes are refused",
+            _MANUAL_STEP,
+        )
+
+
+def _reason(exc: OSError | BundleError) -> str:
+    if isinstance(exc, BundleError):
+        return exc.message
+    name = errno.errorcode.get(exc.errno or 0, "error")
+    return f"{name}: {os.strerror(exc.errno or 0)}"
+
+
+def finish(
+    tree: Tree, state_fd: int, journal: Journal, hook: StepHook = no_step, *, verify: bool = True
+) -> bool:
+    """Complete or undo ``journal``; True when the apply ended published, False when undone.
+
+    ``verify=False`` only for the apply that staged the files in this process (it knows them).
+
+    ``publishing`` is rolled forward, and when that fails, marked ``rolling_back`` and undone:
+    once an undo has begun it is only ever finished, because a file it already restored would
+    look like one that never needed publishing.
+
+    Raises:
+        OSError, BundleError: neither direction could be completed; the journal stays, in a
+            state from which the next attempt goes on safely.
+    """
+    if journal.state == STAGING:
+        roll_back(tree, state_fd, journal)
+        return False
+    if journal.state == PUBLISHING:
+        try:
+            roll_forward(tree, state_fd, journal, hook, verify=verify)
+        except (OSError, BundleError):
+            journal = journal.rolling_back()
+            write_journal(state_fd, journal)  # if even this fails, "publishing" stays the truth
+        else:
+            return True
+    roll_back(tree, state_fd, journal)
+    return False
 
 
 def roll_back(tree: Tree, state_fd: int, journal: Journal) -> None:
-    """Nothing was published: delete the staged files and created folders, then the journal."""
-    for entry in journal.entries:
-        parent, _ = split_path(entry.path)
+    """Undo an apply: restore published files from their old versions, delete every staged file
+    and old version, the created folders, then the journal.
+
+    Only a target that still holds exactly the bytes this apply published is restored (or, for a
+    file the apply created, removed): a file edited since is never overwritten.
+    """
+    published = journal.state != STAGING
+    for entry in reversed(journal.entries):
+        parent, name = split_path(entry.path)
         dir_fd = tree.directory(parent)
         if dir_fd is None:
             continue
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(entry.staged, dir_fd=dir_fd)
+        if published and _holds(dir_fd, name, entry.new_sha256):
+            if entry.backup is not None and _present(dir_fd, entry.backup):
+                os.replace(entry.backup, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+            elif entry.old_sha256 is None:
+                os.unlink(name, dir_fd=dir_fd)
+            else:
+                raise rejected(f"the old version of {entry.path} is missing; it cannot be undone")
+        for leftover in (entry.staged, entry.backup):
+            if leftover is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(leftover, dir_fd=dir_fd)
         fsync_dir(dir_fd)
     for folder in reversed(journal.created_dirs):
         parent, name = split_path(folder)
         parent_fd = tree.directory(parent)
         if parent_fd is None:
             continue
-        # a folder that meanwhile holds anything else (ENOTEMPTY) is not ours to remove
-        with contextlib.suppress(OSError):
+        try:
             os.rmdir(name, dir_fd=parent_fd)
-            fsync_dir(parent_fd)
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            if exc.errno in (errno.ENOTEMPTY, errno.EEXIST):
+                continue  # a folder that meanwhile holds anything else is not ours to remove
+            raise
+        fsync_dir(parent_fd)
+    tree.forget(journal.created_dirs)
     delete_journal(state_fd)
 
 
@@ -714,18 +901,73 @@ def roll_forward(
     """Publishing had begun: rename every staged file that is still there over its target.
 
     Staged files were fsynced before the journal said ``publishing``, so each one is complete;
-    ``verify`` (recovery) still checks its hash, so a damaged stage is never published.
+    ``verify`` (recovery) still checks its hash, so a damaged stage is never published. Once
+    every rename is done the apply is committed: what follows (old versions deleted, receipt,
+    journal removed) is clean-up that never undoes it, and what of it fails is retried by the
+    next recovery, which finds nothing left to rename.
+
+    Raises:
+        OSError, BundleError: a rename failed (or a stage is damaged): not committed.
     """
     for entry in journal.entries:
         parent, name = split_path(entry.path)
         dir_fd = tree.directory(parent)
-        if dir_fd is not None and _staged_present(dir_fd, entry, verify):
+        if dir_fd is None:
+            raise rejected(f"the folder of {entry.path} vanished during the write")
+        if _staged_present(dir_fd, entry, verify):
             os.replace(entry.staged, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             fsync_dir(dir_fd)
         hook(f"replaced:{entry.path}")
-    _write_receipt(state_fd, journal)
+    _clean_up(tree, state_fd, journal, hook)
+
+
+def _clean_up(tree: Tree, state_fd: int, journal: Journal, hook: StepHook) -> None:
+    """After the commit: best effort, and the journal goes last, only when nothing is left."""
+    left = False
+    for entry in journal.entries:
+        if entry.backup is None:
+            continue
+        dir_fd = tree.directory(split_path(entry.path)[0])
+        try:
+            if dir_fd is not None:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(entry.backup, dir_fd=dir_fd)
+                fsync_dir(dir_fd)
+        except OSError:
+            left = True
+    try:
+        _write_receipt(state_fd, journal)
+    except (OSError, BundleError):
+        pass  # the receipt only short-cuts a replay; without it a retry is a revision conflict
     hook("receipt_written")
-    delete_journal(state_fd)
+    if not left:
+        with contextlib.suppress(OSError):
+            delete_journal(state_fd)
+
+
+def _present(dir_fd: int, name: str) -> bool:
+    try:
+        return stat.S_ISREG(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except FileNotFoundError:
+        return False
+
+
+def _holds(dir_fd: int, name: str, sha256: str) -> bool:
+    """Whether the regular file ``name`` holds exactly the bytes with this hash."""
+    try:
+        fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    except OSError as exc:
+        if exc.errno == errno.ENAMETOOLONG:
+            return False  # a name the file system refuses was never published
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        return sha256_hex(read_all(fd, MAX_STATE_FILE_BYTES)) == sha256
+    finally:
+        os.close(fd)
 
 
 def _staged_present(dir_fd: int, entry: Entry, verify: bool) -> bool:
@@ -742,9 +984,5 @@ def _staged_present(dir_fd: int, entry: Entry, verify: bool) -> bool:
         finally:
             os.close(fd)
         if digest != entry.new_sha256:
-            raise rejected(
-                f"the staged new version of {entry.path} is damaged; the interrupted write "
-                "cannot be completed",
-                "inspect .bundle-mcp/journal.json and the files it names",
-            )
+            raise rejected(f"the staged new version of {entry.path} is damaged")
     return True

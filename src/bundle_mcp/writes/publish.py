@@ -4,17 +4,21 @@
 bundle's exclusive lock it finishes any interrupted apply, replays a durable receipt for an
 identical request, checks the base revision and every target's current hash, then
 
-    journal (staging) → stage each file beside its target → journal (publishing)
-    → rename each stage over its target (sorted by path, root index.md last) → receipt → no journal
+    journal (staging) → stage each file beside its target, and link its old version
+    → journal (publishing) → rename each stage over its target (sorted by path, root index.md
+    last) → delete the old versions → receipt → no journal
 
 with an fsync at every step, so a crash anywhere leaves a journal from which the next look at the
 bundle rolls back (still staging) or forward (publishing): the bundle's revision is always the
-base or the result, never a third.
+base or the result, never a third. A publication that fails in this process (a rename refused
+by the file system) is undone at once from the old versions, so a failed call leaves the bundle
+at its base. Every name is checked against the file system's limits before anything is staged.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import os
 import re
@@ -23,6 +27,7 @@ from dataclasses import dataclass, replace
 
 from ..cancel import CancelToken
 from ..errors import REVISION_CONFLICT, BundleError, recovery_step, resource_limit
+from ..ids import NAME_MAX_BYTES
 from ..loader.capture import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
@@ -168,6 +173,9 @@ def _apply_locked(
                 p.write.old_sha256,
                 p.new_sha256,
                 journal.staged_name(p.write.path, request_digest),
+                None
+                if p.write.old_sha256 is None
+                else journal.backup_name(p.write.path, request_digest),
             )
             for p in changing
         )
@@ -187,7 +195,7 @@ def _publish(
     token: CancelToken,
     hook: StepHook,
 ) -> None:
-    """Journal, stage, mark publishing, rename, receipt: the steps the step hook names."""
+    """Journal, stage, mark publishing, rename, clean up: the steps the step hook names."""
     try:
         journal.write_journal(state_fd, staged)
     except OSError as exc:
@@ -201,16 +209,30 @@ def _publish(
         _abandon(tree, state_fd, staged)
         raise os_failure(_JOURNAL_REFUSED, exc) from None
     hook("publishing")
-    # From here the apply always finishes: no cancellation, and a failure leaves the journal in
-    # "publishing" so that the next access (or the same call again) completes it.
+    # From here no cancellation: the apply is completed, or (a rename refused) undone at once.
     try:
-        journal.roll_forward(tree, state_fd, publishing, hook, verify=False)
-    except OSError as exc:
+        published = journal.finish(tree, state_fd, publishing, hook, verify=False)
+    except (OSError, BundleError) as exc:
+        raise journal.RecoveryFailed(
+            "publishing the write failed and it could not be undone "
+            f"({_reason(exc)}); each file is wholly old or wholly new, reads go on, "
+            "validate_bundle reports the pending write and writes are refused until it is "
+            "resolved",
+            "make the bundle folder writable again; the next call finishes or undoes the write",
+        ) from None
+    if not published:
         raise rejected(
-            "the write was interrupted while publishing; it is completed on the next access",
-            "retry the same call: it completes the pending write and returns its receipt",
-        ) from exc
+            "publishing the write failed (the file system refused a rename); it was undone "
+            "and nothing was changed",
+            "check the bundle folder's permissions and free space, then retry the same call",
+        )
     hook("done")
+
+
+def _reason(exc: OSError | BundleError) -> str:
+    if isinstance(exc, BundleError):
+        return exc.message
+    return f"{errno.errorcode.get(exc.errno or 0, 'error')}: {os.strerror(exc.errno or 0)}"
 
 
 def _stage_all(
@@ -241,7 +263,7 @@ def _stage_all(
 
 
 def _stage(tree: Tree, plan: _Plan, entry: Entry) -> None:
-    parent, _ = journal.split_path(entry.path)
+    parent, name = journal.split_path(entry.path)
     dir_fd = tree.directory(parent, create=True)
     assert dir_fd is not None
     try:
@@ -257,13 +279,15 @@ def _stage(tree: Tree, plan: _Plan, entry: Entry) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+    if entry.backup is not None:
+        journal.keep_old_version(dir_fd, name, entry.backup)
     journal.fsync_dir(dir_fd)
 
 
 def _abandon(tree: Tree, state_fd: int, staged: Journal) -> None:
     """Roll back in-process. If even that fails, the journal stays in "staging" and the next
     access rolls back: either way every file keeps its old version."""
-    with contextlib.suppress(OSError):
+    with contextlib.suppress(OSError, BundleError):
         journal.roll_back(tree, state_fd, staged)
 
 
@@ -307,6 +331,8 @@ def _path_problem(path: str) -> str | None:
     segments = path.split("/")
     if any(not s or s in (".", "..") for s in segments):
         return "the path must be relative, without empty, '.' or '..' segments"
+    if any(len(s.encode("utf-8")) > NAME_MAX_BYTES for s in segments):
+        return f"a file or folder name is longer than {NAME_MAX_BYTES} bytes"
     if any(s.startswith(".") for s in segments):
         return "dot-files and dot-folders are not part of the bundle"
     if not path.endswith(".md"):
