@@ -66,6 +66,14 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         for d in exc.diagnostics:
             print(f"  {d.severity} {d.code}: {d.message}", file=err)
         return EXIT_USAGE
+    except OSError as exc:
+        # The loader turns what a bundle's files do into findings or a BundleError; what is
+        # left is the host refusing this process (out of file descriptors or memory) or a path
+        # the loader missed. Either way the bundle could not be read: exit 2, never the 1 of an
+        # uncaught traceback, which CI would take for "not conformant".
+        reason = os.strerror(exc.errno) if exc.errno else "unknown error"
+        print(f"bundle-mcp validate: the bundle cannot be read ({reason})", file=err)
+        return EXIT_USAGE
     render = {"text": render_text, "json": render_json, "github": render_github,
               "sarif": render_sarif}[args.format]
     out.write(render(report, bundle_arg))

@@ -5,17 +5,25 @@
 every directory and file relative to its parent's handle, again with ``O_NOFOLLOW``, and compares
 identities, so a path swapped for a symlink during the walk is skipped instead of followed out of
 the bundle. Caps are enforced while capturing: the walk stops at the first breach.
+
+Every refusal of the operating system is a finding, never a crash. An entry that vanished or was
+replaced while the walk looked at it is ``path_changed``; one that is there but cannot be
+examined, opened, listed or read (EACCES, EPERM, EIO, ...) is ``unreadable_entry``, an ERROR for
+a Markdown file or a folder (a concept the bundle holds cannot be served) and a WARN for anything
+else. Only the root itself is different: a root that cannot be listed is a bad ``bundle_path``.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NoReturn
 
 from ..cancel import CancelToken
-from ..errors import WARN, Diagnostic, invalid_request, resource_limit
+from ..errors import ERROR, WARN, Diagnostic, invalid_request, resource_limit
 from .ignore import IgnoreRules
 
 MAX_FILES = 10_000
@@ -24,9 +32,20 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_PATH_BYTES = 4096
 MAX_IGNORE_FILE_BYTES = 1024 * 1024
+# Skipped entries are findings of validate_bundle, whose contract allows 100,000 diagnostics in
+# all; a tree with more skipped entries than this (a mount of /proc, a forest of symlinks) is
+# not a bundle anyone means to serve.
+MAX_SKIPPED = 10_000
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_READ_CHUNK = 1 << 20
+
+# The entry is gone or is no longer what was checked (O_NOFOLLOW meeting a symlink is ELOOP).
+_CHANGED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
+# These say nothing about the bundle, only about this process: recording them as a finding would
+# keep a false ERROR in a cached snapshot until something in the bundle changes. They propagate.
+_HOST_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,9 +141,15 @@ def pin_root(bundle_path: str) -> int:
                     "bundle_path cannot be opened",
                     _field_diag("the bundle folder cannot be opened"),
                 ) from None
-            opened = os.fstat(child)
             os.close(fd)
             fd = child
+            try:
+                opened = os.fstat(fd)
+            except OSError:
+                raise invalid_request(
+                    "bundle_path cannot be opened",
+                    _field_diag("the bundle folder cannot be examined"),
+                ) from None
             if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
                 raise invalid_request(
                     "bundle_path changed while it was being checked",
@@ -148,6 +173,10 @@ def capture(
     """Walk the pinned tree and read every ``.md`` file, enforcing the caps as it goes.
 
     A file whose StatKey equals ``known[path]`` is not read again (``data is None``).
+
+    Raises:
+        BundleError: ``invalid_request`` when the root cannot be listed or its ``.okfignore``
+            cannot be read, ``resource_limit`` for a cap.
     """
     known = known or {}
     rules = _read_ignore_rules(root_fd)
@@ -157,11 +186,17 @@ def capture(
     skipped: list[Diagnostic] = []
     total = 0
 
-    def walk(dir_fd: int, prefix: str, depth: int) -> None:
+    def skip(finding: Diagnostic) -> None:
+        skipped.append(finding)
+        if len(skipped) > MAX_SKIPPED:
+            raise resource_limit(
+                f"more than {MAX_SKIPPED} entries of the bundle are skipped (symlinks, special "
+                "or unreadable entries)",
+                "exclude the folders that hold them in .okfignore",
+            )
+
+    def walk(dir_fd: int, entries: list[os.DirEntry[str]], prefix: str, depth: int) -> None:
         nonlocal total
-        token.check()
-        with os.scandir(dir_fd) as it:
-            entries = sorted(it, key=lambda e: e.name)
         for n, entry in enumerate(entries):
             if n % 256 == 255:  # often enough to stop promptly, rarely enough to cost nothing
                 token.check()
@@ -170,7 +205,7 @@ def capture(
                 continue
             path = prefix + _display_name(name)
             if _has_surrogates(name):
-                skipped.append(_skip("invalid_path_encoding", path, "file name is not valid UTF-8"))
+                skip(_skip("invalid_path_encoding", path, "file name is not valid UTF-8"))
                 continue
             if len(path.encode("utf-8")) > MAX_PATH_BYTES:
                 raise resource_limit(
@@ -179,13 +214,15 @@ def capture(
                 )
             try:
                 st = entry.stat(follow_symlinks=False)
-            except OSError:
-                skipped.append(_skip("unreadable_entry", path, "entry vanished or cannot be read"))
+            except OSError as exc:
+                failure = _EntryFailure.of(exc)
+                folder = _maybe_folder(entry)
+                if not rules.ignored(path, is_dir=folder):
+                    kind = "folder" if folder else "Markdown file" if name.endswith(".md") else None
+                    skip(failure.finding(path, kind, "cannot be examined"))
                 continue
             if stat.S_ISLNK(st.st_mode):
-                skipped.append(
-                    _skip("symlink_skipped", path, "symlinks are never followed; entry skipped")
-                )
+                skip(_skip("symlink_skipped", path, "symlinks are never followed; entry skipped"))
                 continue
             if stat.S_ISDIR(st.st_mode):
                 if rules.ignored(path, is_dir=True):
@@ -195,23 +232,30 @@ def capture(
                         f"folder nesting is deeper than {MAX_DEPTH} levels at {path}",
                         "flatten the folder tree or exclude the deep part in .okfignore",
                     )
-                child = _open_checked(name, dir_fd, st, _DIR_FLAGS)
-                if child is None:
-                    skipped.append(_skip("path_changed", path, "folder changed during capture"))
+                try:
+                    child = _open_checked(name, dir_fd, st, _DIR_FLAGS)
+                except _EntryFailure as failure:
+                    skip(failure.finding(path, "folder", "cannot be opened"))
                     continue
                 try:
+                    try:
+                        listing = _list_folder(child)
+                    except OSError as exc:
+                        skip(_EntryFailure.of(exc).finding(path, "folder", "cannot be listed"))
+                        continue
                     directories.add(path)
-                    walk(child, path + "/", depth + 1)
+                    token.check()
+                    walk(child, listing, path + "/", depth + 1)
                 finally:
                     os.close(child)
                 continue
             if not stat.S_ISREG(st.st_mode):
-                skipped.append(_skip("special_file_skipped", path, "not a regular file; skipped"))
+                skip(_skip("special_file_skipped", path, "not a regular file; skipped"))
                 continue
             if rules.ignored(path, is_dir=False):
                 continue
             if not name.endswith(".md"):
-                assets.add(path)
+                assets.add(path)  # inert: never opened, so its permissions are not checked
                 continue
             if len(files) >= max_files:
                 raise resource_limit(
@@ -230,15 +274,25 @@ def capture(
                 check_total(total, max_total_bytes)
                 files.append(CapturedFile(path, key, None))
                 continue
-            data, key = _read_file(name, dir_fd, st, max_file_bytes, path)
-            if data is None:
-                skipped.append(_skip("path_changed", path, "file changed during capture"))
+            try:
+                data, key = _read_file(name, dir_fd, st, max_file_bytes, path)
+            except _EntryFailure as failure:
+                skip(failure.finding(path, "Markdown file", "cannot be read"))
                 continue
             total += len(data)
             check_total(total, max_total_bytes)
             files.append(CapturedFile(path, key, data))
 
-    walk(root_fd, "", 0)
+    token.check()
+    try:
+        root_listing = _list_folder(root_fd)
+    except OSError as exc:
+        _raise_if_host(exc)
+        raise invalid_request(
+            "bundle_path cannot be read: its folder cannot be listed",
+            _field_diag(f"the bundle folder cannot be listed ({_reason(exc)})"),
+        ) from None
+    walk(root_fd, root_listing, "", 0)
     files.sort(key=lambda f: f.path)
     return Capture(tuple(files), frozenset(assets), frozenset(directories), tuple(skipped))
 
@@ -256,7 +310,8 @@ def read_relative(root_fd: int, path: str) -> tuple[bytes, StatKey] | None:
 
     Each folder on the way is opened with ``O_NOFOLLOW`` relative to the one before, and the
     file must still be a regular file within the per-file cap. ``None`` when anything on the
-    way is missing or is not what a capture would have read.
+    way is missing, unreadable, or is not what a capture would have read: the caller then
+    walks the whole tree, which reports why.
     """
     *folders, name = path.split("/")
     fd = os.dup(root_fd)
@@ -268,8 +323,9 @@ def read_relative(root_fd: int, path: str) -> tuple[bytes, StatKey] | None:
                 return None
             if not stat.S_ISDIR(checked.st_mode):
                 return None
-            child = _open_checked(folder, fd, checked, _DIR_FLAGS)
-            if child is None:
+            try:
+                child = _open_checked(folder, fd, checked, _DIR_FLAGS)
+            except _EntryFailure:
                 return None
             os.close(fd)
             fd = child
@@ -279,66 +335,168 @@ def read_relative(root_fd: int, path: str) -> tuple[bytes, StatKey] | None:
             return None
         if not stat.S_ISREG(checked.st_mode) or checked.st_size > MAX_FILE_BYTES:
             return None
-        data, key = _read_file(name, fd, checked, MAX_FILE_BYTES, path)
-        return None if data is None else (data, key)
+        try:
+            return _read_file(name, fd, checked, MAX_FILE_BYTES, path)
+        except _EntryFailure:
+            return None
     finally:
         os.close(fd)
 
 
-def _open_checked(name: str, dir_fd: int, checked: os.stat_result, flags: int) -> int | None:
+class _EntryFailure(Exception):
+    """Why one entry was not captured: it changed during the walk, or the OS would not give it."""
+
+    def __init__(self, changed: bool, reason: str) -> None:
+        super().__init__(reason)
+        self.changed = changed
+        self.reason = reason
+
+    @classmethod
+    def of(cls, exc: OSError) -> _EntryFailure:
+        _raise_if_host(exc)
+        return cls(exc.errno in _CHANGED_ERRNOS, _reason(exc))
+
+    def finding(self, path: str, kind: str | None, failed: str) -> Diagnostic:
+        """The skip finding; ``kind`` is ``None`` for an entry that cannot hold a concept."""
+        what = kind or "entry"
+        if self.changed:
+            return _skip("path_changed", path, f"{what} changed during capture ({self.reason})")
+        if kind is None:
+            return _skip("unreadable_entry", path, f"{what} {failed} ({self.reason}); skipped")
+        return Diagnostic(
+            code="unreadable_entry",
+            severity=ERROR,
+            file=path,
+            message=f"{what} {failed} ({self.reason}); the bundle cannot be served whole",
+        )
+
+
+def _raise_if_host(exc: OSError) -> None:
+    if exc.errno in _HOST_ERRNOS:
+        raise exc
+
+
+def _reason(exc: OSError) -> str:
+    # strerror only: the exception's own text may carry a host path.
+    return os.strerror(exc.errno) if exc.errno else "unknown error"
+
+
+def _maybe_folder(entry: os.DirEntry[str]) -> bool:
+    """Whether an entry that cannot be examined may be a folder (then it may hold concepts)."""
+    try:
+        # Answered from the listing's d_type without a system call where the filesystem has one.
+        return entry.is_dir(follow_symlinks=False)
+    except OSError:
+        return True  # unknown kind: assume the worst
+
+
+def _list_folder(dir_fd: int) -> list[os.DirEntry[str]]:
+    """Every entry of an open folder, sorted by name; all or nothing (raises ``OSError``)."""
+    with os.scandir(dir_fd) as it:
+        return sorted(it, key=lambda e: e.name)
+
+
+def _open_checked(name: str, dir_fd: int, checked: os.stat_result, flags: int) -> int:
+    """Open ``name`` and make sure it is still the entry that was checked.
+
+    Raises:
+        _EntryFailure: the open was refused, or the entry was replaced since it was checked.
+    """
     try:
         fd = os.open(name, flags, dir_fd=dir_fd)
-    except OSError:
-        return None
-    opened = os.fstat(fd)
+    except OSError as exc:
+        raise _EntryFailure.of(exc) from None
+    try:
+        opened = os.fstat(fd)
+    except OSError as exc:
+        os.close(fd)
+        raise _EntryFailure.of(exc) from None
     if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
         os.close(fd)
-        return None
+        raise _EntryFailure(True, "replaced by another entry")
     return fd
 
 
 def _read_file(
     name: str, dir_fd: int, checked: os.stat_result, limit: int, path: str
-) -> tuple[bytes | None, StatKey]:
+) -> tuple[bytes, StatKey]:
+    """The file's bytes and the StatKey of what was read.
+
+    Raises:
+        _EntryFailure: it cannot be opened or read, or it changed since it was checked.
+        BundleError: ``resource_limit`` when more than ``limit`` bytes come out of it.
+    """
     fd = _open_checked(name, dir_fd, checked, _FILE_FLAGS)
-    if fd is None:
-        return None, StatKey.of(checked)
     try:
-        opened = os.fstat(fd)
+        try:
+            opened = os.fstat(fd)
+        except OSError as exc:
+            raise _EntryFailure.of(exc) from None
         if not stat.S_ISREG(opened.st_mode):
-            return None, StatKey.of(checked)
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            size += len(chunk)
-            if size > limit:
-                raise resource_limit(
-                    f"{path} is larger than {limit} bytes",
-                    "split the file or exclude it in .okfignore",
-                )
-            chunks.append(chunk)
-        return b"".join(chunks), StatKey.of(opened)
+            raise _EntryFailure(True, "no longer a regular file")
+        try:
+            data = _read_capped(fd, limit)
+        except OSError as exc:
+            raise _EntryFailure.of(exc) from None
+        if len(data) > limit:
+            raise resource_limit(
+                f"{path} is larger than {limit} bytes",
+                "split the file or exclude it in .okfignore",
+            )
+        return data, StatKey.of(opened)
     finally:
         os.close(fd)
 
 
+def _read_capped(fd: int, limit: int) -> bytes:
+    """Read to the end, or stop as soon as more than ``limit`` bytes came.
+
+    The count is of the bytes read, not ``st_size``: some files (procfs, FUSE) report 0 and
+    still have content, and a file may grow while it is read.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = os.read(fd, min(_READ_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        size += len(chunk)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def _read_ignore_rules(root_fd: int) -> IgnoreRules:
+    """The root ``.okfignore``; none when it is absent, a symlink or not a regular file.
+
+    Raises:
+        BundleError: ``invalid_request`` when it is there but cannot be read: walking without
+            its rules would serve what the bundle's author excluded.
+    """
     try:
         fd = os.open(".okfignore", _FILE_FLAGS, dir_fd=root_fd)
-    except OSError:
-        return IgnoreRules(())
+    except OSError as exc:
+        if exc.errno in _CHANGED_ERRNOS:  # absent, or a symlink (never followed)
+            return IgnoreRules(())
+        _unreadable_ignore_file(exc)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return IgnoreRules(())
-        data = os.read(fd, MAX_IGNORE_FILE_BYTES + 1)
+        data = _read_capped(fd, MAX_IGNORE_FILE_BYTES)
+    except OSError as exc:
+        _unreadable_ignore_file(exc)
     finally:
         os.close(fd)
     if len(data) > MAX_IGNORE_FILE_BYTES:
         raise resource_limit(".okfignore is larger than 1 MiB", "shorten .okfignore")
     return IgnoreRules.parse(data.decode("utf-8", errors="replace"))
+
+
+def _unreadable_ignore_file(exc: OSError) -> NoReturn:
+    _raise_if_host(exc)
+    raise invalid_request(
+        "bundle_path cannot be read: its .okfignore cannot be read",
+        _field_diag(f".okfignore cannot be read ({_reason(exc)})"),
+    ) from None
 
 
 def _has_surrogates(name: str) -> bool:
