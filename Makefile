@@ -8,7 +8,13 @@ HTTP ?= 127.0.0.1:8765
 # Extras installed into .venv; CI adds "semantic" (embedding search, ~1 GB with torch).
 EXTRAS ?= dev
 
-.PHONY: install run test lint bench update-goldens clean
+# The real TypeScript MCP SDK client that tests/test_ts_client.py drives (pinned in
+# tests/ts/package-lock.json). Without npm, or offline, this step only says so and that test
+# skips with the reason, so `make test` works on a machine without node.
+TS_DIR := tests/ts
+TS_STAMP := $(TS_DIR)/node_modules/.package-lock.json
+
+.PHONY: install ts-deps run test lint bench update-goldens clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,12 +26,22 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+$(TS_STAMP): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	@if command -v npm >/dev/null 2>&1; then \
+		(cd $(TS_DIR) && npm ci --no-audit --no-fund --fetch-timeout=20000 --fetch-retries=1) \
+		|| echo "npm ci in $(TS_DIR) failed; tests/test_ts_client.py will retry or skip"; \
+	else \
+		echo "npm not found: tests/test_ts_client.py will be skipped"; \
+	fi
+
+ts-deps: $(TS_STAMP)
+
 # Serves the example bundle over streamable HTTP and prints the client configuration.
 run: $(STAMP)
 	$(BIN)/bundle-mcp validate $(BUNDLE)
 	$(BIN)/bundle-mcp serve $(BUNDLE) --http $(HTTP)
 
-test: $(STAMP)
+test: $(STAMP) ts-deps
 	$(BIN)/python -m pytest -q
 
 lint: $(STAMP)
@@ -39,4 +55,4 @@ update-goldens: $(STAMP)
 	$(BIN)/python -m tests.golden_runner --update
 
 clean:
-	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache
+	rm -rf $(VENV) build dist src/*.egg-info .pytest_cache $(TS_DIR)/node_modules

@@ -173,13 +173,39 @@ def test_patterns_compile(path: Path) -> None:
             re.compile(node["pattern"])
 
 
+HINT = "x-hint"  # our annotation: the longer wording of an invalid_input diagnostic
+
+
+def without_hints(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: without_hints(v) for k, v in node.items() if k != HINT}
+    if isinstance(node, list):
+        return [without_hints(v) for v in node]
+    return node
+
+
 @pytest.mark.parametrize("path", FILES, ids=FILE_IDS)
 def test_shared_definitions_equal_common(path: Path) -> None:
+    """Copies equal common; an output or error contract leaves out x-hint, which only inputs use."""
     common = load("common.schema.json")["$defs"]
     defs = json.loads(path.read_text(encoding="utf-8")).get("$defs", {})
+    is_input = path.name.endswith((".input.schema.json", "common.schema.json"))
     for name, value in defs.items():
         if name in common:
-            assert value == common[name], f"{path.name}: $defs/{name} differs from common"
+            expected = common[name] if is_input else without_hints(common[name])
+            assert value == expected, f"{path.name}: $defs/{name} differs from common"
+
+
+@pytest.mark.parametrize("path", FILES, ids=FILE_IDS)
+def test_hints_and_folds_are_input_annotations(path: Path) -> None:
+    """x-hint and x-fold shape what the server says and advertises about arguments only."""
+    text = path.read_text(encoding="utf-8")
+    if not path.name.endswith(".input.schema.json") and path.name != "common.schema.json":
+        assert f'"{HINT}"' not in text and '"x-fold"' not in text, path.name
+    schema = json.loads(text)
+    for pointer, node in subschema_pointers(schema):
+        if HINT in node:
+            assert isinstance(node[HINT], str), (path.name, pointer)
 
 
 @pytest.mark.parametrize("path", FILES, ids=FILE_IDS)

@@ -78,9 +78,15 @@ def test_tools_are_sorted_and_write_tools_hidden_when_read_only(fake_tools: Fake
 
 def test_tool_specs_carry_the_contracts(fake_tools: FakeTools) -> None:
     spec = next(s for s in fake_tools.dispatcher().tools() if s.name == "echo")
-    assert spec.input_schema == fake_tools.contracts.input_schema("echo")
-    assert spec.output_schema == fake_tools.contracts.output_schema("echo")
+    # The input contract as advertised: without its header (test_tool_surface.py).
+    assert spec.input_schema == fake_tools.contracts.advertised_input_schema("echo")
+    contract = fake_tools.contracts.input_schema("echo")
+    assert spec.input_schema["properties"] == contract["properties"]
+    # The output contract OR the error envelope, so a failed call's structuredContent is valid.
+    assert spec.output_schema == fake_tools.contracts.advertised_output_schema("echo")
+    assert spec.output_schema["anyOf"][0]["required"] == ["word", "concepts", "revision"]
     assert spec.read_only is True
+    assert spec.title == "Echo"  # derived from the name when a module has no TITLE
 
 
 def test_unknown_tool_raises_instead_of_returning_an_envelope(fake_tools: FakeTools) -> None:

@@ -22,7 +22,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from bundle_mcp import __version__
-from bundle_mcp.contracts import ContractSet
+from bundle_mcp.contracts import ContractSet, advertised_input_schema, advertised_output_schema
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.server import INSTRUCTIONS, _allowed_hosts, build_server
 from bundle_mcp.tools import load_tools
@@ -40,10 +40,11 @@ READ_ANNOTATIONS = {
     "idempotent_hint": True,
     "open_world_hint": False,
 }
+# Writes replay an identical request from its receipt: idempotent, and still destructive.
 WRITE_ANNOTATIONS = {
     "read_only_hint": False,
     "destructive_hint": True,
-    "idempotent_hint": False,
+    "idempotent_hint": True,
     "open_world_hint": False,
 }
 
@@ -120,11 +121,13 @@ async def test_tools_list_is_sorted_with_annotations_and_verbatim_schemas(
     names = [t.name for t in listed]
     assert names == sorted(fake_tools.modules)
     for tool in listed:
-        assert tool.input_schema == fake_tools.contracts.input_schema(tool.name)
-        assert tool.output_schema == fake_tools.contracts.output_schema(tool.name)
+        assert tool.input_schema == fake_tools.contracts.advertised_input_schema(tool.name)
+        assert tool.output_schema == fake_tools.contracts.advertised_output_schema(tool.name)
         assert tool.annotations is not None
         expected = WRITE_ANNOTATIONS if tool.name == "write_thing" else READ_ANNOTATIONS
-        assert tool.annotations.model_dump(exclude_none=True) == expected
+        title = tool.name.replace("_", " ").capitalize()
+        assert tool.title == title
+        assert tool.annotations.model_dump(exclude_none=True) == {"title": title, **expected}
         assert tool.description == f"Fake tool {tool.name} for tests."
 
 
@@ -188,11 +191,18 @@ async def test_real_tools_advertise_their_contract_files(real_client: Client) ->
     listed = (await real_client.list_tools()).tools
     assert [t.name for t in listed] == sorted(REAL_TOOLS)
     for tool in listed:
-        assert tool.input_schema == contract(f"{tool.name}.input.schema.json")
-        assert tool.output_schema == contract(f"{tool.name}.output.schema.json")
+        # The input contract without header, hints and folds (test_tool_surface.py).
+        assert tool.input_schema == advertised_input_schema(
+            contract(f"{tool.name}.input.schema.json")
+        )
+        assert tool.title == REAL_TOOLS[tool.name].TITLE
+        # The output contract OR the envelope, both from their files (test_advertised_schemas.py).
+        assert tool.output_schema == advertised_output_schema(
+            contract(f"{tool.name}.output.schema.json"), contract("error.schema.json")
+        )
         assert tool.annotations is not None
         expected = READ_ANNOTATIONS if REAL_TOOLS[tool.name].READ_ONLY else WRITE_ANNOTATIONS
-        assert tool.annotations.model_dump(exclude_none=True) == expected
+        assert tool.annotations.model_dump(exclude_none=True) == {"title": tool.title, **expected}
 
 
 async def test_list_concepts_over_mcp(real_client: Client, simple_bundle: str) -> None:

@@ -79,11 +79,13 @@ def test_query_terms_keep_combining_marks_inside_words() -> None:
     assert tokens("naïve cafe\u0301 x_y") == ["naïve", "café", "x", "y"]
 
 
-@pytest.mark.parametrize("query", ["!!!", "-- ** --", "\u0301"])
-def test_query_without_letter_or_number_is_invalid(query: str) -> None:
-    with pytest.raises(BundleError) as info:
-        query_terms(query)
-    assert info.value.code == "invalid_request"
+@pytest.mark.parametrize("query", ["!!!", "-- ** --", ">", "\u00b6"])
+def test_query_without_words_has_no_terms(query: str) -> None:
+    assert query_terms(query) == []
+
+
+def test_a_mark_only_word_is_a_term() -> None:
+    assert query_terms("\u0301") == ["\u0301"]
 
 
 def test_more_than_32_terms_is_a_resource_limit() -> None:

@@ -19,6 +19,7 @@ from . import __version__
 from .dispatch import Dispatcher, ServeConfig, UnknownTool
 from .errors import BundleError
 from .loader.capture import pin_root
+from .tools import TOOLSETS
 
 __all__ = ["main"]
 
@@ -70,7 +71,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--token",
         default=os.environ.get(TOKEN_ENV),
-        help=f"require 'Authorization: Bearer TOKEN' over HTTP (default: ${TOKEN_ENV})",
+        help=f"require 'Authorization: Bearer TOKEN' over HTTP (default: ${TOKEN_ENV}); "
+        "use printable ASCII without spaces: clients encode other characters differently",
     )
     serve.add_argument(
         "--allow-any-bundle",
@@ -82,7 +84,18 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="serve the parseable concepts when some files cannot be parsed",
     )
-    serve.add_argument("--read-only", action="store_true", help="hide the write tools")
+    serve.add_argument(
+        "--tools",
+        metavar="SET[,SET...]",
+        help="serve only these toolsets (default: all): "
+        + "; ".join(f"{name}: {what}" for name, what in TOOLSETS.items()),
+    )
+    serve.add_argument(
+        "--read-only",
+        action="store_true",
+        help="leave out the tools that change the bundle (write_concept, apply_*) from the "
+        "selected toolsets; previews stay, they write nothing",
+    )
     serve.set_defaults(handler=_serve)
 
     call = commands.add_parser("call", help="run one tool and print its structured result")
@@ -116,6 +129,7 @@ def _serve(args: argparse.Namespace) -> int:
         allow_any_bundle=args.allow_any_bundle,
         skip_unparseable=args.skip_unparseable,
         read_only=args.read_only,
+        toolsets=_toolsets(args.tools),
     )
     from .semantic import SemanticIndex
 
@@ -134,6 +148,18 @@ def _serve(args: argparse.Namespace) -> int:
         return EXIT_OK
     finally:
         semantic.close()
+
+
+def _toolsets(value: str | None) -> frozenset[str] | None:
+    """``--tools read,walk`` → ``{"read", "walk"}``; ``None`` (the option absent) means all."""
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",")]
+    unknown = [name for name in names if name not in TOOLSETS]
+    if unknown:
+        shown = ", ".join(repr(name) for name in unknown)
+        raise UsageError(f"--tools: unknown toolset {shown}; choose from {', '.join(TOOLSETS)}")
+    return frozenset(names)
 
 
 def _bundle_argument(value: str) -> str:
@@ -182,6 +208,8 @@ def _print_client_config(config: ServeConfig, host: str, port: int, has_token: b
         )
         if on
     ]
+    if config.toolsets is not None:
+        flags += ["--tools", ",".join(name for name in TOOLSETS if name in config.toolsets)]
     stdio_entry = {"command": _own_command(), "args": ["serve", *config.bundles, *flags]}
     print(f"bundle-mcp {__version__}: streamable HTTP on {url}", file=sys.stderr)
     for label, entry in (("stdio", stdio_entry), ("HTTP", http_entry)):

@@ -1,9 +1,13 @@
 """The wire contracts: every ``contracts/*.json`` loaded once, validated with our own messages.
 
-The same parsed files are advertised as MCP ``inputSchema``/``outputSchema`` and used to check
-requests and results, so what a client is told and what the server enforces cannot drift.
-Validation goes through the small :class:`SchemaValidator` protocol; the jsonschema adapter here
-is the reference implementation, and a faster library can be swapped in through
+The same parsed files are advertised over MCP and used to check requests and results, so what
+a client is told and what the server enforces cannot drift: ``inputSchema`` is
+:func:`advertised_input_schema`, the input contract trimmed for a model's budget (never stricter
+than the file), and ``outputSchema`` is :func:`advertised_output_schema`, the output contract
+OR the error envelope, so that a failed call's ``structuredContent`` is valid too (clients that
+check it on errors, like the TypeScript SDK, would otherwise drop the message). Validation goes
+through the small :class:`SchemaValidator` protocol; the jsonschema adapter here is the
+reference implementation, and a faster library can be swapped in through
 ``ContractSet(validator_factory=...)`` without touching how violations become diagnostics.
 """
 
@@ -42,6 +46,8 @@ from .errors import (
 
 __all__ = [
     "ContractSet",
+    "advertised_input_schema",
+    "advertised_output_schema",
     "SchemaValidator",
     "Violation",
     "contracts_dir",
@@ -208,6 +214,16 @@ class ContractSet:
     def output_schema(self, tool: str) -> dict[str, Any]:
         return copy.deepcopy(dict(self._document(tool + OUTPUT_SUFFIX)))
 
+    def advertised_input_schema(self, tool: str) -> dict[str, Any]:
+        """What ``tools/list`` sends as ``inputSchema``: the input contract, trimmed for a model."""
+        return advertised_input_schema(self._document(tool + INPUT_SUFFIX))
+
+    def advertised_output_schema(self, tool: str) -> dict[str, Any]:
+        """What ``tools/list`` sends as ``outputSchema``: the output contract OR the envelope."""
+        return advertised_output_schema(
+            self._document(tool + OUTPUT_SUFFIX), self._document(ERROR_SCHEMA)
+        )
+
     # -- checks
 
     def check_input(self, tool: str, args: Any) -> None:
@@ -297,6 +313,233 @@ class ContractSet:
 
 
 # --------------------------------------------------------------------------------------------
+# The advertised input schema
+
+# Two annotations of our own in the input contracts; validators ignore them (2020-12 treats
+# unknown keywords as annotations) and neither is ever advertised.
+# - x-hint: the sentence an invalid_input diagnostic adds about a value (instead of its shorter
+#   description), so a long explanation reaches a model only when it got the value wrong.
+# - x-fold: this subschema is advertised looser, for the size of tools/list: true keeps only its
+#   type and description; a list of applicator keywords drops those. Folding only relaxes (the
+#   advertised schema accepts all the contract accepts), and the server checks the whole file.
+HINT_KEY = "x-hint"
+FOLD_KEY = "x-fold"
+_FOLDABLE = frozenset({"allOf", "anyOf", "oneOf", "not", "if", "then", "else"})
+# The file's header: the Tool's own name, title and description say what it names, and MCP
+# (2025-11-25) reads a tool schema without "$schema" as 2020-12, the dialect of every contract.
+_INPUT_HEADER = ("$schema", "$id", "title", "description")
+_SCHEMA_MAPS = frozenset({"properties", "patternProperties", "$defs", "dependentSchemas"})
+_SCHEMA_LISTS = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_VALUE_KEYWORDS = frozenset({"enum", "const", "default", "examples"})
+_UNEVALUATED = frozenset({"unevaluatedProperties", "unevaluatedItems"})
+
+
+def advertised_input_schema(contract: Mapping[str, Any]) -> dict[str, Any]:
+    """The input contract without its header, ``x-hint`` and folded parts, and unused ``$defs``.
+
+    Every other keyword is the file's, so what a client validates against is the contract or,
+    where a part is folded, a relaxation of it: never stricter than what the server enforces.
+
+    Raises:
+        ValueError: for an ``x-fold`` that would not be a relaxation (a keyword outside the
+            applicators, or ``unevaluated*`` in the same document).
+    """
+    seen: set[str] = set()
+    trimmed = _trim(contract, seen)
+    if FOLD_KEY in seen and seen & _UNEVALUATED:
+        # Dropping a subschema changes what counts as evaluated: no longer only a relaxation.
+        raise ValueError("x-fold cannot be used next to unevaluated* keywords")
+    for key in _INPUT_HEADER:
+        trimmed.pop(key, None)
+    defs = trimmed.pop("$defs", None)
+    if defs:
+        used = _used_definitions(trimmed, defs)
+        defs = {name: defs[name] for name in defs if name in used}
+        trimmed = _inline_single_uses(trimmed, defs)
+        if defs:
+            trimmed["$defs"] = defs
+    return trimmed
+
+
+def _trim(node: Any, seen: set[str]) -> Any:
+    if not isinstance(node, Mapping):
+        return copy.deepcopy(node)  # a boolean schema
+    seen.update(key for key in (FOLD_KEY, *_UNEVALUATED) if key in node)
+    fold = node.get(FOLD_KEY)
+    if fold is True:  # its type (if it says one) is implied by the whole: still a relaxation
+        return {key: copy.deepcopy(node[key]) for key in ("type", "description") if key in node}
+    dropped = set(fold) if isinstance(fold, list) else set()
+    if fold is not None and (not isinstance(fold, list) or not dropped <= _FOLDABLE):
+        raise ValueError(f"x-fold must be true or a list of {sorted(_FOLDABLE)}")
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in (HINT_KEY, FOLD_KEY) or key in dropped:
+            continue
+        if key in _VALUE_KEYWORDS:
+            out[key] = copy.deepcopy(value)
+        elif key in _SCHEMA_MAPS and isinstance(value, Mapping):
+            out[key] = {name: _trim(schema, seen) for name, schema in value.items()}
+        elif key in _SCHEMA_LISTS and isinstance(value, list):
+            out[key] = [_trim(schema, seen) for schema in value]
+        elif isinstance(value, Mapping):  # items, not, if/then/else, propertyNames, ...
+            out[key] = _trim(value, seen)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def _used_definitions(root: Mapping[str, Any], defs: Mapping[str, Any]) -> set[str]:
+    """The ``$defs`` reachable from the root through local refs (folding may orphan some)."""
+    used: set[str] = set()
+    pending = [root]
+    while pending:
+        for ref in _local_refs(pending.pop()):
+            name = ref.removeprefix("#/$defs/")
+            if name != ref and name in defs and name not in used:
+                used.add(name)
+                pending.append(defs[name])
+    return used
+
+
+def _inline_single_uses(root: dict[str, Any], defs: dict[str, Any]) -> dict[str, Any]:
+    """Write each definition used once where it is used: the same schema in fewer bytes.
+
+    Only a use that is ``{"$ref": ...}`` alone or with a ``description`` (which then wins) is
+    replaced; the definitions hold no ``$id`` or anchors, so their refs mean the same anywhere.
+    Edits ``defs`` in place (inlined names are removed) and returns the new root.
+    """
+    inlined = True
+    while inlined:
+        inlined = False
+        uses: dict[str, int] = {}
+        for node in (root, *defs.values()):
+            for ref in _local_refs(node):
+                name = ref.removeprefix("#/$defs/")
+                uses[name] = uses.get(name, 0) + 1
+        for name, schema in list(defs.items()):
+            if uses.get(name) != 1 or f"#/$defs/{name}" in set(_local_refs(schema)):
+                continue
+            root, inlined = _replace_ref(root, name, schema)
+            for other in [n for n in defs if n != name and not inlined]:
+                defs[other], inlined = _replace_ref(defs[other], name, schema)
+            if inlined:
+                del defs[name]
+                break  # counts changed: count again
+    return root
+
+
+def _replace_ref(node: Any, name: str, schema: Any) -> tuple[Any, bool]:
+    """``node`` with its inlinable ``{"$ref": "#/$defs/<name>"}`` written out, and whether."""
+    if isinstance(node, list):
+        items, done = [], False
+        for item in node:
+            if not done:
+                item, done = _replace_ref(item, name, schema)
+            items.append(item)
+        return items, done
+    if not isinstance(node, dict):
+        return node, False
+    if node.get("$ref") == f"#/$defs/{name}" and set(node) <= {"$ref", "description"}:
+        written = copy.deepcopy(schema)
+        if "description" in node:
+            written["description"] = node["description"]
+        return written, True
+    out: dict[str, Any] = {}
+    done = False
+    for key, value in node.items():
+        if not done and key not in _VALUE_KEYWORDS:
+            value, done = _replace_ref(value, name, schema)
+        out[key] = value
+    return out, done
+
+
+def _local_refs(node: Any) -> Iterator[str]:
+    if isinstance(node, Mapping):
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            yield ref
+        for key, value in node.items():
+            if key not in _VALUE_KEYWORDS:
+                yield from _local_refs(value)
+    elif isinstance(node, list):
+        for item in node:
+            yield from _local_refs(item)
+
+
+# --------------------------------------------------------------------------------------------
+# The advertised output schema
+
+# The envelope's own definitions are renamed with this prefix in the advertised document, so they
+# cannot collide with a tool's (several tools define their own "diagnostic").
+ENVELOPE_DEF_PREFIX = "envelope_"
+_HEADER_KEYS = ("$schema", "$id", "title", "description")
+_ON_ERROR = (
+    " On a failed call (isError: true) structuredContent is the error envelope instead: the "
+    "second branch of anyOf."
+)
+
+
+def advertised_output_schema(
+    result: Mapping[str, Any], envelope: Mapping[str, Any]
+) -> dict[str, Any]:
+    """One self-contained 2020-12 document: ``{"type": "object", "anyOf": [result, envelope]}``.
+
+    Both contracts go in unchanged except for their headers: each branch is its file without
+    ``$schema``/``$id``/``$defs`` (the envelope keeps its title and description), and the
+    definitions of both are merged into the root ``$defs``, the envelope's renamed with
+    :data:`ENVELOPE_DEF_PREFIX` (and its ``$ref``s with them). Only local ``#/$defs/`` refs are
+    used, so any validator resolves them without a registry. There is no ``$id``: the document
+    is neither contract file, and a client that caches validators by ``$id`` (the TypeScript
+    SDK's Ajv) must not mistake one for the other. The dispatcher still checks a result against
+    the output contract alone and an envelope against ``error.schema.json`` alone.
+
+    Raises:
+        ValueError: when the envelope uses a ``$ref`` other than ``#/$defs/<name>``, or a renamed
+            definition would collide with one of the tool's.
+    """
+    success = copy.deepcopy(dict(result))
+    failure = copy.deepcopy(dict(envelope))
+    header = {key: success.pop(key) for key in _HEADER_KEYS if key in success}
+    defs: dict[str, Any] = dict(success.pop("$defs", {}))
+    envelope_defs: dict[str, Any] = dict(failure.pop("$defs", {}))
+    for key in ("$schema", "$id"):
+        failure.pop(key, None)
+    renamed = {name: ENVELOPE_DEF_PREFIX + name for name in envelope_defs}
+    clashes = sorted(set(renamed.values()) & set(defs))
+    if clashes:
+        raise ValueError(f"envelope definitions clash with the tool's: {', '.join(clashes)}")
+    for name, schema in envelope_defs.items():
+        defs[renamed[name]] = _rename_refs(schema, renamed)
+    advertised: dict[str, Any] = {}
+    if "$schema" in header:
+        advertised["$schema"] = header["$schema"]
+    if "title" in header:
+        advertised["title"] = header["title"]
+    described = header.get("description")
+    advertised["description"] = f"{described}{_ON_ERROR}" if described else _ON_ERROR.strip()
+    advertised["type"] = "object"  # MCP requires an object root
+    advertised["anyOf"] = [success, _rename_refs(failure, renamed)]
+    if defs:
+        advertised["$defs"] = defs
+    return advertised
+
+
+def _rename_refs(node: Any, renamed: Mapping[str, str]) -> Any:
+    if isinstance(node, list):
+        return [_rename_refs(item, renamed) for item in node]
+    if not isinstance(node, dict):
+        return node
+    out = {key: _rename_refs(value, renamed) for key, value in node.items()}
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        name = ref.removeprefix("#/$defs/")
+        if name == ref or name not in renamed:
+            raise ValueError(f"the error envelope's $ref {ref} is not one of its own $defs")
+        out["$ref"] = "#/$defs/" + renamed[name]
+    return out
+
+
+# --------------------------------------------------------------------------------------------
 # Violations → invalid_input diagnostics, with our own wording (never jsonschema's, which echoes
 # the offending value: a host path or a megabyte string has no place in an envelope).
 
@@ -383,7 +626,8 @@ def _diagnostic(
     subject = field[2:] if field.startswith("$.") else field
     if field == "$":
         subject = "the arguments"
-    description = schema.get("description") if schema else None
+    # x-hint, when present (even empty), speaks for the value instead of its description.
+    description = schema.get(HINT_KEY, schema.get("description")) if schema else None
     # A description that names an example path would get the whole message withheld.
     if not hint and isinstance(description, str) and redact(description) == description:
         hint = description

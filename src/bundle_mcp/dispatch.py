@@ -33,7 +33,7 @@ from .errors import (
 from .loader.capture import check_bundle_path
 from .model import Document, Snapshot
 from .snapshots import SnapshotCache
-from .tools import load_tools
+from .tools import TOOLSETS, load_tools
 
 __all__ = ["Dispatcher", "Outcome", "ServeConfig", "ToolSpec", "UnknownTool", "to_json"]
 
@@ -54,7 +54,8 @@ class ServeConfig:
     bundles: tuple[str, ...] = ()  # allow-list of absolute clean bundle paths from the command line
     allow_any_bundle: bool = False  # reference behaviour: any absolute bundle_path
     skip_unparseable: bool = False
-    read_only: bool = False
+    read_only: bool = False  # leave out the tools that change the bundle (READ_ONLY = False)
+    toolsets: frozenset[str] | None = None  # serve only these toolsets (tools.TOOLSETS); None: all
 
 
 @dataclass(frozen=True)
@@ -69,14 +70,16 @@ class ToolSpec:
     """What a transport advertises for one tool."""
 
     name: str
+    title: str  # for people: "Search concepts"
     description: str
-    read_only: bool
-    input_schema: Mapping[str, Any]
-    output_schema: Mapping[str, Any]
+    toolset: str | None  # one of tools.TOOLSETS (None for a module that does not say)
+    read_only: bool  # writes nothing (previews included)
+    input_schema: Mapping[str, Any]  # the input contract as advertised (contracts.advertised_…)
+    output_schema: Mapping[str, Any]  # the output contract OR the error envelope (anyOf)
 
 
 class UnknownTool(KeyError):
-    """No tool of that name is served (unknown, or a write tool hidden by ``--read-only``)."""
+    """No tool of that name is served (unknown, outside ``--tools``, or left out by read-only)."""
 
 
 @dataclass(frozen=True)
@@ -105,10 +108,13 @@ class Dispatcher:
         self.config = config
         self.contracts = contracts if contracts is not None else ContractSet()
         modules = tools if tools is not None else load_tools()
+        unknown = sorted((config.toolsets or frozenset()) - set(TOOLSETS))
+        if unknown:
+            raise ValueError(f"unknown toolset(s): {', '.join(unknown)}")
         self._tools = {
             name: self._bind(name, module)
             for name, module in sorted(modules.items())
-            if module.READ_ONLY or not config.read_only
+            if _selected(module, config)
         }
         self._cache = cache if cache is not None else SnapshotCache()
         # The embedding index is a server-level service (a worker thread and its vectors); tools
@@ -118,7 +124,7 @@ class Dispatcher:
         self._reported: dict[str, str] = {}  # bundle path → revision whose broken files were logged
 
     def tools(self) -> list[ToolSpec]:
-        """The served tools, sorted by name (write tools hidden when read-only)."""
+        """The served tools, sorted by name (the selected toolsets, less writes when read-only)."""
         return [tool.spec for tool in self._tools.values()]
 
     def call(
@@ -220,15 +226,23 @@ class Dispatcher:
         return _Tool(
             spec=ToolSpec(
                 name=name,
+                title=getattr(module, "TITLE", None) or name.replace("_", " ").capitalize(),
                 description=module.DESCRIPTION,
+                toolset=getattr(module, "TOOLSET", None),
                 read_only=bool(module.READ_ONLY),
-                input_schema=self.contracts.input_schema(name),
-                output_schema=self.contracts.output_schema(name),
+                input_schema=self.contracts.advertised_input_schema(name),
+                output_schema=self.contracts.advertised_output_schema(name),
             ),
             module=module,
             needs_parseable=bool(module.NEEDS_PARSEABLE),
             output_budget=int(getattr(module, "OUTPUT_BUDGET", DEFAULT_OUTPUT_BUDGET)),
         )
+
+
+def _selected(module: ModuleType, config: ServeConfig) -> bool:
+    if config.read_only and not module.READ_ONLY:
+        return False
+    return config.toolsets is None or getattr(module, "TOOLSET", None) in config.toolsets
 
 
 def _bundle_diagnostic(message: str) -> Diagnostic:

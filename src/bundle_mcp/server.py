@@ -1,16 +1,16 @@
 """MCP wiring only: the low-level SDK server around a :class:`~bundle_mcp.dispatch.Dispatcher`.
 
-Nothing here decides a result. ``tools/list`` advertises the contract files verbatim and
-``tools/call`` runs the dispatcher in a worker thread, so a long load or query never blocks the
-event loop (pings and cancellations still get through), and a client cancellation reaches the
-worker through its :class:`~bundle_mcp.cancel.CancelToken`.
+Nothing here decides a result. ``tools/list`` advertises the dispatcher's tool specs (built
+from the contract files) and ``tools/call`` runs the dispatcher in a worker thread, so a long
+load or query never blocks the event loop (pings and cancellations still get through), and a
+client cancellation reaches the worker through its :class:`~bundle_mcp.cancel.CancelToken`.
 """
 
 from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -19,15 +19,14 @@ import mcp.types as types
 import uvicorn
 from mcp import MCPError
 from mcp.server import Server, ServerRequestContext
-from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
 from .cancel import CancelToken
 from .contracts import internal_error
 from .dispatch import Dispatcher, Outcome, ToolSpec, UnknownTool
+from .stdio import stdio_transport
 
 __all__ = [
     "INSTRUCTIONS",
@@ -45,33 +44,57 @@ MCP_PATH = "/mcp"
 _MAX_NAME_IN_ERROR = 128
 
 INSTRUCTIONS = """\
-This server answers questions from an Open Knowledge Format bundle (Markdown concepts with YAML \
-frontmatter). Work in this loop:
-1. Search first: search_concepts with one distinctive literal substring from the question (an ID, \
-title, tag or phrase; not several words joined by AND), or search_sections for passages.
-2. Read only the selected IDs with read_concept.
-3. Widen at most twice: get_neighbors or expand_neighbors for what sits next to a concept, \
-fetch_slice for the sections around a search_sections hit (cite its parent_id), query_subgraph \
-or visualize_graph for a bounded neighbourhood. Never walk the whole graph; then answer.
-When a result says truncated: true, narrow the query or raise limit (max 100) instead of \
-guessing. Never claim that an omitted hit or edge was inspected; report the limit instead.
+This server answers questions from an Open Knowledge Format bundle: Markdown concepts with YAML \
+frontmatter, links and typed relations.
+Work in a loop: 1. search_concepts with one distinctive literal from the question (an ID, title, \
+tag or phrase; not several words), or search_sections for passages; 2. read only the IDs you \
+picked with read_concept; 3. widen at most twice (get_neighbors, expand_neighbors, fetch_slice, \
+query_subgraph, visualize_graph), then answer. Never walk the whole graph.
+Terms:
+- concept_id: the bundle path without .md (tables/orders.md -> tables/orders); case-sensitive, \
+spaces and # allowed; no '.' or '..' segments, '\\', ':', control characters, or a last \
+segment index or log.
+- locator: path#Lstart-Lend, one section as search_sections returns it. Cite a locator with \
+snapshot_revision, or cite the concept (parent_id): locators change when a file is edited.
+- bundle_path: the absolute path of the bundle root; omit it when the server serves one bundle.
+- temporal_profile: date-3fcbb9f (default; stale_after, last_modified, usage_window and as_of \
+are YYYY-MM-DD) or instant-0b87c52 (RFC 3339 date-times with Z or +HH:MM/-HH:MM). as_of is \
+the time 'stale' is judged at; without it stale is null (the clock is never read).
+Bounds: the search, read and write tools reject numbers out of range (limit 101 is \
+resource_limit); the walk and semantic tools clamp their budgets and echo what they applied. \
+total and truncated say what a limit left out; there is no cursor: narrow the request or raise \
+limit. Never claim that an omitted hit or edge was inspected; report the limit instead.
+Errors: a failed call has isError and {code, message, retryable, diagnostics}; an invalid_input \
+diagnostic names the argument (field) and the rule it breaks, and resource_limit adds a \
+recovery_step. Fix the argument and retry; only operation_cancelled is retryable as is.
+Writes, when served: preview_* writes nothing and returns base_revision and plan_digest; \
+apply_* with the same arguments plus those publishes atomically, or fails with \
+revision_conflict or plan_mismatch: preview again. An identical apply or write_concept replays \
+its result instead of writing twice.
 """
 
-_READ_ANNOTATIONS = types.ToolAnnotations(
-    read_only_hint=True, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-_WRITE_ANNOTATIONS = types.ToolAnnotations(
-    read_only_hint=False, destructive_hint=True, idempotent_hint=False, open_world_hint=False
-)
+
+def _annotations(spec: ToolSpec) -> types.ToolAnnotations:
+    # Previews are read-only: they write nothing. Every write replaces or edits files
+    # (destructive), and an identical request replays its receipt instead of writing again
+    # (idempotent).
+    return types.ToolAnnotations(
+        title=spec.title,
+        read_only_hint=spec.read_only,
+        destructive_hint=not spec.read_only,
+        idempotent_hint=True,
+        open_world_hint=False,
+    )
 
 
 def _tool(spec: ToolSpec) -> types.Tool:
     return types.Tool(
         name=spec.name,
+        title=spec.title,
         description=spec.description,
         input_schema=dict(spec.input_schema),
         output_schema=dict(spec.output_schema),
-        annotations=_READ_ANNOTATIONS if spec.read_only else _WRITE_ANNOTATIONS,
+        annotations=_annotations(spec),
     )
 
 
@@ -106,7 +129,7 @@ async def _call_in_worker(
 
 
 def build_server(dispatcher: Dispatcher) -> Server[Any]:
-    """The low-level server: contracts advertised verbatim, every call through the dispatcher."""
+    """The low-level server: the dispatcher's tools advertised, every call through it."""
     specs = dispatcher.tools()
     listed = types.ListToolsResult(tools=[_tool(spec) for spec in specs])
     input_schemas = {spec.name: dict(spec.input_schema) for spec in specs}
@@ -152,21 +175,31 @@ def serve_stdio(dispatcher: Dispatcher) -> None:
     server = build_server(dispatcher)
 
     async def run() -> None:
-        async with stdio_server() as (read_stream, write_stream):
+        # Our transport, not the SDK's stdio_server: that one drops the lines it cannot parse
+        # without a reply (see bundle_mcp.stdio).
+        async with stdio_transport() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     anyio.run(run)
 
 
 class BearerTokenMiddleware:
-    """Require ``Authorization: Bearer <token>`` on every HTTP request (401 otherwise)."""
+    """Require ``Authorization: Bearer <token>`` on every HTTP request (401 otherwise).
+
+    The header is compared as the bytes that arrived, with the token's UTF-8 bytes: Starlette
+    decodes header values as Latin-1, so comparing decoded text with a UTF-8 token never
+    matched a token outside ASCII. Tokens should be printable ASCII anyway (the help says so);
+    clients disagree on how they put other characters into a header.
+    """
 
     def __init__(self, app: ASGIApp, token: str) -> None:
         self._app = app
-        self._token = token.encode("utf-8")
+        # surrogateescape: a token from argv or the environment that was not UTF-8 keeps its
+        # original bytes instead of failing to encode.
+        self._token = token.encode("utf-8", "surrogateescape")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._authorized(Headers(scope=scope)):
+        if scope["type"] == "http" and not self._authorized(scope["headers"]):
             await send(
                 {
                     "type": "http.response.start",
@@ -181,11 +214,14 @@ class BearerTokenMiddleware:
             return
         await self._app(scope, receive, send)
 
-    def _authorized(self, headers: Headers) -> bool:
-        scheme, _, credentials = headers.get("authorization", "").partition(" ")
+    def _authorized(self, raw_headers: Iterable[tuple[bytes, bytes]]) -> bool:
+        values = [value for name, value in raw_headers if name.lower() == b"authorization"]
+        if len(values) != 1:  # none, or several that a proxy and we might read differently
+            return False
+        scheme, _, credentials = values[0].partition(b" ")
         # compare_digest: the time taken must not tell how much of a guess was right.
-        return scheme.lower() == "bearer" and hmac.compare_digest(
-            credentials.strip().encode("utf-8"), self._token
+        return scheme.lower() == b"bearer" and hmac.compare_digest(
+            credentials.strip(b" \t"), self._token
         )
 
 

@@ -1,6 +1,8 @@
 """The tool registry: one module per tool, named like its contract files (sorted by name).
 
-A tool module exposes ``NAME``, ``READ_ONLY``, ``DESCRIPTION``, ``NEEDS_PARSEABLE``,
+A tool module exposes ``NAME``, ``TITLE`` (for people), ``TOOLSET`` (one of :data:`TOOLSETS`),
+``READ_ONLY`` (true when it writes nothing: ``serve --read-only`` keeps only these, and only these
+are checked for cancellation after they ran), ``DESCRIPTION``, ``NEEDS_PARSEABLE``,
 ``OUTPUT_BUDGET`` (optional; 64 MiB by default) and ``run(snapshot, params, token) -> dict``,
 and optionally ``text(result, snapshot) -> str`` when its text block is not the JSON of the result.
 """
@@ -11,9 +13,17 @@ import importlib
 import logging
 from types import ModuleType
 
-__all__ = ["TOOL_MODULES", "load_tools"]
+__all__ = ["TOOLSETS", "TOOL_MODULES", "load_tools"]
 
 log = logging.getLogger(__name__)
+
+# What `serve --tools` selects from, in the order the help lists them.
+TOOLSETS: dict[str, str] = {
+    "read": "search, read and list concepts, their neighbours, the graph, validation",
+    "walk": "bounded widening: expand_neighbors, fetch_slice, query_subgraph, visualize_graph",
+    "write": "write_concept and the preview_*/apply_* pairs",
+    "semantic": "search_semantic (needs the semantic extra)",
+}
 
 TOOL_MODULES: tuple[str, ...] = (
     "apply_concept_patch",

@@ -49,24 +49,6 @@ DEFAULT_MAX_TOKENS = 4000
 DEFAULT_TYPE_WEIGHT = 1.0
 CHARS_PER_TOKEN = 4
 
-# The description every tool of the family repeats, so each states its rules in one place.
-BUDGET_RULES = (
-    "Budgets clamp (never reject) and come back in 'applied': depth 0-3, max_objects 1-200 "
-    "(seeds count against it), max_tokens 1-100000, where each returned object and relation "
-    "costs ceil(len(its canonical JSON)/4) and the sum (estimated_tokens) never exceeds it. "
-    "Truncation keeps seeds first, then fewer hops, then higher type_weights (default 1.0; "
-    "unknown types listed in ignored_type_weights), then ID; an object too big for the tokens "
-    "left is skipped. truncation_reason names the budget that first dropped one; "
-    "suggested_next_seed is the best dropped object next to the returned ones. Relations: "
-    "LINKS_TO (Markdown links) and every typed relation by default; PART_OF (sections become "
-    "objects, ID = locator) and SHARES_COMMUNITY (shared tag) only when named in "
-    "include_relation_types, since they connect nearly everything. The walk follows relations "
-    "both ways and is not blocked by filters; include_object_types and structure_filters (AND "
-    "over frontmatter fields; exact values; a list matches if it contains the value; absent "
-    "status = stable; absent field never matches) then drop non-seed objects before budgets "
-    "are spent. A relation is returned only if both ends are."
-)
-
 
 # -- the request ---------------------------------------------------------------------------
 

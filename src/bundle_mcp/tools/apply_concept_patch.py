@@ -10,18 +10,19 @@ from ..writes.plan import digest, publish, replay_or_conflict, require_plan, req
 from .preview_concept_patch import plan_of, request_of
 
 NAME = "apply_concept_patch"
+TITLE = "Apply concept patch"
+TOOLSET = "write"
 READ_ONLY = False
 NEEDS_PARSEABLE = True
 NEEDS_BUNDLE_PATH = True
 OUTPUT_BUDGET = 4 * 1024 * 1024
 PREVIEW = "preview_concept_patch"
 DESCRIPTION = (
-    "Apply a concept patch previewed with preview_concept_patch: send the same actor, "
-    "temporal_profile and operations, plus expected_revision (its base_revision) and "
-    "expected_plan_digest (its plan_digest). The plan is rebuilt against the bundle as it is now "
-    "and published atomically only if the bundle is still at that revision and the plan is the "
-    "same; otherwise revision_conflict or plan_mismatch: preview again and review the new plan. "
-    "Sending the identical apply again replays its result without writing twice."
+    "Write a patch previewed with preview_concept_patch: the same actor, temporal_profile and "
+    "operations, plus expected_revision (its base_revision) and expected_plan_digest (its "
+    "plan_digest). Re-planned and published atomically only if both still match; otherwise "
+    "revision_conflict or plan_mismatch: preview again and review. An identical apply replays "
+    "its result."
 )
 
 

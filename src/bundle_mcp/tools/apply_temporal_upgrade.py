@@ -12,18 +12,19 @@ from ..writes.temporal_upgrade import READY
 from .preview_temporal_upgrade import plan_of, request_of
 
 NAME = "apply_temporal_upgrade"
+TITLE = "Apply temporal upgrade"
+TOOLSET = "write"
 READ_ONLY = False
 NEEDS_PARSEABLE = True
 NEEDS_BUNDLE_PATH = True
 OUTPUT_BUDGET = 1024 * 1024
 PREVIEW = "preview_temporal_upgrade"
 DESCRIPTION = (
-    "Apply a temporal upgrade whose preview_temporal_upgrade status was ready: send the same id, "
-    "actor and mappings plus base_revision and plan_digest from that preview. The plan is "
-    "rebuilt against the bundle as it is now and published atomically only if nothing changed; "
-    "otherwise revision_conflict or plan_mismatch: preview again. An incomplete plan cannot be "
-    "applied. Sending the identical apply again returns the same result without writing twice. "
-    "Afterwards read the bundle with temporal_profile instant-0b87c52."
+    "Write a temporal upgrade whose preview was ready: the same id, actor and mappings plus "
+    "its base_revision and plan_digest. Published atomically only if nothing changed; "
+    "otherwise revision_conflict or plan_mismatch: preview again. An incomplete plan is "
+    "operation_rejected. An identical apply replays its result. Then read with "
+    "temporal_profile instant-0b87c52."
 )
 
 

@@ -19,6 +19,8 @@ from ..writes.plan import (
 from .preview_v02_migration import plan_of
 
 NAME = "apply_v02_migration"
+TITLE = "Apply v0.2 migration"
+TOOLSET = "write"
 READ_ONLY = False
 NEEDS_PARSEABLE = True
 NEEDS_BUNDLE_PATH = True
@@ -26,12 +28,11 @@ OUTPUT_BUDGET = 4 * 1024 * 1024
 PREVIEW = "preview_v02_migration"
 MAX_BLOCKER_DIAGNOSTICS = 100
 DESCRIPTION = (
-    "Apply a v0.1 → v0.2 migration previewed with preview_v02_migration: send the same "
-    "arguments plus expected_source (the preview's source), proof and expected_plan_digest "
-    "(for a target-noop preview send expected_source only). The plan is rebuilt against the "
-    "bundle as it is now and published all-or-nothing, root index.md last, only if the source, "
-    "proof and digest still match; otherwise revision_conflict or plan_mismatch: preview again. "
-    "Sending the identical apply again replays its result without writing twice."
+    "Write a migration previewed with preview_v02_migration: the same arguments plus "
+    "expected_source (its source), proof and expected_plan_digest (only expected_source for a "
+    "target-noop). Published all-or-nothing, root index.md last, only if they still match; "
+    "otherwise revision_conflict or plan_mismatch: preview again. An identical apply replays "
+    "its result."
 )
 
 

@@ -36,30 +36,19 @@ from ._graph import (
 )
 
 NAME = "expand_neighbors"
+TITLE = "Expand neighbors"
+TOOLSET = "walk"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 # 24 rows of bounded previews are small; the budget covers pathological IDs, names and tags.
 OUTPUT_BUDGET = 16 * MIB
 DESCRIPTION = (
-    "Widen concepts or sections you already hold into their graph neighbourhood. Loop: "
-    "search (search_concepts / search_sections) -> read -> widen at most twice (this verb or "
-    "fetch_slice), then answer; skip it when one read answers the question. entity_ids: "
-    "concept IDs or section locators (path#Lstart-Lend); the first 8 distinct are walked, the "
-    "rest and every ID that resolves to nothing come back in 'unresolved' (no reason given). "
-    "Edges: LINKS_TO (Markdown links), typed relations under their declared name, PART_OF "
-    "(section -> its concept; a concept reaches its sections over incoming PART_OF, only when "
-    "it has two or more), SHARES_COMMUNITY (a common tag). relationship_types restricts the "
-    "hops (case-insensitive); types restricts only the answer (a 'decision' behind a 'task' "
-    "is still found; sections have type 'section'). include_incoming (default true) also "
-    "follows edges pointing at a node. project (a folder of the bundle) confines seeds, walk and "
-    "answer to concepts under it. depth 1-3 (default 1), limit 1-24 (default 8) and "
-    "content_max_chars 0-2000 (default 500) are clamped, never rejected; the applied values "
-    "are echoed. direction is relative to the node one hop closer (metadata.predecessor). "
-    "score = weight (typed relation 1.0, LINKS_TO 0.8, PART_OF 0.6, SHARES_COMMUNITY 0.4) x "
-    "0.5^(distance-1); order: score desc, distance asc, id asc. A section neighbour carries "
-    "metadata.widen_with 'fetch_slice' and parent_entity_id: read it with fetch_slice and cite "
-    "the parent. total counts matches before limit; truncated is true when more matched or "
-    "the walk hit its cap of 100,000 examined edges."
+    "Widen concepts or sections you already hold, breadth-first, with a preview per "
+    "neighbour. Edges: LINKS_TO (links), typed relations, PART_OF (a section and its "
+    "concept), SHARES_COMMUNITY (a shared tag). The first 8 distinct seeds are walked; the "
+    "rest and unknown IDs come back in unresolved. Score: typed 1.0, LINKS_TO 0.8, PART_OF "
+    "0.6, community 0.4, halved per extra hop; ties by ID. Read a section neighbour with "
+    "fetch_slice and cite its parent."
 )
 
 MAX_ORIGINS = 8

@@ -25,25 +25,17 @@ from ._graph import (
 )
 
 NAME = "fetch_slice"
+TITLE = "Fetch slice"
+TOOLSET = "walk"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 OUTPUT_BUDGET = 4 * MIB
 DESCRIPTION = (
-    "Read one concept at section granularity. Loop: search (search_concepts / "
-    "search_sections) -> read -> widen at most twice (this verb or expand_neighbors), then "
-    "answer. entity_id: a section locator (path#Lstart-Lend, as search_sections and "
-    "expand_neighbors return it) centres the window on that section (slid inward at the "
-    "ends); a concept ID starts the window at its first section. window 1-64 (default 3) and "
-    "content_max_chars 0-100000 (default 18000, the budget of the whole window, shared "
-    "evenly: a short section keeps all of its text and the longer ones split the rest) are "
-    "clamped, never rejected; window echoes the applied value. Each passage is the raw text of "
-    "one section (heading line included); one cut on a word boundary ends with '…' and has "
-    "truncated true. A concept with at most one section was never cut: it comes back whole "
-    "with sliced false, which is the answer, not an error. covers_parent is true only when "
-    "the passages hold every non-blank line of the body uncut; when false, the rest lives "
-    "only in the concept. Cite parent_id (the concept), not a passage id: locators change "
-    "whenever the file is edited. A locator whose line range is no longer a section of the "
-    "current bundle is concept_not_found, like an absent ID."
+    "Adjacent sections of one concept: a section locator centres the window on it, a concept "
+    "ID starts at the first section. content_max_chars is shared by the window; a cut passage "
+    "ends with '…' (truncated: true). covers_parent says whether the passages hold the whole "
+    "body; a concept of one section comes back whole (sliced: false). Cite parent_id, not the "
+    "locator: locators change on edit. A stale locator is concept_not_found."
 )
 
 DEFAULT_WINDOW, MAX_WINDOW = 3, 64

@@ -11,23 +11,17 @@ from ..temporal import reference_from
 from ._common import MIB, Cards, frontmatter_sources, invalid_field, limit_from, require_concept
 
 NAME = "get_neighbors"
+TITLE = "Get neighbors"
+TOOLSET = "read"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 OUTPUT_BUDGET = 64 * MIB
 DESCRIPTION = (
-    "The resolved edges of one concept, by canonical concept_id (find it first with "
-    "search_concepts). navigation = Markdown links to existing concepts (relative or "
-    "bundle-root; links inside code are not links); relation = typed relations of the "
-    "frontmatter 'relations' extension, whose from/to keep the escaped reference "
-    "(hash\\#name, a#part) and whose relation_type is the declared type; source = the "
-    "concept's own provenance sources[] (outbound only, returned in 'sources', never as edges). "
-    "Broken links and unresolved relations are excluded. direction: in (edges pointing at the "
-    "concept), out (edges leaving it) or both (default). Edges sort by kind, from, to, "
-    "relation_type. total counts the selected edges before limit (1-100, default 20) and "
-    "truncated says some were left out; there is no cursor: narrow direction or kinds, raise "
-    "limit up to 100, or use get_semantic_graph when the task needs a complete traversal and "
-    "it fits. If it cannot be narrowed, report the limit instead of claiming completeness. "
-    "More than 100 sources or 100,000 candidate edges fail with resource_limit."
+    "The resolved edges of one concept: navigation (Markdown links) and relation (typed "
+    "relations), in, out or both, plus its provenance sources (outbound, under sources). "
+    "Broken links are left out. When truncated, narrow direction or kinds or raise limit (up "
+    "to 100; no cursor); for a complete traversal use get_semantic_graph. Over 100 sources or "
+    "100,000 candidate edges: resource_limit."
 )
 
 KINDS = ("navigation", "relation", "source")

@@ -36,17 +36,16 @@ from ..versioning import resolve_version
 from ._common import MIB, Cards
 
 NAME = "get_semantic_graph"
+TITLE = "Get semantic graph"
+TOOLSET = "read"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 OUTPUT_BUDGET = 16 * MIB
 DESCRIPTION = (
-    "The whole bundle as one JSON-LD document (@context, @graph): a bundle node with the OKF "
-    "version, then one node per concept sorted by ID with type, title, description, tags, "
-    "status, trust, stale_after/stale, its Markdown link targets under 'references' (broken "
-    "links kept with exists:false) and its typed relations (toolkit extension) under "
-    "'relations'. Use it when a task needs a complete traversal that get_neighbors' limit of "
-    "100 edges cannot give. The output is capped at 16 MiB: a bundle whose graph is larger "
-    "fails with resource_limit; then report that limit rather than claiming completeness."
+    "The whole bundle as one JSON-LD graph: one node per concept (by ID) with card fields, "
+    "link targets (broken ones with exists: false) and typed relations. For a complete "
+    "traversal beyond get_neighbors' limit. Over 16 MiB it fails with resource_limit: report "
+    "that limit rather than claim completeness."
 )
 
 PROJECTION_DATE = "bundle-mcp/okf-v0.2"

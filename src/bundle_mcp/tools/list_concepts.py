@@ -19,16 +19,16 @@ from ._common import (
 )
 
 NAME = "list_concepts"
+TITLE = "List concepts"
+TOOLSET = "read"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 OUTPUT_BUDGET = 64 * MIB
 DESCRIPTION = (
-    "Every concept of the bundle, sorted by canonical ID, with type, title, path, status, "
-    "trust, stale_after/stale, generated_at, source count, Attested Computation summary and "
-    "the bundle's OKF version. It is the WHOLE list in one response, not a page, and there is "
-    "no cursor: on a large bundle it is large. Prefer search_concepts with a distinctive "
-    "literal; use this only when no query term is known or every ID is needed. stale is null "
-    "without as_of (the clock is never read)."
+    "Every concept, sorted by ID, with its card fields (type, title, path, status, trust, "
+    "staleness, source count), plus the bundle's OKF version. The WHOLE list in one response, "
+    "not a page: prefer search_concepts, and use this only when no query term is known or "
+    "every ID is needed."
 )
 
 COMPUTATION_KEYS = ("runtime", "parameters", "computation", "executor", "attester")

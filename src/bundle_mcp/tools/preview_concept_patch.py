@@ -18,22 +18,17 @@ from ..writes.plan import (
 )
 
 NAME = "preview_concept_patch"
-READ_ONLY = False
+TITLE = "Preview concept patch"
+TOOLSET = "write"
+READ_ONLY = True  # a preview writes nothing
 NEEDS_PARSEABLE = True
 NEEDS_BUNDLE_PATH = True
 OUTPUT_BUDGET = 8 * 1024 * 1024
 PLAN_KIND = "concept_patch"
 DESCRIPTION = (
-    "Preview typed frontmatter changes to concepts without writing anything: set_generated, "
-    "ensure_verification / remove_verification, put_source / remove_source (select a source by "
-    "its exact source_id, never by guessing from a title or URL), set_usage_window, "
-    "set_lifecycle (status, stale_after), put_attested_computation (inert data) and "
-    "set_bundle_version. Each operation states the desired value, so repeating it is harmless. "
-    "Temporal values follow temporal_profile (YYYY-MM-DD by default). Returns status "
-    "applicable / noop / rejected, a unified diff (comments, key order and unknown keys are "
-    "kept), base_revision and plan_digest. To write, call apply_concept_patch with the same "
-    "actor and operations plus expected_revision=base_revision and "
-    "expected_plan_digest=plan_digest."
+    "Preview typed frontmatter operations (see operations for each kind's fields) without "
+    "writing. Returns status applicable, noop or rejected, a unified diff, base_revision and "
+    "plan_digest; then apply_concept_patch writes it."
 )
 
 

@@ -11,18 +11,18 @@ from ..writes.plan import plan_digest, require_utf8, result_revision, revision_o
 from ..writes.temporal_upgrade import READY, UpgradePlan, check_mappings, normalized, plan_upgrade
 
 NAME = "preview_temporal_upgrade"
-READ_ONLY = False
+TITLE = "Preview temporal upgrade"
+TOOLSET = "write"
+READ_ONLY = True  # a preview writes nothing
 NEEDS_PARSEABLE = True
 NEEDS_BUNDLE_PATH = True
 OUTPUT_BUDGET = 16 * 1024 * 1024
 PLAN_KIND = "temporal_upgrade"
 DESCRIPTION = (
-    "Preview the upgrade of an OKF 0.2 bundle from the date profile (YYYY-MM-DD) to the instant "
-    "profile (RFC 3339 date-times) without writing anything. Every date value in stale_after, "
-    "usage_window.from/to, sources[N].last_modified and sources[N].usage_window.from/to needs an "
-    "explicit mapping {concept, path, from, to}: the server never invents a time of day or an "
-    "offset. Start with no mappings to get every date listed as unresolved (status "
-    "incomplete), choose an instant for each, and preview again until status is ready; then call "
+    "Preview upgrading an OKF 0.2 bundle from dates (YYYY-MM-DD) to RFC 3339 instants, "
+    "without writing. Every date in stale_after, usage_window and sources needs an explicit "
+    "mapping: the server never invents a time or an offset. Start with no mappings to list "
+    "every date as unresolved (status incomplete), map each and preview until ready; then "
     "apply_temporal_upgrade with the same id, actor and mappings plus base_revision and "
     "plan_digest."
 )

@@ -25,21 +25,18 @@ from ..writes.plan import (
 )
 
 NAME = "preview_v02_migration"
-READ_ONLY = False
+TITLE = "Preview v0.2 migration"
+TOOLSET = "write"
+READ_ONLY = True  # a preview writes nothing
 NEEDS_PARSEABLE = True
 NEEDS_BUNDLE_PATH = True
 PLAN_KIND = "v02_migration"
 DESCRIPTION = (
-    "Preview migrating an OKF v0.1 bundle to v0.2 without writing anything: legacy 'timestamp' "
-    "becomes generated {by: generated_by, at} (timestamp_policy keeps or removes the old key; "
-    "timestamp_conflict_policy settles a clash with an existing generated.at), each "
-    "'# Citations' section becomes footnotes plus frontmatter sources, but only through "
-    "explicit citation_mappings ({path, entries: [{legacy_number or legacy_entry, source_id, "
-    "resource, title}]}), and the root index.md declares okf_version \"0.2\". Anything that "
-    "needs a decision is reported as blockers with manual_actions (provide_citation_mapping, "
-    "provide_generated_by, reconcile_sources_and_citations, ...). An applicable preview returns "
-    "source, proof and plan_digest: pass them unchanged to apply_v02_migration as "
-    "expected_source, proof and expected_plan_digest, with the same other arguments."
+    "Preview migrating an OKF v0.1 bundle to v0.2 without writing: timestamp becomes "
+    "generated {by: generated_by, at}, each '# Citations' section becomes footnotes and "
+    "sources through explicit citation_mappings only, and the root index.md declares "
+    "okf_version 0.2. Undecided points come back as blockers with manual_actions. An "
+    "applicable preview returns source, proof and plan_digest for apply_v02_migration."
 )
 
 

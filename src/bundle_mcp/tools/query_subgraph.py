@@ -7,9 +7,11 @@ from typing import Any
 from ..cancel import CancelToken
 from ..model import Snapshot
 from ._common import MIB, invalid_field
-from ._subgraph import BUDGET_RULES, Extraction, extract, parse_query, seed_list
+from ._subgraph import Extraction, extract, parse_query, seed_list
 
 NAME = "query_subgraph"
+TITLE = "Query subgraph"
+TOOLSET = "walk"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 # The subgraph is bounded by max_tokens (at most 100,000 x 4 characters); the echoed
@@ -18,16 +20,11 @@ OUTPUT_BUDGET = 8 * MIB
 DEFAULT_DEPTH = 1
 DEFAULT_MAX_OBJECTS = 50
 DESCRIPTION = (
-    "The neighbourhood of seed objects within depth hops, cut to a budget. seed_ids (required, "
-    "1-200) are canonical concept IDs (or section locators when PART_OF is requested); IDs not "
-    "in the bundle come back in 'unresolved' and are never replaced by the whole graph. "
-    "depth defaults to 1, max_objects to 50, max_tokens to 4000. compact_mode returns "
-    "{nodes: [{id, type, name, props}], edges: [{source, target, type}]} (typed relations that "
-    "differ only in a #fragment collapse to one edge); the full form returns {objects, "
-    "relations} with kind, path, distance, seed flag and line range per object, and "
-    "source_ref/target_ref (fragments kept) per relation. Objects come seeds first in priority "
-    "order; relations sort by source, target, type. subgraph_root_hash is sha256 over the "
-    "canonical JSON of the returned subgraph. " + BUDGET_RULES
+    "The neighbourhood of seed objects within depth hops, cut to max_objects and max_tokens. "
+    "Walks relations both ways; filters drop non-seed objects before budgets are spent. "
+    "Truncation keeps seeds, then fewer hops, higher weight, then ID; truncation_reason names "
+    "the budget that cut, suggested_next_seed the best dropped object. Unknown seeds come "
+    "back in unresolved; never the whole graph."
 )
 
 

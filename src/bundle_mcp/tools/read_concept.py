@@ -21,17 +21,16 @@ from ._common import (
 )
 
 NAME = "read_concept"
+TITLE = "Read concept"
+TOOLSET = "read"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 OUTPUT_BUDGET = 16 * MIB
 DESCRIPTION = (
-    "Read one concept by its canonical concept_id (the bundle path without .md, e.g. "
-    "tables/orders; find it with search_concepts first and read only the IDs you selected). "
-    "Returns the raw frontmatter text, the Markdown body, and a projection of the known OKF "
-    "fields: sources with their footnote attributions, generated/verified and the trust tier, "
-    "status, stale_after under the chosen temporal_profile, Attested Computation (inert data, "
-    "never executed) and every other key under 'unknown'. The text fallback is the raw file. "
-    "Then use get_neighbors for its links and relations."
+    "One concept by concept_id: its raw frontmatter, Markdown body and a projection of the "
+    "known OKF fields (sources with their footnotes, generated, verified and trust, status, "
+    "stale_after, Attested Computation as inert data, other keys under unknown); the text "
+    "block is the raw file. Read only IDs you selected; an absent ID is concept_not_found."
 )
 
 MODELLED_KEYS = frozenset(

@@ -11,29 +11,24 @@ from ..temporal import reference_from
 from ._common import MIB, Cards, invalid_field, limit_from
 
 NAME = "search_concepts"
+TITLE = "Search concepts"
+TOOLSET = "read"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 OUTPUT_BUDGET = 64 * MIB
 DESCRIPTION = (
-    "Find concepts whose canonical ID, title, description, one tag, or Markdown body contains "
-    "ONE literal substring (compared after Unicode case folding and NFC). It is not word, "
-    "fuzzy, regex, semantic or embedding search, and a query is one substring, not an AND of "
-    "words: 'roast profile' only matches that exact phrase. Start here with a distinctive "
-    "literal taken from the question (an ID, title, tag or phrase). Hits sort by the matched "
-    "field (id > title > description > tags > body), then by ID. total counts every match and "
-    "truncated says some were left out: then raise limit (up to 100) or send a more specific "
-    "query; there is no cursor or page. Read only the IDs you select with read_concept, then "
-    "ask get_neighbors for their bounded neighbourhood. A concept beyond the first hits is "
-    "still reachable by its canonical ID or a distinguishing query. Never claim that an omitted "
-    "hit was inspected. list_concepts exposes every ID when no query term is known, but returns "
-    "the whole list at once. Cards report status, trust, stale_after and stale (null without "
-    "as_of)."
+    "Start here: concepts whose ID, title, description, a tag or body contains ONE literal "
+    "substring, caseless: not an AND of words, not fuzzy or semantic ('roast profile' matches "
+    "only that phrase). Hits rank by field (id > title > description > tags > body), then ID. "
+    "When truncated, raise limit (up to 100) or refine the query: there is no cursor, and an "
+    "omitted hit was not inspected. Then read_concept; list_concepts only when no term is "
+    "known."
 )
 
 # Field priorities: the highest one that contains the query is the hit's match.
-ID, TITLE, DESCRIPTION_FIELD, TAGS, BODY = 6, 5, 4, 3, 1
+ID, TITLE_FIELD, DESCRIPTION_FIELD, TAGS, BODY = 6, 5, 4, 3, 1
 MATCH_NAMES = {
-    ID: "id", TITLE: "title", DESCRIPTION_FIELD: "description", TAGS: "tags", BODY: "body"
+    ID: "id", TITLE_FIELD: "title", DESCRIPTION_FIELD: "description", TAGS: "tags", BODY: "body"
 }
 
 
@@ -75,7 +70,7 @@ def match_priority(needle: str, concept_id: str, doc: Any) -> int:
     if needle in folded.concept_id:
         return ID
     if needle in folded.title:
-        return TITLE
+        return TITLE_FIELD
     if needle in folded.description:
         return DESCRIPTION_FIELD
     # Each tag on its own: a query never spans two tags.

@@ -18,22 +18,20 @@ from ..errors import resource_limit
 from ..folding import fold
 from ..model import Snapshot
 from ..projection import text_field
-from ._common import invalid_field, limit_from
+from ._common import limit_from
 
 NAME = "search_sections"
+TITLE = "Search sections"
+TOOLSET = "read"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 OUTPUT_BUDGET = 1024 * 1024
 DESCRIPTION = (
-    "Rank the sections (the preamble, then one per heading) of every concept by BM25 and "
-    "return the best with a citable locator (<path>#L<start>-L<end>), line range, heading, "
-    "a snippet near the first match and the file's sha256. The query is split into words "
-    "(anything that is not a letter, number or mark separates them), case folded and NFC; a "
-    "section must contain EVERY word (AND) in its text, its heading or the concept title. "
-    "No stemming, synonyms, regex or semantic matching: use the words the documents use. "
-    "At most 32 distinct words. total and truncated report what was left out; there is no "
-    "cursor: raise limit (up to 100) or add a distinguishing word. Cite the locator and "
-    "snapshot_revision; read the whole concept with read_concept when a section is not enough."
+    "Passages: BM25 over every concept's sections. Every query word must occur in the "
+    "section, its heading or the concept title (AND; no stemming or synonyms, so use the "
+    "documents' words; at most 32 words; a query of only punctuation matches nothing). "
+    "Returns citable locators path#Lstart-Lend with heading, snippet and snapshot_revision. "
+    "No cursor: raise limit (up to 100) or add a word. Then fetch_slice or read_concept."
 )
 
 K1 = 1.2
@@ -76,15 +74,19 @@ def tokens(text: str) -> list[str]:
 
 
 def query_terms(query: str) -> list[str]:
-    """Distinct folded words of the query in first-occurrence order.
+    """Distinct folded words of the query in first-occurrence order; empty when it has none.
+
+    A query without words (``">"``, ``"¶"``) is not an error: the input contract accepts any
+    non-blank query, and no JSON Schema pattern can say "contains a letter" in exactly the
+    tokenizer's sense (``jsonschema`` runs patterns through Python's ``re``, which has no
+    ``\\p{L}``; ``jsonschema-rs`` knows ``\\p{L}`` but from a newer Unicode than
+    ``unicodedata``). So the contract alone judges validity, and a query with no words
+    matches nothing.
 
     Raises:
-        BundleError: ``invalid_request`` without a letter or number, ``resource_limit`` beyond
-            32 terms or a term longer than 4096 characters.
+        BundleError: ``resource_limit`` beyond 32 terms or a term longer than 4096 characters.
     """
     terms = list(dict.fromkeys(tokens(query)))
-    if not any(unicodedata.category(ch)[0] in "LN" for term in terms for ch in term):
-        raise invalid_field("$.query", "query must contain at least one letter or number")
     if len(terms) > MAX_TERMS:
         raise resource_limit(
             f"the query has {len(terms)} distinct terms, more than {MAX_TERMS}",
@@ -139,6 +141,15 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     query = params["query"]
     terms = query_terms(query)
     limit = limit_from(params)
+    if not terms:
+        return {
+            "query": query,
+            "terms": [],
+            "snapshot_revision": snapshot.revision,
+            "total": 0,
+            "truncated": False,
+            "hits": [],
+        }
     wanted = set(terms)
     df = dict.fromkeys(terms, 0)
     sections, n, total_length = collect_sections(snapshot, terms, df, token)

@@ -19,6 +19,8 @@ from ._common import MIB, invalid_field
 from ._subgraph import extract, int_param, parse_query, seed_list
 
 NAME = "search_semantic"
+TITLE = "Semantic search"
+TOOLSET = "semantic"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 NEEDS_SEMANTIC_INDEX = True  # the dispatcher passes its SemanticIndex as ``semantic=``
@@ -28,21 +30,12 @@ MAX_TOP_K = 20
 DEFAULT_DEPTH = 1
 DEFAULT_MAX_OBJECTS = 20
 DESCRIPTION = (
-    "Find concepts by meaning and return their neighbourhood. The query is embedded with a "
-    "local model (all-MiniLM-L6-v2, CPU, offline; optional extra bundle-mcp[semantic]) and "
-    "compared by cosine similarity with every concept's title, description and body (cut to "
-    "the model's input size). The top_k (1-20, default 3) best concepts, ties by ID, with a "
-    "score of at least min_score (0-1; 0, the default, keeps all) become the seeds of the "
-    "query_subgraph extraction in compact mode: LINKS_TO and typed relations walked both ways "
-    "to depth hops (0-3, default 1), at most max_objects objects (1-200, default 20; seeds "
-    "count) and max_tokens (1-100000, default 4000; each returned node and edge costs "
-    "ceil(len(its canonical JSON)/4)). Budgets clamp and come back in meta.applied; truncation "
-    "keeps seeds first, then fewer hops, then ID, and meta names the budget that cut and a "
-    "suggested_next_seed. Vectors are computed in the background after the first call for a "
-    "bundle version and cached on disk; embedding_status is ready, partial (searched what "
-    "exists), not_ready or unavailable. Before vectors exist, or without the extra, a call "
-    "without seed_ids fails with operation_rejected saying what to do; pass seed_ids (1-20) to "
-    "skip vector search and expand from them directly (scores is then empty)."
+    "Find concepts by meaning: the query is embedded with a local model (all-MiniLM-L6-v2, "
+    "offline; extra bundle-mcp[semantic]) and the top_k closest concepts (cosine, at least "
+    "min_score) seed a compact query_subgraph walk with its budgets. embedding_status: ready, "
+    "partial, not_ready or unavailable. Before vectors exist (built in the background after "
+    "the first call) or without the extra, a call without seed_ids is operation_rejected: "
+    "retry later, or pass seed_ids to expand from them (scores then empty)."
 )
 
 

@@ -11,16 +11,16 @@ from ..temporal import reference_from
 from ..validation import ValidateOptions, validate
 
 NAME = "validate_bundle"
+TITLE = "Validate bundle"
+TOOLSET = "read"
 READ_ONLY = True
 NEEDS_PARSEABLE = False
 OUTPUT_BUDGET = 64 * 1024 * 1024
 DESCRIPTION = (
-    "Validate the bundle against OKF v0.2: conformance errors (unparseable files, missing or "
-    "empty 'type', reserved index.md/log.md structure) and guidance warnings/info (invalid "
-    "status, sources without resource, unresolved relations, colliding IDs, skipped symlinks; "
-    "with check_links broken links and missing heading anchors; with check_orphans concepts "
-    "no index.md links; with strict missing recommended fields). Broken files are reported, "
-    "not fatal. Pass as_of to flag stale concepts; the clock is never read."
+    "Validate the bundle against OKF v0.2, like bundle-mcp validate: conformance errors "
+    "(unparseable files, missing type, malformed index.md/log.md) and guidance warnings and "
+    "info; broken files are reported, not fatal. check_links, check_orphans and strict add "
+    "checks; as_of flags stale concepts."
 )
 
 

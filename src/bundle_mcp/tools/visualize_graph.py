@@ -15,9 +15,11 @@ from typing import Any
 from ..cancel import CancelToken
 from ..model import Snapshot
 from ._common import MIB
-from ._subgraph import BUDGET_RULES, extract, parse_query, seed_list
+from ._subgraph import extract, parse_query, seed_list
 
 NAME = "visualize_graph"
+TITLE = "Visualize graph"
+TOOLSET = "walk"
 READ_ONLY = True
 NEEDS_PARSEABLE = True
 # max_tokens bounds the compact subgraph (400,000 characters); escaping can grow a label about
@@ -27,14 +29,10 @@ DEFAULT_DEPTH = 1
 DEFAULT_MAX_OBJECTS = 20
 LABEL_LIMIT = 80
 DESCRIPTION = (
-    "A Mermaid 'graph TD' diagram of a bundle neighbourhood, which most MCP clients render. "
-    "With seed_ids it draws the query_subgraph neighbourhood (depth default 1, max_objects "
-    "default 20, max_tokens default 4000 over the compact subgraph). Without seed_ids it never "
-    "draws the whole graph: it takes depth 0 and lists the first max_objects concepts by ID "
-    "(after filters; type_weights reorder them) with the relations among them. Nodes are "
-    'aliased n0, n1, ... in priority order and labelled "name (type)"; edges are labelled '
-    "with the relation type. Labels longer than 80 characters are cut on a word boundary and "
-    "end with an ellipsis. Use query_subgraph to tune filters and weights first. " + BUDGET_RULES
+    "The query_subgraph neighbourhood as a Mermaid graph TD, with the same budgets: nodes "
+    "'name (type)', edges by relation type, labels cut at 80 characters. Without seed_ids: "
+    "the first max_objects concepts by ID and the relations among them, never the whole "
+    "graph."
 )
 
 # Mermaid entity codes, applied in one pass over the characters: '#' itself becomes '#35;', so an

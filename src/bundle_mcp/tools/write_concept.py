@@ -31,19 +31,18 @@ from ..writes import PlannedWrite, apply_writes
 from ._common import invalid_field
 
 NAME = "write_concept"
+TITLE = "Write concept"
+TOOLSET = "write"
 READ_ONLY = False
 NEEDS_PARSEABLE = False  # replacing a broken file is how a broken bundle gets fixed
 NEEDS_BUNDLE_PATH = True  # the dispatcher passes the resolved root as params["bundle_path"]
 OUTPUT_BUDGET = 1 << 20
 DESCRIPTION = (
-    "Replace one whole concept file (or create it) with the given YAML frontmatter (without the "
-    "--- fences; it must be a mapping with a non-empty 'type') and Markdown body (kept byte for "
-    "byte). The new file is validated before anything is written: a rejected write changes "
-    "nothing and returns the diagnostics. The write is atomic and checked against the bundle "
-    "revision it was read at; if the bundle changed meanwhile the call fails with "
-    "revision_conflict: read the concept again and retry. Sending the same request again is safe: "
-    "it returns the same result without writing twice. Read the concept with read_concept first; "
-    "prefer apply_concept_patch for small metadata changes."
+    "Replace (or create) one whole concept file from YAML frontmatter and a Markdown body, "
+    "validated first: a rejected write changes nothing and returns diagnostics. Atomic; if "
+    "the bundle changes meanwhile: revision_conflict, read again and retry. An identical "
+    "request replays its result. Read the concept first; prefer preview_concept_patch for "
+    "metadata changes."
 )
 
 MAX_SUCCESS_DIAGNOSTICS = 10_000

@@ -1,0 +1,81 @@
+"""search_sections: the input contract and the tool agree on which queries are valid.
+
+A query the schema accepts must never be refused by the tool (it used to answer ``">"`` with
+``invalid_request``); a query without words matches nothing instead.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import jsonschema_rs
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.errors import BundleError
+from bundle_mcp.loader import load_bundle
+from bundle_mcp.tools import search_sections
+
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLE = str(REPO / "examples" / "coffee-roastery")
+SCHEMA: dict[str, Any] = json.loads(
+    (REPO / "contracts" / "search_sections.input.schema.json").read_text(encoding="utf-8")
+)
+QUERIES = [">", "¶", "a", "é", "日本", "--", "  x ", "   ", "\u0301"]
+
+
+def schema_verdicts(query: str) -> tuple[bool, bool]:
+    """(jsonschema, jsonschema-rs): the two validators the project runs."""
+    arguments = {"query": query}
+    reference = jsonschema.Draft202012Validator(SCHEMA).is_valid(arguments)
+    fast = jsonschema_rs.validator_for(SCHEMA).is_valid(arguments)
+    return reference, fast
+
+
+def tool_verdict(query: str) -> bool:
+    """Whether the tool itself accepts the query (no contract check in front of it)."""
+    snapshot, _ = load_bundle(EXAMPLE)
+    try:
+        search_sections.run(snapshot, {"query": query}, CancelToken())
+    except BundleError:
+        return False
+    return True
+
+
+def server_verdict(query: str) -> bool:
+    """Whether a call succeeds through the real dispatch path (contract check, then tool)."""
+    outcome = Dispatcher(ServeConfig(bundles=(EXAMPLE,))).call(
+        "search_sections", {"query": query}
+    )
+    return not outcome.is_error
+
+
+@pytest.mark.parametrize("query", QUERIES)
+def test_schema_and_code_agree(query: str) -> None:
+    reference, fast = schema_verdicts(query)
+    assert reference == fast, query
+    assert server_verdict(query) == reference, query
+    if reference:
+        assert tool_verdict(query), f"{query!r} passes the contract but the tool refuses it"
+
+
+@pytest.mark.parametrize("query", [">", "¶", "--"])
+def test_a_query_without_words_matches_nothing(query: str) -> None:
+    outcome = Dispatcher(ServeConfig(bundles=(EXAMPLE,))).call(
+        "search_sections", {"query": query}
+    )
+    assert not outcome.is_error, outcome.structured
+    assert outcome.structured["terms"] == []
+    assert outcome.structured["total"] == 0
+    assert outcome.structured["hits"] == []
+    assert outcome.structured["truncated"] is False
+
+
+def test_blank_query_is_still_refused_by_the_contract() -> None:
+    outcome = Dispatcher(ServeConfig(bundles=(EXAMPLE,))).call("search_sections", {"query": "  "})
+    assert outcome.is_error
+    assert outcome.structured["code"] == "invalid_request"
