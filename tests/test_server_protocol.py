@@ -326,8 +326,12 @@ RAW_HEADERS = {
 
 def test_http_prints_client_configuration(http_server: tuple[str, str, Path]) -> None:
     url, _, log = http_server
-    text = log.read_text(encoding="utf-8")
-    assert url in text and '"mcpServers"' in text
+    # The socket listens (and queues connections) a moment before the configuration is printed.
+    deadline = time.monotonic() + 20
+    while '"mcpServers"' not in (text := log.read_text(encoding="utf-8")):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.05)
+    assert url in text
     assert TOKEN not in text  # the secret is never echoed into a log
 
 

@@ -23,6 +23,8 @@ from .tools import TOOLSETS
 
 __all__ = ["main"]
 
+log = logging.getLogger("bundle_mcp.cli")
+
 EXIT_OK = 0
 EXIT_TOOL_ERROR = 1
 EXIT_USAGE = 2
@@ -42,7 +44,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list[:1] == ["validate"]:
             return _validate(args_list[1:])
-        args = _parser().parse_args(args_list)
+        parser = _parser()
+        if args_list[:1] == ["call"]:
+            # Options and KEY=VALUE pairs mix in any order (`call TOOL --bundle B query=x`).
+            args = _call_parser(argparse.ArgumentParser(prog="bundle-mcp call"))
+            args = args.parse_intermixed_args(args_list[1:])
+        else:
+            args = parser.parse_args(args_list)
         return int(args.handler(args))
     except BrokenPipeError:
         # The reader went away (``bundle-mcp call ... | head``): not an error of ours.
@@ -70,7 +78,6 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--token",
-        default=os.environ.get(TOKEN_ENV),
         help=f"require 'Authorization: Bearer TOKEN' over HTTP (default: ${TOKEN_ENV}); "
         "use printable ASCII without spaces: clients encode other characters differently",
     )
@@ -98,24 +105,36 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.set_defaults(handler=_serve)
 
-    call = commands.add_parser("call", help="run one tool and print its structured result")
-    call.add_argument("tool", metavar="TOOL")
-    call.add_argument(
-        "pairs", nargs="*", metavar="KEY=VALUE", help="arguments; VALUE is JSON if it parses"
+    _call_parser(
+        commands.add_parser("call", help="run one tool and print its structured result")
     )
-    call.add_argument("--args", dest="json_args", metavar="JSON", help="arguments as an object")
-    call.add_argument("--bundle", help="the bundle folder (then bundle_path may be omitted)")
-    call.add_argument("--skip-unparseable", action="store_true")
-    call.add_argument("--text", action="store_true", help="print the text block instead")
-    call.set_defaults(handler=_call)
 
     # Parsed separately in main() so that its options stay with validate_cli.
     commands.add_parser("validate", help="check a bundle for CI (see: bundle-mcp validate -h)")
     return parser
 
 
+def _call_parser(call: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    call.add_argument("tool", metavar="TOOL")
+    call.add_argument(
+        "pairs", nargs="*", metavar="KEY=VALUE", help="arguments; VALUE is JSON if it parses"
+    )
+    call.add_argument("--args", dest="json_args", metavar="JSON", help="arguments as an object")
+    call.add_argument("--bundle", help="the bundle folder (then bundle_path may be omitted)")
+    call.add_argument(
+        "--skip-unparseable",
+        action="store_true",
+        help="answer from the parseable concepts when some files cannot be parsed",
+    )
+    call.add_argument("--text", action="store_true", help="print the text block instead")
+    call.set_defaults(handler=_call)
+    return call
+
+
 # --------------------------------------------------------------------------------------------
 # serve
+
+_LOOPBACK = ("127.", "::1", "localhost")
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -124,6 +143,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("give at least one BUNDLE folder, or --allow-any-bundle")
     if args.token and not args.http:
         raise UsageError("--token applies to --http only")
+    # The environment variable is for HTTP deployments; a stdio server started by a host that
+    # happens to have it set must not refuse to start.
+    token = args.token or ((os.environ.get(TOKEN_ENV) or None) if args.http else None)
     config = ServeConfig(
         bundles=bundles,
         allow_any_bundle=args.allow_any_bundle,
@@ -143,8 +165,24 @@ def _serve(args: argparse.Namespace) -> int:
             server.serve_stdio(dispatcher)
             return EXIT_OK
         host, port = _host_port(args.http)
-        _print_client_config(config, host, port, bool(args.token))
-        server.serve_http(dispatcher, host, port, args.token)
+        if not token and not host.startswith(_LOOPBACK):
+            log.warning(
+                "serving %s without a token: anyone who can reach this address can read the "
+                "bundle%s; set --token or $%s",
+                args.http,
+                "" if args.read_only else " and write to it",
+                TOKEN_ENV,
+            )
+        try:
+            sock = server.bind_http(host, port)
+        except OSError as exc:
+            reason = os.strerror(exc.errno or 0)
+            raise UsageError(f"--http {args.http}: cannot listen there ({reason})") from None
+
+        def ready(bound_host: str, bound_port: int) -> None:
+            _print_client_config(config, bound_host, bound_port, bool(token))
+
+        server.serve_http(dispatcher, sock, token, on_ready=ready)
         return EXIT_OK
     finally:
         semantic.close()
@@ -172,9 +210,9 @@ def _bundle_argument(value: str) -> str:
 
 
 def _host_port(value: str) -> tuple[str, int]:
-    """``HOST:PORT``, ``[::1]:PORT``, or a bare ``PORT`` on 127.0.0.1."""
+    """``HOST:PORT``, ``[::1]:PORT``, or a bare ``PORT`` on 127.0.0.1 (0: any free port)."""
     host, _, port_text = value.rpartition(":")
-    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+    if not port_text.isdigit() or not 0 <= int(port_text) < 65536:
         raise UsageError(f"--http wants HOST:PORT, got {value!r}")
     host = host.removeprefix("[").removesuffix("]") or "127.0.0.1"
     return host, int(port_text)

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Iterable, Mapping
+import socket
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import anyio
@@ -254,6 +255,64 @@ def build_http_app(dispatcher: Dispatcher, host: str, port: int, token: str | No
     return BearerTokenMiddleware(app, token) if token else app
 
 
-def serve_http(dispatcher: Dispatcher, host: str, port: int, token: str | None) -> None:
-    app = build_http_app(dispatcher, host, port, token)
-    uvicorn.run(app, host=host, port=port, log_level="warning", lifespan="on")
+def bind_http(host: str, port: int) -> socket.socket:
+    """The listening socket, bound before anything is printed (port 0: the kernel picks one).
+
+    Raises:
+        OSError: the address is taken or cannot be bound; the caller reports it on one line.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=2048)
+
+
+def serve_http(
+    dispatcher: Dispatcher,
+    sock: socket.socket,
+    token: str | None,
+    on_ready: Callable[[str, int], None] | None = None,
+) -> None:
+    """Serve on an already bound socket; ``on_ready(host, port)`` runs once it is listening."""
+    host, port = sock.getsockname()[:2]
+    app = public_paths(build_http_app(dispatcher, host, port, token))
+    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    _Uvicorn(config, lambda: on_ready(host, port) if on_ready else None).run(sockets=[sock])
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn's server, telling once it listens (the client configuration is printed then)."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None]) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets=sockets)
+        if self.started:
+            self._on_ready()
+
+
+_NOT_FOUND = b'{"error":"not found"}'
+
+
+def public_paths(app: ASGIApp) -> ASGIApp:
+    """Paths answered before the token check.
+
+    ``/.well-known/*`` (OAuth discovery among them) is 404: this server offers no OAuth, and a
+    401 there makes hosts start an OAuth flow that cannot succeed instead of asking for the
+    bearer token.
+    """
+
+    async def routed(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"].startswith("/.well-known/"):
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 404,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": _NOT_FOUND})
+            return
+        await app(scope, receive, send)
+
+    return routed
