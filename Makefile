@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 BUNDLE ?= $(CURDIR)/examples/coffee-roastery
 HTTP ?= 127.0.0.1:8765
-# Extras installed into .venv; CI adds "semantic" (embedding search, ~1 GB with torch).
+# Extras installed into .venv; CI adds "semantic" (embedding search, ~1.4 GB with CPU torch).
 EXTRAS ?= dev
 
 # The real TypeScript MCP SDK client that tests/test_ts_client.py drives (pinned in

