@@ -18,7 +18,7 @@ from jsonschema import Draft202012Validator
 
 CONTRACTS = Path(__file__).resolve().parent.parent / "contracts"
 DRAFT = "https://json-schema.org/draft/2020-12/schema"
-ID_BASE = "https://bundle-mcp.dev/contracts/"
+ID_BASE = "urn:bundle-mcp:contract:"  # a name, not an address: nothing is served there
 
 READ_TOOLS = (
     "list_concepts",

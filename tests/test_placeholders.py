@@ -94,9 +94,6 @@ def test_the_sarif_log_names_no_home_page(monkeypatch: pytest.MonkeyPatch) -> No
     assert urls == {log["$schema"]}  # the SARIF schema's public address, nothing else
 
 
-@pytest.mark.xfail(strict=True, reason="the contracts' $id base https://bundle-mcp.dev/contracts/ "
-                   "is a made-up host; choosing another identifier changes every contract and "
-                   "tests/test_contracts_static.py, a decision for the contracts' owner")
 def test_contract_ids_use_no_made_up_host() -> None:
     ids = [json.loads(p.read_text("utf-8")).get("$id", "")
            for p in sorted((REPO / "contracts").glob("*.json"))]
