@@ -100,7 +100,9 @@ def test_a_taken_port_is_one_clear_line_and_exit_2(
     )
     assert done.returncode == 2
     lines = done.stderr.strip().splitlines()
-    assert lines == [f"bundle-mcp: --http {host_port}: cannot listen there (Address already in use)"]
+    assert lines == [
+        f"bundle-mcp: --http {host_port}: cannot listen there (Address already in use)"
+    ]
 
 
 def test_a_public_address_without_a_token_warns(tmp_path: Path) -> None:

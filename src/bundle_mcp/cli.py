@@ -30,6 +30,7 @@ EXIT_TOOL_ERROR = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 TOKEN_ENV = "BUNDLE_MCP_TOKEN"
+HOSTS_ENV = "BUNDLE_MCP_ALLOWED_HOSTS"
 
 
 class UsageError(Exception):
@@ -80,6 +81,15 @@ def _parser() -> argparse.ArgumentParser:
         "--token",
         help=f"require 'Authorization: Bearer TOKEN' over HTTP (default: ${TOKEN_ENV}); "
         "use printable ASCII without spaces: clients encode other characters differently",
+    )
+    serve.add_argument(
+        "--allowed-host",
+        action="append",
+        dest="allowed_hosts",
+        metavar="HOST:PORT",
+        help="over HTTP, also accept requests whose Host header is HOST:PORT (HOST:* for any "
+        "port), such as a Kubernetes Service or a reverse proxy's name; repeatable (default: "
+        f"${HOSTS_ENV}, comma-separated). Loopback names are always accepted",
     )
     serve.add_argument(
         "--allow-any-bundle",
@@ -146,6 +156,7 @@ def _serve(args: argparse.Namespace) -> int:
     # The environment variable is for HTTP deployments; a stdio server started by a host that
     # happens to have it set must not refuse to start.
     token = args.token or ((os.environ.get(TOKEN_ENV) or None) if args.http else None)
+    allowed_hosts = _allowed_hosts(args.allowed_hosts, bool(args.http))
     config = ServeConfig(
         bundles=bundles,
         allow_any_bundle=args.allow_any_bundle,
@@ -182,10 +193,26 @@ def _serve(args: argparse.Namespace) -> int:
         def ready(bound_host: str, bound_port: int) -> None:
             _print_client_config(config, bound_host, bound_port, bool(token))
 
-        server.serve_http(dispatcher, sock, token, on_ready=ready)
+        server.serve_http(dispatcher, sock, token, on_ready=ready, allowed_hosts=allowed_hosts)
         return EXIT_OK
     finally:
         semantic.close()
+
+
+def _allowed_hosts(values: list[str] | None, http: bool) -> tuple[str, ...]:
+    """``--allowed-host`` values, else ``$BUNDLE_MCP_ALLOWED_HOSTS`` (for HTTP only)."""
+    if values and not http:
+        raise UsageError("--allowed-host applies to --http only")
+    if values is None:
+        values = (os.environ.get(HOSTS_ENV) or "").split(",") if http else []
+        option = f"${HOSTS_ENV}"
+    else:
+        option = "--allowed-host"
+    hosts = tuple(value.strip() for value in values if value.strip())
+    for host in hosts:
+        if any(c.isspace() or c in ",/@" for c in host):
+            raise UsageError(f"{option}: {host!r} is not a Host header value (HOST or HOST:PORT)")
+    return hosts
 
 
 def _toolsets(value: str | None) -> frozenset[str] | None:

@@ -30,8 +30,10 @@ from .errors import (
     recovery_step,
     resource_limit,
 )
+from .loader import PENDING_WRITE
 from .loader.capture import check_bundle_path
 from .model import Document, Snapshot
+from .observe import Notice
 from .snapshots import SnapshotCache
 from .tools import TOOLSETS, load_tools
 
@@ -121,7 +123,8 @@ class Dispatcher:
         # that declare NEEDS_SEMANTIC_INDEX receive it. None means "semantic search is off".
         self._semantic = semantic
         self._reported_lock = threading.Lock()
-        self._reported: dict[str, str] = {}  # bundle path → revision whose broken files were logged
+        # (what, bundle path) → the revision whose broken files or stuck write were logged
+        self._reported: dict[tuple[str, str], str] = {}
 
     def tools(self) -> list[ToolSpec]:
         """The served tools, sorted by name (the selected toolsets, less writes when read-only)."""
@@ -153,10 +156,11 @@ class Dispatcher:
         bundle_path = self._resolve_bundle(arguments.get("bundle_path"))
         snapshot = self._cache.get(bundle_path, token)
         token.check()
+        self._report_pending(bundle_path, snapshot, token)
         if snapshot.broken and tool.needs_parseable:
             if not self.config.skip_unparseable:
                 raise _parse_rejection(snapshot.broken)
-            self._report_skipped(bundle_path, snapshot)
+            self._report_skipped(bundle_path, snapshot, token)
         params = {k: v for k, v in arguments.items() if k != "bundle_path"}
         if getattr(tool.module, "NEEDS_BUNDLE_PATH", False):
             # Write tools re-plan against the disk and publish there: they need the pinned path.
@@ -197,19 +201,77 @@ class Dispatcher:
             )
         return value
 
-    def _report_skipped(self, bundle_path: str, snapshot: Snapshot) -> None:
-        # Once per revision, not per call: a busy client would otherwise flood the log.
-        with self._reported_lock:
-            if self._reported.get(bundle_path) == snapshot.revision:
-                return
-            self._reported[bundle_path] = snapshot.revision
+    def _report_skipped(self, bundle_path: str, snapshot: Snapshot, token: CancelToken) -> None:
         files = ", ".join(d.path for d in snapshot.broken)
-        log.warning(
-            "serving %s without %d unparseable file(s): %s",
+        # The client hears it through the call's observer, which tells each connection once.
+        token.notify(Notice(
+            "warning",
+            f"serving without {len(snapshot.broken)} unparseable file(s): {files}",
             bundle_path,
-            len(snapshot.broken),
-            files,
-        )
+            ("skipped", bundle_path, snapshot.revision),
+        ))
+        # Once per revision, not per call: a busy client would otherwise flood the log.
+        if self._first_report("skipped", bundle_path, snapshot.revision):
+            log.warning(
+                "serving %s without %d unparseable file(s): %s",
+                bundle_path,
+                len(snapshot.broken),
+                files,
+            )
+
+    def _report_pending(self, bundle_path: str, snapshot: Snapshot, token: CancelToken) -> None:
+        """A write journal that could be neither finished nor undone (writes are refused)."""
+        for diagnostic in snapshot.skipped:
+            if diagnostic.code != PENDING_WRITE:
+                continue
+            token.notify(Notice(
+                "error",
+                diagnostic.message,
+                bundle_path,
+                ("pending", bundle_path, snapshot.revision, diagnostic.message),
+            ))
+            if self._first_report("pending", bundle_path, snapshot.revision):
+                log.error("%s: %s", bundle_path, diagnostic.message)
+
+    def _first_report(self, what: str, bundle_path: str, revision: str) -> bool:
+        with self._reported_lock:
+            if self._reported.get((what, bundle_path)) == revision:
+                return False
+            self._reported[(what, bundle_path)] = revision
+            return True
+
+    # -- for the other MCP surfaces (resources, prompts, completions)
+
+    def served_snapshot(self, bundle_path: str, token: CancelToken) -> Snapshot:
+        """A bundle's snapshot as a read tool sees it: the allow-list, the snapshot cache (pinned,
+        no-symlink loader) and the parse policy (strict, or ``--skip-unparseable``).
+
+        Raises:
+            BundleError: as the tools would report it (bad or unlisted path, caps, parse errors,
+                cancellation).
+        """
+        resolved = self._resolve_bundle(bundle_path)
+        snapshot = self._cache.get(resolved, token)
+        token.check()
+        self._report_pending(resolved, snapshot, token)
+        if snapshot.broken:
+            if not self.config.skip_unparseable:
+                raise _parse_rejection(snapshot.broken)
+            self._report_skipped(resolved, snapshot, token)
+        return snapshot
+
+    def refreshed_snapshot(self, bundle_path: str, token: CancelToken) -> Snapshot | None:
+        """The current capture of a bundle that was loaded before, else ``None`` (a change poll
+        never starts a cold load). No parse policy: a change is a change even in a broken bundle.
+
+        Raises:
+            BundleError: from the loader (the root vanished, a cap is now exceeded).
+        """
+        if not self._cache.loaded(bundle_path):
+            return None
+        snapshot = self._cache.get(bundle_path, token)
+        self._report_pending(bundle_path, snapshot, token)
+        return snapshot
 
     def _failure(self, error: BundleError) -> Outcome:
         envelope = error.envelope()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import logging
 import socket
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -27,7 +27,11 @@ from . import __version__
 from .cancel import CancelToken
 from .contracts import internal_error
 from .dispatch import Dispatcher, Outcome, ToolSpec, UnknownTool
+from .observe import CallObserver
+from .readiness import Readiness
+from .resources import DEFAULT_PAGE_SIZE
 from .stdio import stdio_transport
+from .surfaces import DEFAULT_POLL_SECONDS, Surfaces, SurfaceServer
 
 __all__ = [
     "INSTRUCTIONS",
@@ -115,9 +119,12 @@ def _unknown_tool(name: str) -> MCPError:
 
 
 async def _call_in_worker(
-    dispatcher: Dispatcher, name: str, arguments: Mapping[str, Any] | None
+    dispatcher: Dispatcher,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    observer: CallObserver | None = None,
 ) -> Outcome:
-    token = CancelToken()
+    token = CancelToken(observer=observer)
     try:
         # abandon_on_cancel: the request task returns at once on cancellation; the worker sees
         # the cancelled token at its next check and stops without producing a reply.
@@ -129,8 +136,22 @@ async def _call_in_worker(
         raise
 
 
-def build_server(dispatcher: Dispatcher) -> Server[Any]:
-    """The low-level server: the dispatcher's tools advertised, every call through it."""
+def build_server(
+    dispatcher: Dispatcher,
+    *,
+    streams: bool = True,
+    page_size: int = DEFAULT_PAGE_SIZE,
+    poll_seconds: float = DEFAULT_POLL_SECONDS,
+) -> Server[Any]:
+    """The low-level server: the dispatcher's tools advertised, every call through it, plus
+    resources, prompts, completions, logging and progress (:mod:`bundle_mcp.surfaces`).
+
+    ``streams``: connections last (stdio, in memory); false for stateless HTTP, which then
+    declares no subscriptions, list changes or logging of 2025 connections.
+    """
+    surfaces = Surfaces(
+        dispatcher, page_size=page_size, poll_seconds=poll_seconds, streams=streams
+    )
     specs = dispatcher.tools()
     listed = types.ListToolsResult(tools=[_tool(spec) for spec in specs])
     input_schemas = {spec.name: dict(spec.input_schema) for spec in specs}
@@ -146,7 +167,10 @@ def build_server(dispatcher: Dispatcher) -> Server[Any]:
         if params.name not in input_schemas:
             raise _unknown_tool(params.name)
         try:
-            outcome = await _call_in_worker(dispatcher, params.name, params.arguments)
+            async with surfaces.reporting(ctx, params.name) as observer:
+                outcome = await _call_in_worker(
+                    dispatcher, params.name, params.arguments, observer
+                )
         except UnknownTool:
             raise _unknown_tool(params.name) from None
         except Exception:
@@ -157,7 +181,7 @@ def build_server(dispatcher: Dispatcher) -> Server[Any]:
             outcome = Outcome(structured=envelope, text=envelope["message"], is_error=True)
         return _result(outcome)
 
-    return Server(
+    server = SurfaceServer(
         SERVER_NAME,
         version=__version__,
         instructions=INSTRUCTIONS,
@@ -165,7 +189,10 @@ def build_server(dispatcher: Dispatcher) -> Server[Any]:
         get_tool_input_schema=input_schemas.get,
         on_list_tools=on_list_tools,
         on_call_tool=on_call_tool,
+        **surfaces.handlers(),
     )
+    surfaces.install(server)
+    return server
 
 
 # --------------------------------------------------------------------------------------------
@@ -236,14 +263,27 @@ def _allowed_hosts(host: str, port: int) -> list[str]:
     return hosts
 
 
-def build_http_app(dispatcher: Dispatcher, host: str, port: int, token: str | None) -> ASGIApp:
-    """Stateless streamable HTTP with JSON responses, DNS-rebinding protection, optional token."""
-    server = build_server(dispatcher)
+def build_http_app(
+    dispatcher: Dispatcher,
+    host: str,
+    port: int,
+    token: str | None,
+    extra_hosts: Sequence[str] = (),
+) -> ASGIApp:
+    """Stateless streamable HTTP with JSON responses, DNS-rebinding protection, optional token.
+
+    ``extra_hosts``: Host header values accepted besides the bound address and the loopback
+    names (``--allowed-host``: a Service name, a proxy's name; ``NAME:*`` for any port).
+    """
+    server = build_server(dispatcher, streams=False)
     hosts = _allowed_hosts(host, port)
+    extra = sorted(set(extra_hosts) - set(hosts))
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
-        allowed_hosts=hosts,
-        allowed_origins=[f"http://{h}" for h in hosts],
+        allowed_hosts=[*hosts, *extra],
+        # A named host is often reached through a TLS-terminating proxy: https origins too.
+        allowed_origins=[f"http://{h}" for h in hosts]
+        + [f"{scheme}://{h}" for h in extra for scheme in ("http", "https")],
     )
     app: ASGIApp = server.streamable_http_app(
         streamable_http_path=MCP_PATH,
@@ -270,12 +310,24 @@ def serve_http(
     sock: socket.socket,
     token: str | None,
     on_ready: Callable[[str, int], None] | None = None,
+    allowed_hosts: Sequence[str] = (),
 ) -> None:
-    """Serve on an already bound socket; ``on_ready(host, port)`` runs once it is listening."""
+    """Serve on an already bound socket; ``on_ready(host, port)`` runs once it is listening.
+
+    The served bundles are loaded and warmed in a background thread meanwhile
+    (:mod:`bundle_mcp.readiness`); ``/readyz`` says when that is done.
+    """
     host, port = sock.getsockname()[:2]
-    app = public_paths(build_http_app(dispatcher, host, port, token))
+    readiness = Readiness(dispatcher)
+    app = public_paths(
+        build_http_app(dispatcher, host, port, token, allowed_hosts), readiness.is_ready
+    )
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
-    _Uvicorn(config, lambda: on_ready(host, port) if on_ready else None).run(sockets=[sock])
+    readiness.start()
+    try:
+        _Uvicorn(config, lambda: on_ready(host, port) if on_ready else None).run(sockets=[sock])
+    finally:
+        readiness.stop()
 
 
 class _Uvicorn(uvicorn.Server):
@@ -292,27 +344,65 @@ class _Uvicorn(uvicorn.Server):
 
 
 _NOT_FOUND = b'{"error":"not found"}'
+HEALTH_PATH = "/healthz"
+READY_PATH = "/readyz"
+_PROBE_METHODS = ("GET", "HEAD")
 
 
-def public_paths(app: ASGIApp) -> ASGIApp:
+def public_paths(app: ASGIApp, ready: Callable[[], bool] | None = None) -> ASGIApp:
     """Paths answered before the token check.
 
+    ``/healthz`` (the process serves: 200 ``{"status":"ok"}``) and ``/readyz`` (200 once every
+    served bundle is loaded and warm, ``ready()``; 503 until then; always 200 without
+    ``ready``) are for probes, which carry no token; neither says anything about a bundle.
     ``/.well-known/*`` (OAuth discovery among them) is 404: this server offers no OAuth, and a
     401 there makes hosts start an OAuth flow that cannot succeed instead of asking for the
     bearer token.
     """
 
     async def routed(scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and scope["path"].startswith("/.well-known/"):
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 404,
-                    "headers": [(b"content-type", b"application/json")],
-                }
-            )
-            await send({"type": "http.response.body", "body": _NOT_FOUND})
+        if scope["type"] != "http":
+            await app(scope, receive, send)
             return
-        await app(scope, receive, send)
+        path = scope["path"]
+        if path.startswith("/.well-known/"):
+            await _answer(send, 404, _NOT_FOUND)
+        elif path in (HEALTH_PATH, READY_PATH):
+            head = scope["method"] == "HEAD"
+            if scope["method"] not in _PROBE_METHODS:
+                await _answer(
+                    send, 405, b'{"error":"method not allowed"}', [(b"allow", b"GET, HEAD")]
+                )
+            elif path == HEALTH_PATH:
+                await _answer(send, 200, b'{"status":"ok"}', head=head)
+            elif ready is None or ready():
+                await _answer(send, 200, b'{"status":"ready"}', head=head)
+            else:
+                await _answer(send, 503, b'{"status":"not ready"}', head=head)
+        else:
+            await app(scope, receive, send)
 
     return routed
+
+
+async def _answer(
+    send: Send,
+    status: int,
+    body: bytes,
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    *,
+    head: bool = False,
+) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode("ascii")),
+                (b"cache-control", b"no-store"),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": b"" if head else body})

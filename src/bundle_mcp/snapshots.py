@@ -113,6 +113,13 @@ class SnapshotCache:
             slot.cached = _Cached(snapshot, stats, watch, _root_identity(bundle_path))
             return snapshot
 
+    def loaded(self, bundle_path: str) -> bool:
+        """True when the bundle has a capture here: the change poller refreshes only those, and
+        never starts a first (cold) load itself."""
+        with self._slots_lock:
+            slot = self._slots.get(bundle_path)
+        return slot is not None and slot.cached is not None
+
     def _watched(
         self, bundle_path: str, cached: _Cached, token: CancelToken
     ) -> _Cached | None:

@@ -12,6 +12,7 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic
 from ..model import Document, Snapshot, revision_of
+from ..observe import Notice
 from ..writes.journal import JOURNAL_PATH, ReadLock, RecoveryFailed, pending, recover
 from .capture import Capture, StatKey, capture, check_total, pin_root, read_relative
 from .document import parse_document
@@ -49,6 +50,11 @@ def load_bundle(
         if pending(fd):  # an interrupted write: roll it forward or back before reading
             try:
                 recover(fd, token)
+                token.notify(Notice(
+                    "notice",
+                    "an interrupted write was finished or undone before reading the bundle",
+                    bundle_path,
+                ))
             except RecoveryFailed as exc:
                 # Never a failure of every read: serve the files as they are (each one wholly
                 # old or wholly new) and let validation report what is pending.
@@ -128,8 +134,12 @@ def build_snapshot(
     cached: Mapping[str, Any] | None = None,
 ) -> Snapshot:
     documents: dict[str, Document] = {}
+    total = len(captured.files)
     for n, f in enumerate(captured.files):
-        if n % 256 == 0 or f.data is not None:
+        if n % 256 == 0:
+            token.check()
+            token.progress(n, total)  # a no-op without an observer (the call wants none)
+        elif f.data is not None:
             token.check()
         if f.data is None and previous is not None and f.path in previous.documents:
             documents[f.path] = previous.documents[f.path]

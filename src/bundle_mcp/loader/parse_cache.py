@@ -10,10 +10,13 @@ data, and loading it must not be able to run code.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
+import logging
 import os
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,8 @@ from ..model import (
 from .frontmatter import DELIMITER_LINE, split_frontmatter
 from .text import BOM, count_breaks, count_lines
 
+log = logging.getLogger(__name__)
+
 FORMAT = "bundle-mcp-parse-cache/3"  # 3: concept files with unaddressable names are broken
 MAX_PACKS = 32
 _DISABLED = ("off", "none", "0", "false")
@@ -52,6 +57,8 @@ class ParseCache:
 
     def __init__(self, directory: Path | None) -> None:
         self._directory = directory / "parse" if directory is not None else None
+        self._warned = False  # a cache that cannot be written is logged once
+        self._warned_lock = threading.Lock()
 
     @classmethod
     def default(cls) -> ParseCache:
@@ -84,7 +91,11 @@ class ParseCache:
         return data["entries"]
 
     def save(self, bundle_path: str, documents: Mapping[str, Document]) -> None:
-        """Write the pack atomically; a cache that cannot be written is silently skipped."""
+        """Write the pack atomically; a cache that cannot be written is skipped.
+
+        The first failure is logged (one warning per cache, however many saves follow): the
+        server works on, only a restart parses the bundle again.
+        """
         pack = self._pack(bundle_path)
         if pack is None:
             return
@@ -102,8 +113,17 @@ class ParseCache:
                     os.unlink(tmp)
                 raise
             _prune(pack.parent)
-        except OSError:
-            return
+        except OSError as exc:
+            with self._warned_lock:
+                first, self._warned = not self._warned, True
+            if first:
+                log.warning(
+                    "the parse cache in %s cannot be written (%s); serving without it, so a "
+                    "restart parses the bundle again (set BUNDLE_MCP_CACHE_DIR to a writable "
+                    "folder, or to off)",
+                    self._directory,
+                    errno.errorcode.get(exc.errno or 0, "error"),
+                )
 
 
 def _prune(directory: Path) -> None:

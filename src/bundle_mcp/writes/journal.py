@@ -112,8 +112,37 @@ def rejected(message: str, step: str | None = None) -> BundleError:
     return BundleError(OPERATION_REJECTED, message, steps)
 
 
+_READ_ONLY_MESSAGE = (
+    "the bundle is on a read-only file system: this server cannot write to it; nothing was "
+    "changed"
+)
+_READ_ONLY_STEP = (
+    "reads work as usual; to write, mount the bundle read-write, or edit the bundle's source "
+    "(a git repository, a volume) instead; an operator can serve it with --read-only to leave "
+    "the write tools out"
+)
+
+
+def on_read_only_fs(root_fd: int) -> bool:
+    """Whether the pinned root sits on a file system mounted read-only (``ST_RDONLY``).
+
+    A file system that cannot say is taken as writable: the write itself then finds out.
+    """
+    try:
+        return bool(os.fstatvfs(root_fd).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def read_only_rejection() -> BundleError:
+    """``operation_rejected`` for a write to a bundle on a read-only file system."""
+    return rejected(_READ_ONLY_MESSAGE, _READ_ONLY_STEP)
+
+
 def os_failure(what: str, exc: OSError) -> BundleError:
     """A refused filesystem call as ``operation_rejected``; the message names no host path."""
+    if exc.errno == errno.EROFS:  # mounted read-only after the up-front check, or not telling
+        return read_only_rejection()
     name = errno.errorcode.get(exc.errno or 0, "error")
     return rejected(
         f"{what}: the filesystem refused it ({name}: {os.strerror(exc.errno or 0)})",

@@ -113,7 +113,8 @@ def apply_writes(
 
     Raises:
         BundleError: ``revision_conflict`` (base or a file's hash moved on), ``operation_rejected``
-            (unsafe or invalid target, a refused disk write; the bundle is left unchanged),
+            (unsafe or invalid target, a bundle on a read-only file system, a refused disk
+            write; the bundle is left unchanged),
             ``resource_limit`` (the result would break a loader cap), ``operation_cancelled``.
         ValueError: a malformed ``request_digest`` or ``old_sha256`` (a caller bug).
     """
@@ -122,6 +123,9 @@ def apply_writes(
     ordered = _ordered(writes, request_digest)
     root_fd = pin_root(bundle_path)
     try:
+        # Before the state folder is created: on a read-only mount nothing is attempted at all.
+        if journal.on_read_only_fs(root_fd):
+            raise journal.read_only_rejection()
         state_fd = journal.open_state_dir(root_fd, create=True)
         assert state_fd is not None
         try:
