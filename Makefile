@@ -44,8 +44,10 @@ run: $(STAMP)
 test: $(STAMP) ts-deps
 	$(BIN)/python -m pytest -q
 
+# mypy reads its settings (strict, files = src/bundle_mcp) from [tool.mypy] in pyproject.toml.
 lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

@@ -30,10 +30,11 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _start(args: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [*SERVE, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=log.open("wb"), env=_env(**env),
-    )
+    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [*SERVE, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=stderr, env=_env(**env),
+        )
 
 
 def _wait_for_url(process: subprocess.Popen[bytes], log: Path) -> str:

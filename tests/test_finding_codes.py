@@ -2,7 +2,7 @@
 
 Every code the loader and the validators can put on a finding is found by reading their source
 (the ``error``/``warn``/``info`` helpers, ``Diagnostic(code=...)``, the capture walk's ``_skip``,
-``FrontmatterError`` and the named code constants); the table must list exactly those, each with
+``FrontmatterError`` and ``PENDING_WRITE``); the table must list exactly those, each with
 real texts, since ``--format sarif`` turns them into code-scanning rules.
 """
 
@@ -13,7 +13,6 @@ from pathlib import Path
 
 from bundle_mcp.errors import ERROR, INFO, WARN
 from bundle_mcp.loader import PENDING_WRITE
-from bundle_mcp.loader.document import PARSE_ERROR_CODES
 from bundle_mcp.validation.codes import FINDING_CODES, describe
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "bundle_mcp"
@@ -49,7 +48,6 @@ def emitted_codes() -> set[str]:
                 for kw in node.keywords:
                     if kw.arg == "code" and isinstance(kw.value, ast.Constant):
                         found.add(str(kw.value.value))
-    found.update(PARSE_ERROR_CODES)
     found.add(PENDING_WRITE)
     return found - ENVELOPE_ONLY
 

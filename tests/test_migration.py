@@ -265,14 +265,17 @@ def test_unsupported_sources_are_blocked(tmp_bundle, index, selector, code, reso
     assert [b["code"] for b in preview["blockers"]] == [code]
 
 
-def test_an_undeclared_bundle_without_legacy_keys_is_already_v02(tmp_bundle) -> None:
+def test_an_undeclared_bundle_without_legacy_keys_is_read_as_v01(tmp_bundle) -> None:
+    # versioning.resolve_version's rule (DECISIONS.md): undeclared is 0.1, for the readers and
+    # for the migration alike, so migrating it only writes the declaration.
     client = Client(tmp_bundle({"index.md": INDEX, "note.md": NOTE}))
     args = {"timestamp_policy": "preserve", "citation_mappings": []}
     preview = client.ok("preview_v02_migration", **args)
-    assert (preview["status"], preview["source"]["resolution_source"]) == ("noop", "default")
-    applied = client.ok("apply_v02_migration", **args, expected_source=preview["source"])
-    assert applied["status"] == "noop" and applied["changed_paths"] == []
-    assert client.read("index.md") == INDEX  # target-noop writes nothing, not even index.md
+    assert (preview["status"], preview["source"]["resolution_source"]) == ("applicable", "default")
+    assert preview["source"]["from_version"] == "0.1"
+    assert preview["affected_paths"] == ["index.md"]
+    client.apply(preview, **args)
+    assert client.read("index.md").startswith('---\nokf_version: "0.2"\n---\n')
 
 
 def test_explicit_01_selector_migrates_an_undeclared_bundle(tmp_bundle) -> None:

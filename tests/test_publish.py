@@ -29,7 +29,7 @@ from bundle_mcp.errors import (
 )
 from bundle_mcp.loader import load_bundle, pin_root
 from bundle_mcp.loader.capture import MAX_FILE_BYTES
-from bundle_mcp.writes import PlannedWrite, apply_writes, current_revision, recover
+from bundle_mcp.writes import PlannedWrite, apply_writes, recover
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
@@ -122,7 +122,7 @@ def result_revision(tmp_bundle: BundleFactory) -> str:
 def test_apply_publishes_every_file_and_predicts_the_loader_revision(
     bundle: str, result_revision: str
 ) -> None:
-    base = current_revision(bundle, None)
+    base = loader_revision(bundle)
     assert base == loader_revision(bundle)
     receipt = apply_writes(bundle, base, planned(), DIGEST, CancelToken())
     assert receipt.base_revision == base
@@ -136,13 +136,13 @@ def test_apply_publishes_every_file_and_predicts_the_loader_revision(
 def test_publish_order_is_sorted_with_the_root_index_last(bundle: str) -> None:
     steps: list[str] = []
     apply_writes(
-        bundle, current_revision(bundle, None), planned(), DIGEST, None, step_hook=steps.append
+        bundle, loader_revision(bundle), planned(), DIGEST, None, step_hook=steps.append
     )
     assert steps == list(STEPS)
 
 
 def test_identical_apply_replays_its_receipt_without_writing(bundle: str) -> None:
-    base = current_revision(bundle, None)
+    base = loader_revision(bundle)
     first = apply_writes(bundle, base, planned(), DIGEST, None)
     before = {p: os.stat(os.path.join(bundle, p)).st_ino for p in NEW}
     steps: list[str] = []
@@ -158,7 +158,7 @@ def test_identical_apply_replays_its_receipt_without_writing(bundle: str) -> Non
 
 
 def test_writing_the_current_bytes_is_a_noop(bundle: str) -> None:
-    base = current_revision(bundle, None)
+    base = loader_revision(bundle)
     same = (PlannedWrite("a.md", sha(OLD["a.md"]), OLD["a.md"]),)
     receipt = apply_writes(bundle, base, same, DIGEST, None)
     assert (receipt.result_revision, receipt.changed_paths) == (base, ())
@@ -167,7 +167,7 @@ def test_writing_the_current_bytes_is_a_noop(bundle: str) -> None:
 
 def test_the_kept_file_mode_survives_a_replacement(bundle: str) -> None:
     os.chmod(os.path.join(bundle, "a.md"), 0o600)
-    apply_writes(bundle, current_revision(bundle, None), planned(), DIGEST, None)
+    apply_writes(bundle, loader_revision(bundle), planned(), DIGEST, None)
     assert os.stat(os.path.join(bundle, "a.md")).st_mode & 0o777 == 0o600
 
 
@@ -175,7 +175,7 @@ def test_the_kept_file_mode_survives_a_replacement(bundle: str) -> None:
 
 
 def test_stale_base_revision_is_a_conflict_and_changes_nothing(bundle: str) -> None:
-    base = current_revision(bundle, None)
+    base = loader_revision(bundle)
     Path(bundle, "keep.md").write_bytes(b"---\ntype: note\n---\nedited elsewhere\n")
     before = tree_bytes(bundle)
     with pytest.raises(BundleError) as caught:
@@ -198,13 +198,13 @@ def test_a_target_not_holding_the_expected_bytes_is_a_conflict(
     bundle: str, write: PlannedWrite
 ) -> None:
     with pytest.raises(BundleError) as caught:
-        apply_writes(bundle, current_revision(bundle, None), (write,), DIGEST, None)
+        apply_writes(bundle, loader_revision(bundle), (write,), DIGEST, None)
     assert caught.value.code == REVISION_CONFLICT
     assert tree_bytes(bundle) == OLD
 
 
 def test_racing_applies_on_one_base_let_exactly_one_win(bundle: str) -> None:
-    base = current_revision(bundle, None)
+    base = loader_revision(bundle)
     barrier = threading.Barrier(2)
     outcomes: list[str] = []
     lock = threading.Lock()
@@ -256,7 +256,7 @@ def test_racing_applies_on_one_base_let_exactly_one_win(bundle: str) -> None:
 def test_paths_outside_the_visible_bundle_are_rejected(bundle: str, path: str) -> None:
     with pytest.raises(BundleError) as caught:
         apply_writes(
-            bundle, current_revision(bundle, None), (PlannedWrite(path, None, b"x"),), DIGEST, None
+            bundle, loader_revision(bundle), (PlannedWrite(path, None, b"x"),), DIGEST, None
         )
     assert caught.value.code == OPERATION_REJECTED
     assert tree_bytes(bundle) == OLD
@@ -273,7 +273,7 @@ def test_a_symlinked_target_is_rejected_and_its_target_untouched(
         with pytest.raises(BundleError) as caught:
             apply_writes(
                 bundle,
-                current_revision(bundle, None),
+                loader_revision(bundle),
                 (PlannedWrite("link.md", old, b"---\ntype: x\n---\n"),),
                 DIGEST,
                 None,
@@ -293,7 +293,7 @@ def test_a_symlinked_parent_folder_is_rejected_and_nothing_written_outside(
         with pytest.raises(BundleError) as caught:
             apply_writes(
                 bundle,
-                current_revision(bundle, None),
+                loader_revision(bundle),
                 (PlannedWrite(path, None, b"---\ntype: x\n---\n"),),
                 DIGEST,
                 None,
@@ -307,7 +307,7 @@ def test_a_symlinked_state_folder_is_rejected(bundle: str, tmp_path: Path) -> No
     outside.mkdir()
     os.symlink(outside, os.path.join(bundle, ".bundle-mcp"))
     with pytest.raises(BundleError) as caught:
-        apply_writes(bundle, current_revision(bundle, None), planned(), DIGEST, None)
+        apply_writes(bundle, loader_revision(bundle), planned(), DIGEST, None)
     assert caught.value.code == OPERATION_REJECTED
     assert list(outside.iterdir()) == []
     assert tree_bytes(bundle) == OLD
@@ -318,7 +318,7 @@ def test_a_path_excluded_by_okfignore_is_rejected(tmp_bundle: BundleFactory) -> 
     with pytest.raises(BundleError) as caught:
         apply_writes(
             root,
-            current_revision(root, None),
+            loader_revision(root),
             (PlannedWrite("drafts/x.md", None, b"---\ntype: x\n---\n"),),
             DIGEST,
             None,
@@ -330,7 +330,7 @@ def test_a_path_excluded_by_okfignore_is_rejected(tmp_bundle: BundleFactory) -> 
 def test_a_file_over_the_loader_cap_is_a_resource_limit(bundle: str) -> None:
     big = PlannedWrite("big.md", None, b"x" * (MAX_FILE_BYTES + 1))
     with pytest.raises(BundleError) as caught:
-        apply_writes(bundle, current_revision(bundle, None), (big,), DIGEST, None)
+        apply_writes(bundle, loader_revision(bundle), (big,), DIGEST, None)
     assert caught.value.code == RESOURCE_LIMIT
     assert tree_bytes(bundle) == OLD
 
@@ -349,7 +349,7 @@ def test_a_full_disk_while_staging_rolls_back_and_leaves_the_bundle_intact(
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return real_write(fd, data)
 
-    base = current_revision(bundle, None)
+    base = loader_revision(bundle)
     monkeypatch.setattr(os, "write", refusing_write)
     with pytest.raises(BundleError) as caught:
         apply_writes(bundle, base, planned(), DIGEST, None)
@@ -358,7 +358,7 @@ def test_a_full_disk_while_staging_rolls_back_and_leaves_the_bundle_intact(
     assert "ENOSPC" in caught.value.message
     assert tree_bytes(bundle) == OLD  # no staged dot-files left either
     assert "new" not in folders(bundle)
-    assert current_revision(bundle, None) == base
+    assert loader_revision(bundle) == base
     assert not os.path.exists(os.path.join(bundle, ".bundle-mcp", "journal.json"))
 
 
@@ -368,7 +368,7 @@ def test_a_full_disk_while_journaling_changes_nothing(
     def refusing_write(fd: int, data: bytes) -> int:
         raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
 
-    base = current_revision(bundle, None)
+    base = loader_revision(bundle)
     monkeypatch.setattr(os, "write", refusing_write)
     with pytest.raises(BundleError) as caught:
         apply_writes(bundle, base, planned(), DIGEST, None)
@@ -385,7 +385,7 @@ def test_cancelling_before_publishing_rolls_back(bundle: str) -> None:
         if step == "staged:index.md":
             token.cancel()
 
-    base = current_revision(bundle, None)
+    base = loader_revision(bundle)
     with pytest.raises(BundleError) as caught:
         apply_writes(bundle, base, planned(), DIGEST, token, step_hook=cancel_at)
     assert caught.value.code == OPERATION_CANCELLED
@@ -401,7 +401,7 @@ def test_cancelling_once_publishing_began_still_finishes(bundle: str) -> None:
             token.cancel()
 
     receipt = apply_writes(
-        bundle, current_revision(bundle, None), planned(), DIGEST, token, step_hook=cancel_at
+        bundle, loader_revision(bundle), planned(), DIGEST, token, step_hook=cancel_at
     )
     assert tree_bytes(bundle) == {**OLD, **NEW}
     assert receipt.result_revision == loader_revision(bundle)
@@ -419,7 +419,7 @@ def test_recovery_waits_for_a_live_apply_instead_of_rolling_it_back(bundle: str)
 
     writer = threading.Thread(
         target=apply_writes,
-        args=(bundle, current_revision(bundle, None), planned(), DIGEST, None),
+        args=(bundle, loader_revision(bundle), planned(), DIGEST, None),
         kwargs={"step_hook": pause_at},
     )
     writer.start()
@@ -467,7 +467,7 @@ sys.exit(3)  # the step never fired
 def test_a_crash_at_any_step_recovers_to_exactly_the_base_or_the_result(
     bundle: str, result_revision: str, step: str
 ) -> None:
-    base = current_revision(bundle, None)
+    base = loader_revision(bundle)
     spec = json.dumps(
         [{"path": w.path, "old": w.old_sha256, "new": w.new_bytes.decode()} for w in planned()]
     )

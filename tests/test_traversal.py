@@ -1,8 +1,8 @@
 """expand_neighbors and fetch_slice: unit tests, generated stress bundles and property tests.
 
 Bundles are built in memory (parse_document + Snapshot) so a property example costs
-milliseconds; the golden cases of both tools also run here through a Dispatcher with the two
-tools added, so they are checked before (and independently of) the registry listing them.
+milliseconds; the golden cases of both tools run in tests/test_golden.py, and this module checks
+that each tool pins both a success and an error outcome.
 
 Profiles: ``HYPOTHESIS_PROFILE`` picks one of the profiles tests/ registers (ci: 50, dev: 200);
 without them the property tests run 50 examples.
@@ -10,12 +10,10 @@ without them the property tests run 50 examples.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 import types
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,11 +23,11 @@ from hypothesis.errors import InvalidArgument
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.contracts import ContractSet
-from bundle_mcp.dispatch import Dispatcher, ServeConfig, to_json
+from bundle_mcp.dispatch import to_json
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader.document import parse_document
 from bundle_mcp.model import Snapshot, revision_of
-from bundle_mcp.tools import TOOL_MODULES, expand_neighbors, fetch_slice, load_tools
+from bundle_mcp.tools import expand_neighbors, fetch_slice
 from bundle_mcp.tools._graph import (
     ELLIPSIS,
     clip,
@@ -371,24 +369,10 @@ def test_expand_into_5000_sections(big_snapshot: Snapshot) -> None:
 
 
 # --------------------------------------------------------------------------------------------
-# Goldens through a dispatcher that serves both tools (the registry may not list them yet)
+# Goldens (tests/test_golden.py runs them through the registry's dispatcher)
 
 
 GOLDEN_PATHS = [p for p in golden_runner.golden_paths() if p.parent.name in TOOLS]
-
-
-@pytest.mark.parametrize("path", GOLDEN_PATHS, ids=golden_runner.case_id)
-def test_traversal_golden(path: Path, tmp_path: Path) -> None:
-    tool = path.parent.name
-    if tool in TOOL_MODULES:
-        pytest.skip("the registry serves this tool: tests/test_golden.py runs the case")
-    case = golden_runner.load_case(path)
-    root = golden_runner.prepare_bundle(case, tmp_path)
-    names = tuple(sorted(set(TOOL_MODULES) | set(TOOLS)))
-    dispatcher = Dispatcher(ServeConfig(bundles=(root,)), tools=load_tools(names))
-    outcome = dispatcher.call(tool, case["arguments"])
-    got = json.loads(json.dumps({"is_error": outcome.is_error, "structured": outcome.structured}))
-    assert got == case["expected"]
 
 
 def test_both_outcomes_are_pinned_for_each_tool() -> None:

@@ -35,12 +35,6 @@ class CancelToken:
     def cancel(self) -> None:
         self._cancelled = True
 
-    @property
-    def is_cancelled(self) -> bool:
-        if self._cancelled:
-            return True
-        return self._deadline is not None and time.monotonic() >= self._deadline
-
     def check(self) -> None:
         if self._cancelled or (self._deadline is not None and time.monotonic() >= self._deadline):
             raise cancelled()

@@ -48,8 +48,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser = _parser()
         if args_list[:1] == ["call"]:
             # Options and KEY=VALUE pairs mix in any order (`call TOOL --bundle B query=x`).
-            args = _call_parser(argparse.ArgumentParser(prog="bundle-mcp call"))
-            args = args.parse_intermixed_args(args_list[1:])
+            call_parser = _call_parser(argparse.ArgumentParser(prog="bundle-mcp call"))
+            args = call_parser.parse_intermixed_args(args_list[1:])
         else:
             args = parser.parse_args(args_list)
         return int(args.handler(args))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import cast
 
 from .folding import fold
 from .model import Snapshot
@@ -37,8 +36,7 @@ def folded_candidates(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
 
 def concept_candidates(snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
     """The snapshot's concept IDs as candidates, folded once per snapshot."""
-    pairs = snapshot.memo.get("completion_ids", lambda: folded_candidates(snapshot.concepts))
-    return cast("tuple[tuple[str, str], ...]", pairs)
+    return snapshot.memo.get("completion_ids", lambda: folded_candidates(snapshot.concepts))
 
 
 def complete(candidates: Sequence[tuple[str, str]], typed: str) -> Completion:

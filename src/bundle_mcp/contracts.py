@@ -31,7 +31,8 @@ from jsonschema import Draft202012Validator
 try:  # the fast path for results; jsonschema stays the authority (see ContractSet._check_internal)
     import jsonschema_rs
 except ImportError:  # pragma: no cover - the dependency is declared; a missing wheel only slows
-    jsonschema_rs = None
+    # mypy has no "module or None" type for an optional import; users check `is not None`.
+    jsonschema_rs = None  # type: ignore[assignment]
 
 from .errors import (
     ERROR,
@@ -107,7 +108,8 @@ def _is_strict_integer(_checker: object, instance: object) -> bool:
     return isinstance(instance, int) and not isinstance(instance, bool)
 
 
-_StrictDraft202012 = jsonschema.validators.extend(
+# types-jsonschema leaves validators.extend unannotated (it returns a validator class).
+_StrictDraft202012 = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
     Draft202012Validator,
     type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_strict_integer),
 )
@@ -345,7 +347,7 @@ def advertised_input_schema(contract: Mapping[str, Any]) -> dict[str, Any]:
             applicators, or ``unevaluated*`` in the same document).
     """
     seen: set[str] = set()
-    trimmed = _trim(contract, seen)
+    trimmed: dict[str, Any] = _trim(contract, seen)  # a mapping trims to a dict
     if FOLD_KEY in seen and seen & _UNEVALUATED:
         # Dropping a subschema changes what counts as evaluated: no longer only a relaxation.
         raise ValueError("x-fold cannot be used next to unevaluated* keywords")

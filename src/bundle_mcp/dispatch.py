@@ -74,7 +74,6 @@ class ToolSpec:
     name: str
     title: str  # for people: "Search concepts"
     description: str
-    toolset: str | None  # one of tools.TOOLSETS (None for a module that does not say)
     read_only: bool  # writes nothing (previews included)
     input_schema: Mapping[str, Any]  # the input contract as advertised (contracts.advertised_…)
     output_schema: Mapping[str, Any]  # the output contract OR the error envelope (anyOf)
@@ -290,7 +289,6 @@ class Dispatcher:
                 name=name,
                 title=getattr(module, "TITLE", None) or name.replace("_", " ").capitalize(),
                 description=module.DESCRIPTION,
-                toolset=getattr(module, "TOOLSET", None),
                 read_only=bool(module.READ_ONLY),
                 input_schema=self.contracts.advertised_input_schema(name),
                 output_schema=self.contracts.advertised_output_schema(name),

@@ -74,7 +74,7 @@ class Diagnostic:
             "policy_failure": self.policy_failure,
         }
 
-    def sort_key(self) -> tuple:
+    def sort_key(self) -> tuple[str, int, int, str, str, str]:
         return (
             self.file or "",
             self.line or 0,

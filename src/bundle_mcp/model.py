@@ -16,7 +16,7 @@ import threading
 import types
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from .errors import Diagnostic
 
@@ -60,6 +60,9 @@ def canonical_json(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
+_T = TypeVar("_T")
+
+
 class Memo:
     """Derived data kept with a frozen object: ``get(key, factory)`` computes once, then reuses.
 
@@ -75,14 +78,16 @@ class Memo:
         self._values: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: Any, factory: Callable[[], Any]) -> Any:
+    def get(self, key: Any, factory: Callable[[], _T]) -> _T:
+        # cast: each key is only ever stored with one factory (the callers' contract above), so
+        # the stored value has that factory's type.
         try:
-            return self._values[key]
+            return cast(_T, self._values[key])
         except KeyError:
             pass
         value = factory()
         with self._lock:
-            return self._values.setdefault(key, value)
+            return cast(_T, self._values.setdefault(key, value))
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,7 +221,8 @@ class Document:
     def frontmatter(self) -> Mapping[str, Any] | None:
         value = self.frontmatter_value
         if isinstance(value, Unfrozen):
-            return self.memo.get("frontmatter", lambda: freeze(value.data))
+            # cast: freeze turns a dict into a read-only mapping with the same (str) keys.
+            return self.memo.get("frontmatter", lambda: cast(Mapping[str, Any], freeze(value.data)))
         return value
 
     @property
@@ -340,7 +346,7 @@ class Snapshot:
     @functools.cached_property
     def edges(self) -> tuple[Edge, ...]:
         """Every resolved edge, deduplicated, sorted by (kind, from, to, relation_type)."""
-        seen: set[tuple] = set()
+        seen: set[tuple[str, str, str, str | None]] = set()
         out: list[Edge] = []
         for doc in self.concepts.values():
             src = doc.concept_id
@@ -349,7 +355,7 @@ class Snapshot:
                 tid = link.concept_id
                 if tid is None or tid not in self.concepts:
                     continue
-                key = ("navigation", src, tid, None)
+                key: tuple[str, str, str, str | None] = ("navigation", src, tid, None)
                 if key not in seen:
                     seen.add(key)
                     out.append(Edge("navigation", src, tid, src, tid, None))

@@ -49,8 +49,8 @@ def verifications(fm: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 
 
 def trust(fm: Mapping[str, Any]) -> str:
-    actors = [v.get("by") for v in verifications(fm)]
-    actors = [a for a in actors if isinstance(a, str) and a]
+    found = [v.get("by") for v in verifications(fm)]
+    actors = [a for a in found if isinstance(a, str) and a]
     if not actors:
         return UNVERIFIED
     if any(a.startswith("human:") for a in actors):

@@ -25,7 +25,6 @@ import re
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import cast
 from urllib.parse import quote
 
 from .ids import concept_id_problem
@@ -248,8 +247,7 @@ def _unquote_bytes(encoded: str) -> bytearray:
 
 def entries_of(label: str, snapshot: Snapshot) -> tuple[ResourceEntry, ...]:
     """The resources of one capture, in bundle-path order (memoised with the snapshot)."""
-    entries = snapshot.memo.get(("resources", label), lambda: _entries(label, snapshot))
-    return cast("tuple[ResourceEntry, ...]", entries)
+    return snapshot.memo.get(("resources", label), lambda: _entries(label, snapshot))
 
 
 def _entries(label: str, snapshot: Snapshot) -> tuple[ResourceEntry, ...]:

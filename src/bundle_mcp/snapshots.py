@@ -36,7 +36,7 @@ PERSIST_DELAY_SECONDS = 1.0
 class _Cached:
     snapshot: Snapshot
     stats: Mapping[str, StatKey]
-    # Armed before the capture that produced ``snapshot``; quiet ⇒ nothing changed since.
+    # Armed before the capture that produced ``snapshot``; an empty poll ⇒ nothing changed since.
     watch: FolderWatch | None = None
     root_identity: tuple[int, int] | None = None
 
@@ -108,7 +108,11 @@ class SnapshotCache:
             )
             if previous is not None and _same_capture(previous.snapshot, snapshot):
                 snapshot = previous.snapshot
-            if watch is not None and not snapshot.directories <= previous.snapshot.directories:
+            if (
+                watch is not None
+                and previous is not None  # always so when watching (see above)
+                and not snapshot.directories <= previous.snapshot.directories
+            ):
                 watch.close()  # a new folder is not watched yet: walk next time, then arm
             slot.cached = _Cached(snapshot, stats, watch, _root_identity(bundle_path))
             return snapshot

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import re
 from dataclasses import dataclass
+from typing import Any
 
 from .errors import ERROR, Diagnostic, invalid_request
 
@@ -85,7 +86,7 @@ class Reference:
         return self.moment >= limit  # type: ignore[operator]
 
 
-def reference_from(params: dict) -> Reference:
+def reference_from(params: dict[str, Any]) -> Reference:
     """Read ``temporal_profile`` and ``as_of`` from validated arguments.
 
     The schema already checked the shape; the calendar (``2026-02-31``) is checked here.

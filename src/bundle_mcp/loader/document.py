@@ -10,19 +10,10 @@ import posixpath
 
 from ..errors import ERROR, Diagnostic
 from ..ids import concept_id_for_path, concept_id_problem
-from ..model import CONCEPT, RESERVED_NAMES, Document, FileRecord, freeze
+from ..model import CONCEPT, RESERVED_NAMES, Document, FileRecord, Relation, freeze
 from .frontmatter import FrontmatterError, load_yaml, split_frontmatter
 from .relations import extract_relations
 from .text import count_lines
-
-PARSE_ERROR_CODES = (
-    "invalid_encoding",
-    "invalid_concept_id",
-    "unterminated_frontmatter",
-    "invalid_frontmatter",
-    "invalid_yaml_graph",
-    "resource_limit",
-)
 
 
 def document_kind(path: str) -> str:
@@ -58,8 +49,8 @@ def parse_document(path: str, data: bytes) -> Document:
         return _broken(path, kind, concept_id, record, text, Diagnostic(
             code=exc.code, severity=ERROR, file=path, line=exc.line, message=exc.message,
         ), line_count)
-    relations: tuple = ()
-    relation_diagnostics: tuple = ()
+    relations: tuple[Relation, ...] = ()
+    relation_diagnostics: tuple[Diagnostic, ...] = ()
     # Only a frontmatter that spells "relations" somewhere can declare any.
     if concept_id is not None and frontmatter and "relations" in (split.raw or ""):
         relations, relation_diagnostics = extract_relations(concept_id, frontmatter, path)

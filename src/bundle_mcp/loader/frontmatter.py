@@ -16,8 +16,9 @@ from __future__ import annotations
 import base64
 import math
 import re
+from collections.abc import Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -28,7 +29,12 @@ MAX_EXPANDED_NODES = 100_000
 MAX_ALIASES = 1_000
 MAX_NESTING = 64
 
-_BaseLoader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+if TYPE_CHECKING:
+    # Checked as SafeLoader: CSafeLoader has the same constructor and resolver API
+    # (SafeConstructor, Resolver), which is all StrictLoader uses.
+    _BaseLoader = yaml.SafeLoader
+else:
+    _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class FrontmatterError(Exception):
@@ -87,10 +93,12 @@ DELIMITER_LINE = re.compile(r"---[ \t]*(?:\r\n|\r|\n|\Z)")
 _CLOSING = re.compile(r"(\r\n|\r|\n)---[ \t]*(?:\r\n|\r|\n|\Z)")
 
 
-class StrictLoader(_BaseLoader):  # type: ignore[misc, valid-type]
+class StrictLoader(_BaseLoader):
     """Safe loader: YAML 1.2 booleans, no timestamps, duplicate keys rejected."""
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:  # type: ignore[override]
+    def construct_mapping(
+        self, node: yaml.MappingNode, deep: bool = False
+    ) -> dict[Hashable, Any]:
         seen: set[Any] = set()
         for key_node, _ in node.value:
             if key_node.tag == "tag:yaml.org,2002:merge":
@@ -125,7 +133,11 @@ StrictLoader.yaml_implicit_resolvers = {
     for first, resolvers in _BaseLoader.yaml_implicit_resolvers.items()
 }
 # An explicit ``!!timestamp`` keeps the text too: every value must stay JSON-native.
-StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", StrictLoader.construct_yaml_str)
+# types-PyYAML types add_constructor's callable as taking a loader, not a bare SafeConstructor
+# (the class construct_yaml_str is defined on); PyYAML registers such methods itself.
+StrictLoader.add_constructor(  # type: ignore[type-var]
+    "tag:yaml.org,2002:timestamp", StrictLoader.construct_yaml_str
+)
 StrictLoader.add_implicit_resolver(
     "tag:yaml.org,2002:bool",
     re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"),
@@ -339,7 +351,8 @@ def _file_line(mark: Any, raw_line: int, raw: str) -> int | None:
         return raw_line or None
     index = getattr(mark, "index", None)
     if not isinstance(index, int):
-        return raw_line + mark.line
+        line: int = mark.line  # a yaml.Mark's 0-based line
+        return raw_line + line
     return raw_line + count_breaks(raw[:index])
 
 

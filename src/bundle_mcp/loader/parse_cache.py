@@ -88,7 +88,8 @@ class ParseCache:
             return {}
         if data.get("bundle") != bundle_path or not isinstance(data.get("entries"), dict):
             return {}
-        return data["entries"]
+        entries: Mapping[str, Any] = data["entries"]  # checked above: a JSON object
+        return entries
 
     def save(self, bundle_path: str, documents: Mapping[str, Document]) -> None:
         """Write the pack atomically; a cache that cannot be written is skipped.

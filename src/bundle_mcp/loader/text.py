@@ -32,11 +32,6 @@ def count_lines(text: str) -> int:
     return breaks if ends_with_break else breaks + 1
 
 
-def line_ends(text: str) -> list[int]:
-    """Offsets just past each line terminator, for mapping an offset to a 1-based line."""
-    return [m.end() for m in _LINE_BREAK.finditer(text)]
-
-
 def count_breaks(text: str) -> int:
     """How many CR, LF or CRLF line terminators ``text`` holds."""
     if "\r" not in text:

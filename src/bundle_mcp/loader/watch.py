@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
-import errno
 import os
 import struct
 import threading
@@ -74,7 +73,7 @@ def _libc() -> ctypes.CDLL | None:
 
 
 class FolderWatch:
-    """Watches a fixed set of folders; ``quiet()`` is true while none of them changed.
+    """Watches a fixed set of folders; ``poll()`` says what changed in them since it was armed.
 
     One instance per captured snapshot: after a change the cache walks again and arms a new
     watch for the folders of the new capture.
@@ -105,24 +104,6 @@ class FolderWatch:
     @property
     def active(self) -> bool:
         return self._fd >= 0
-
-    def quiet(self) -> bool:
-        """True when no watched folder has changed since the watch was armed."""
-        with self._lock:
-            if self._dirty or self._fd < 0:
-                return False
-            try:
-                data = os.read(self._fd, 1 << 16)
-            except BlockingIOError:
-                return True
-            except OSError as exc:
-                if exc.errno == errno.EAGAIN:
-                    return True
-                self._dirty = True
-                return False
-            if data:
-                self._dirty = True
-            return not data
 
     def poll(self) -> frozenset[str] | None:
         """What changed since the last poll: ``None`` means "walk everything", an empty set

@@ -15,6 +15,7 @@ import os
 import struct
 import sys
 import tempfile
+from array import array
 from pathlib import Path
 
 from .embedder import EmbedderSource
@@ -91,7 +92,7 @@ class VectorCache:
             return None  # foreign: another format, text or model
         if len(payload) != _HEADER.size + 4 * dimension or dimension > MAX_DIMENSION:
             return None
-        values = Vector("f")
+        values = array("f")
         values.frombytes(payload[_HEADER.size :])
         if sys.byteorder == "big":
             values.byteswap()
@@ -100,7 +101,7 @@ class VectorCache:
 
 def _le_bytes(vector: Vector) -> bytes:
     if sys.byteorder == "big":
-        swapped = Vector("f", vector)
+        swapped = array("f", vector)
         swapped.byteswap()
         return swapped.tobytes()
     return vector.tobytes()

@@ -6,8 +6,10 @@ import math
 import operator
 from array import array
 from collections.abc import Iterable
+from typing import TypeAlias
 
-Vector = array  # array('f'): float32, unit length
+# array('f'): float32, unit length. A type alias only: build vectors with array("f", ...).
+Vector: TypeAlias = "array[float]"
 
 
 def unit(values: Iterable[float]) -> Vector | None:
@@ -21,4 +23,6 @@ def unit(values: Iterable[float]) -> Vector | None:
 
 def cosine(a: Vector, b: Vector) -> float:
     """Cosine similarity of two unit vectors (their dot product)."""
-    return sum(map(operator.mul, a, b))
+    # operator.mul is typed Any -> Any; on two float arrays each product is a float.
+    total: float = sum(map(operator.mul, a, b))
+    return total

@@ -10,12 +10,9 @@ and optionally ``text(result, snapshot) -> str`` when its text block is not the 
 from __future__ import annotations
 
 import importlib
-import logging
 from types import ModuleType
 
 __all__ = ["TOOLSETS", "TOOL_MODULES", "load_tools"]
-
-log = logging.getLogger(__name__)
 
 # What `serve --tools` selects from, in the order the help lists them.
 TOOLSETS: dict[str, str] = {
@@ -51,19 +48,12 @@ TOOL_MODULES: tuple[str, ...] = (
 def load_tools(names: tuple[str, ...] = TOOL_MODULES) -> dict[str, ModuleType]:
     """Import ``bundle_mcp.tools.<name>`` for each name, keyed by the module's ``NAME``.
 
-    A module whose file does not exist is left out with a warning (tools land one by one, and the
-    server must still start); any other import failure is a bug and propagates.
+    Every listed module must import: a failure is a bug and propagates.
     """
     modules: dict[str, ModuleType] = {}
     for name in names:
         qualified = f"{__name__}.{name}"
-        try:
-            module = importlib.import_module(qualified)
-        except ModuleNotFoundError as exc:
-            if exc.name != qualified:
-                raise
-            log.warning("tool module %s is not installed; the tool is not served", qualified)
-            continue
+        module = importlib.import_module(qualified)
         if getattr(module, "NAME", None) != name:
             raise ImportError(f"{qualified}.NAME must be {name!r}")
         modules[name] = module

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from ..errors import (
     CONCEPT_NOT_FOUND,
@@ -17,6 +17,7 @@ from ..errors import (
 )
 from ..ids import concept_id_problem
 from ..model import Document, Snapshot
+from ..okf.citations import citations_section, file_lines
 from ..projection import card
 from ..temporal import Reference
 
@@ -90,7 +91,10 @@ class Cards:
         return {**found, "tags": list(found["tags"]), "status_state": dict(found["status_state"])}
 
 
-def string_or(value: Any, default: Any) -> Any:
+_D = TypeVar("_D")
+
+
+def string_or(value: object, default: _D) -> str | _D:
     return value if isinstance(value, str) else default
 
 
@@ -105,35 +109,30 @@ def frontmatter_sources(fm: Mapping[str, Any]) -> list[Mapping[str, Any]]:
 # v0.1 citations: one item per non-blank, non-indented line of the `# Citations` section.
 _LIST_MARKER = re.compile(r"(?:[-*+]|[0-9]{1,9}[.)])(?:[ \t]+|$)")
 _LABEL = re.compile(r"\[\^?([^\]\s][^\]]*)\]:?[ \t]*(?!\()")
+_SUBHEADING = re.compile(r"#{2,6}(?:[ \t]|$)")  # the section runs to the next level-1 heading
 _LINK = re.compile(r"\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 
 
 def citation_sources(doc: Document) -> list[dict[str, str]]:
-    """Sources of a v0.1 body ``# Citations`` section, in document order.
+    """Sources of a v0.1 body ``# Citations`` section (``okf.citations``), in document order.
 
     Each non-blank line of the section that is not indented (indented lines continue the item
     above) is one citation. A leading list marker is dropped; a leading ``[label]`` or
     ``[^label]:`` becomes the ``id``; the first Markdown link gives ``resource`` (its
     destination) and ``title`` (its text); without a link the remaining text is the resource.
     """
-    section = next(
-        (
-            s
-            for s in doc.markdown.sections
-            if s.level == 1 and (s.heading or "").strip().casefold() == "citations"
-        ),
-        None,
-    )
+    section = citations_section(doc)
     if section is None:
         return []
+    _, first, last = file_lines(doc, section)
     out: list[dict[str, str]] = []
     in_fence = False
-    for line in doc.lines[section.line_start : section.line_end]:
+    for line in doc.lines[first - 1 : last]:
         stripped = line.strip()
         if stripped.startswith(("```", "~~~")):
             in_fence = not in_fence
             continue
-        if in_fence or not stripped or line[:1] in (" ", "\t"):
+        if in_fence or not stripped or line[:1] in (" ", "\t") or _SUBHEADING.match(line):
             continue
         text = stripped
         marker = _LIST_MARKER.match(text)

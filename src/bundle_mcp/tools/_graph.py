@@ -22,9 +22,9 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..cancel import CancelToken
-from ..folding import fold
 from ..ids import concept_id_problem
 from ..model import Document, Section, Snapshot
+from ..okf.names import concept_name
 from ..projection import tags as concept_tags
 from ..projection import text_field
 from ._common import invalid_field
@@ -148,17 +148,6 @@ def is_sliced(doc: Document) -> bool:
 
 # --------------------------------------------------------------------------------------------
 # Names, types, projects
-
-
-def concept_name(doc: Document) -> str:
-    """The frontmatter title, else the first heading's text, else the last ID segment."""
-    title = text_field(doc.fm, "title")
-    if title.strip():
-        return title
-    for section in doc.markdown.sections:
-        if section.heading and section.heading.strip():
-            return section.heading
-    return (doc.concept_id or "").rsplit("/", 1)[-1]
 
 
 def section_name(section: Section) -> str:
@@ -455,7 +444,3 @@ def _tag_members(
 def shared_tags(a: Document, b: Document) -> list[str]:
     """The tags two concepts have in common, sorted."""
     return sorted(set(concept_tags(a.fm)) & set(concept_tags(b.fm)))
-
-
-def folded_set(values: list[str]) -> frozenset[str]:
-    return frozenset(fold(v) for v in values)

@@ -34,6 +34,7 @@ from urllib.parse import quote, unquote
 
 from ..cancel import CancelToken
 from ..model import Document, Edge, Snapshot, canonical_json, thaw
+from ..okf.names import concept_name
 from ..projection import status_state, tags, text_field, trust
 from ._common import invalid_field
 
@@ -262,7 +263,7 @@ class Graph:
         # A locator names its file: index that concept's sections, then look the ID up.
         path = unquote(object_id.rsplit("#L", 1)[0])
         doc = self.snapshot.documents.get(path)
-        if doc is None or doc.concept_id not in self.snapshot.concepts:
+        if doc is None or doc.concept_id is None or doc.concept_id not in self.snapshot.concepts:
             return False
         return object_id in self.sections_of(doc.concept_id)
 
@@ -375,18 +376,6 @@ class Kept:
 # -- rendering -----------------------------------------------------------------------------
 
 
-def object_name(doc: Document) -> str:
-    """Title, else the first non-blank heading, else the last ID segment (DESIGN.md §3)."""
-    title = text_field(doc.fm, "title").strip()
-    if title:
-        return title
-    for section in doc.markdown.sections:
-        if section.heading and section.heading.strip():
-            return section.heading.strip()
-    assert doc.concept_id is not None
-    return doc.concept_id.rsplit("/", 1)[-1]
-
-
 def props(doc: Document) -> dict[str, Any]:
     """The card-like frontmatter fields every object carries (sections: their concept's)."""
     fm = doc.fm
@@ -408,10 +397,10 @@ def render_object(
     doc = graph.concept_of(object_id)
     section = graph.sections.get(object_id)
     if section is None:
-        name = object_name(doc)
+        name = concept_name(doc)
     else:
         heading = (section.heading or "").strip()
-        name = heading or object_name(doc)  # the preamble is named after its concept
+        name = heading or concept_name(doc)  # the preamble is named after its concept
     node: dict[str, Any] = {
         "id": object_id,
         "type": graph.type_of(object_id),

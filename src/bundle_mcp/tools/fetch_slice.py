@@ -7,6 +7,7 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import CONCEPT_NOT_FOUND, BundleError, recovery_step
 from ..model import Document, Section, Snapshot
+from ..okf.names import concept_name
 from ..projection import text_field
 from ._common import MIB, invalid_field
 from ._graph import (
@@ -14,7 +15,6 @@ from ._graph import (
     breadcrumb,
     clamped,
     clip,
-    concept_name,
     is_sliced,
     project_from,
     project_id,

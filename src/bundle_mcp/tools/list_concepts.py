@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,7 +46,7 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         # Everything but `stale` depends only on the document, the profile and the version, so
         # it is kept with the document; `stale` depends on this call's as_of.
         base, limit = doc.memo.get(("list_concepts", ref.profile, legacy),
-                                   lambda doc=doc: _base_entry(doc, ref.profile, legacy))
+                                   functools.partial(_base_entry, doc, ref.profile, legacy))
         item = dict(base)
         item["stale"] = None if ref.moment is None or limit is None else ref.moment >= limit
         concepts.append(item)

@@ -9,6 +9,7 @@ import sys
 import threading
 import unicodedata
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -16,7 +17,7 @@ from urllib.parse import quote
 from ..cancel import CancelToken
 from ..errors import resource_limit
 from ..folding import fold
-from ..model import Snapshot
+from ..model import Document, Snapshot
 from ..projection import text_field
 from ._common import limit_from
 
@@ -118,7 +119,6 @@ class _IndexedSection:
 @dataclass(frozen=True, slots=True)
 class _DocumentIndex:
     title_words: str
-    title_length: int
     sections: tuple[_IndexedSection, ...]
     token_count: int
     total_length: int
@@ -228,7 +228,7 @@ class _PostingCache:
         self._entries: OrderedDict[str, tuple[_Posting, ...]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, term: str, compute: Any) -> tuple[_Posting, ...]:
+    def get(self, term: str, compute: Callable[[], tuple[_Posting, ...]]) -> tuple[_Posting, ...]:
         with self._lock:
             found = self._entries.get(term)
             if found is not None:
@@ -257,7 +257,7 @@ def collect_sections(
     totals: _Totals = snapshot.memo.get(("search_sections", "totals"),
                                         lambda: _totals(snapshot, token))
     cache: _PostingCache = snapshot.memo.get(("search_sections", "postings"), _PostingCache)
-    postings = {t: cache.get(t, lambda t=t: _postings(snapshot, t, token)) for t in terms}
+    postings = {t: cache.get(t, functools.partial(_postings, snapshot, t, token)) for t in terms}
     for term, found in postings.items():
         df[term] = len(found)
     # AND: only sections in every term's postings can be hits; start from the rarest term.
@@ -284,7 +284,7 @@ def collect_sections(
     return out, totals.sections, totals.length
 
 
-def _document_index(doc: Any) -> _DocumentIndex:
+def _document_index(doc: Document) -> _DocumentIndex:
     return doc.memo.get("search_sections", lambda: _index(doc))
 
 
@@ -360,8 +360,8 @@ def _index(doc: Any) -> _DocumentIndex:
             _IndexedSection(heading, section.line_start, section.line_end,
                             _delimited(raw_tokens), _delimited(heading_tokens), length)
         )
-    return _DocumentIndex(_delimited(title_tokens), len(title_tokens), tuple(sections),
-                          token_count, sum(s.length for s in sections))
+    return _DocumentIndex(_delimited(title_tokens), tuple(sections), token_count,
+                          sum(s.length for s in sections))
 
 
 def _check_label(text: str, what: str) -> None:

@@ -6,9 +6,9 @@ its reason, and every other rule still runs on the files that parsed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from ..cancel import CancelToken
 from ..errors import ERROR, INFO, WARN, Diagnostic
@@ -16,6 +16,16 @@ from ..model import Document, Snapshot
 from ..temporal import Reference
 from ..versioning import resolve_version, version_declaration
 from . import bundle, concepts, links, reserved
+
+_P = ParamSpec("_P")
+_T = TypeVar("_T")
+
+
+def _tupled(
+    produce: Callable[_P, Iterable[_T]], *args: _P.args, **kwargs: _P.kwargs
+) -> Callable[[], tuple[_T, ...]]:
+    """A factory for ``Memo.get``: ``tuple(produce(*args, **kwargs))``, arguments bound now."""
+    return lambda: tuple(produce(*args, **kwargs))
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,19 +68,19 @@ def findings_for(
         token.check()
         yield from doc.memo.get(
             ("validate", options.strict, effective_version),
-            lambda doc=doc: tuple(_document_findings(doc, options.strict, effective_version)),
+            _tupled(_document_findings, doc, options.strict, effective_version),
         )
         if doc.concept_id is not None:
             yield from concepts.staleness(doc, options.reference)
         if options.strict and doc.kind == "index" and doc.parse_error is None:
             yield from snapshot.memo.get(
                 ("validate-index", doc.path),
-                lambda doc=doc: tuple(reserved.index_description_mismatches(doc, snapshot)),
+                _tupled(reserved.index_description_mismatches, doc, snapshot),
             )
         if options.check_links:
             yield from snapshot.memo.get(
                 ("validate-links", doc.path),
-                lambda doc=doc: tuple(links.link_findings(doc, snapshot)),
+                _tupled(links.link_findings, doc, snapshot),
             )
     token.check()
     if options.check_orphans:

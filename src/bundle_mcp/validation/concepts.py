@@ -10,6 +10,7 @@ from ..errors import Diagnostic
 from ..loader.frontmatter import scalar_text
 from ..loader.markdown import markdown_parser
 from ..model import Document, thaw
+from ..okf.citations import citations_section, file_lines
 from ..projection import status_state
 from ..temporal import Reference, parse_instant
 from .findings import error, info, key_line, warn
@@ -138,7 +139,7 @@ def _body_conventions(doc: Document) -> Iterator[Diagnostic]:
     if doc.fm.get("type") == "BigQuery Table" and not any(s.heading == "Schema" for s in top):
         yield warn(doc.path, "missing_schema_section",
                    "BigQuery Table concepts should include a '# Schema' section", 1)
-    yield from _citations(doc, top)
+    yield from _citations(doc)
 
 
 def _is_concrete(doc: Document, start: int, end: int) -> bool:
@@ -154,20 +155,21 @@ def _is_concrete(doc: Document, start: int, end: int) -> bool:
     return bool(_CONCRETE_WORDS.search(text))
 
 
-def _citations(doc: Document, top: list) -> Iterator[Diagnostic]:
+def _citations(doc: Document) -> Iterator[Diagnostic]:
     """v0.1 numbered citations: markers need a bottom ``# Citations`` list numbered from 1."""
-    citations = next((s for s in top if s.heading == "Citations"), None)
-    body_end = citations.line_start - 1 if citations else doc.line_count
+    section = citations_section(doc)
+    heading, first, last_line = file_lines(doc, section) if section else (0, 0, 0)
+    body_end = heading - 1 if section else doc.line_count
     markers = _prose_markers(doc, doc.body_line, body_end)
     if not markers:
         return
     last = doc.markdown.sections[-1] if doc.markdown.sections else None
-    if citations is None or last is None or last.line_start != citations.line_start:
+    if section is None or last is None or last.line_start != heading:
         yield warn(doc.path, "citations_section_missing",
                    "citation markers require a bottom '# Citations' section", markers[0][1])
         return
     numbers: list[int] = []
-    for n in range(citations.line_start + 1, citations.line_end + 1):
+    for n in range(first, last_line + 1):
         m = _CITATION_ENTRY.fullmatch(doc.lines[n - 1])
         if not m:
             continue
@@ -180,7 +182,7 @@ def _citations(doc: Document, top: list) -> Iterator[Diagnostic]:
         if got != want:
             yield warn(doc.path, "citation_numbering",
                        f"citation numbering should be contiguous starting at 1: got {got}, "
-                       f"want {want}", citations.line_start)
+                       f"want {want}", heading)
             break
 
 

@@ -7,6 +7,6 @@ bundle's ``.bundle-mcp/`` dot-folder (which the loader skips).
 from __future__ import annotations
 
 from .journal import recover
-from .publish import PlannedWrite, Receipt, apply_writes, current_revision
+from .publish import PlannedWrite, Receipt, apply_writes
 
-__all__ = ["PlannedWrite", "Receipt", "apply_writes", "current_revision", "recover"]
+__all__ = ["PlannedWrite", "Receipt", "apply_writes", "recover"]

@@ -453,14 +453,18 @@ class Journal:
             raise ValueError("not a journal version this module writes")
         if value.get("state") not in (STAGING, PUBLISHING, ROLLING_BACK):
             raise ValueError("unknown journal state")
-        digests = [value.get(k) for k in ("request_digest", "base_revision", "result_revision")]
-        if not all(isinstance(d, str) and _DIGEST.fullmatch(d) for d in digests):
-            raise ValueError("malformed digest")
+        digests: list[str] = []
+        for key in ("request_digest", "base_revision", "result_revision"):
+            digest = value.get(key)
+            if not (isinstance(digest, str) and _DIGEST.fullmatch(digest)):
+                raise ValueError("malformed digest")
+            digests.append(digest)
+        request_digest, base_revision, result_revision = digests
         entries = tuple(_entry(e) for e in _list(value.get("entries")))
         dirs = tuple(_list(value.get("created_dirs")))
         if not all(isinstance(d, str) and _safe_relative(d) for d in dirs):
             raise ValueError("malformed created_dirs")
-        return cls(value["state"], *digests, entries, dirs)
+        return cls(value["state"], request_digest, base_revision, result_revision, entries, dirs)
 
 
 def _list(value: Any) -> list[Any]:

@@ -31,7 +31,9 @@ from ..errors import ERROR, Diagnostic, invalid_request
 from ..loader.frontmatter import scalar_text, split_frontmatter
 from ..loader.markdown import markdown_parser
 from ..model import Document, Snapshot, thaw
+from ..okf.citations import CitationsSection, citations_section, citations_sections
 from ..temporal import parse_instant
+from ..versioning import resolve_version
 from .patch_ops import OpRejected, Workspace, set_attested_computation
 from .plan import FileChange, digest, new_conformance_errors, require_utf8
 from .yaml_edit import EditError
@@ -126,10 +128,12 @@ def resolve_source(snapshot: Snapshot, selector: str) -> dict[str, Any]:
         return _blocked(out, "invalid_version_declaration",
                         f"okf_version {raw!r} in index.md is not a version like \"0.1\"")
     if selector == "auto" and declared is None:
+        # An undeclared bundle is whatever the readers take it to be (versioning: 0.1); the
+        # probe only reports the v0.1 traits it shows.
         candidates = legacy_candidates(snapshot)
         out["candidates"] = candidates
         out["resolution_source"] = "legacy-probe" if candidates else "default"
-        return _resolved(out, "0.1" if candidates else "0.2")
+        return _resolved(out, resolve_version(snapshot)["effective"])
     wanted = declared if selector == "auto" else selector
     if declared not in (None, wanted):
         return _blocked(out, "unsupported_migration_source",
@@ -166,7 +170,7 @@ def legacy_candidates(snapshot: Snapshot) -> list[dict[str, Any]]:
     for doc in sorted(snapshot.concepts.values(), key=lambda d: d.path):
         if "timestamp" in doc.fm:
             out.append({"kind": "timestamp", "path": doc.path, "location": _timestamp_span(doc)})
-        section = _citations_heading(doc.body)
+        section = _citations_heading(doc)
         if section is not None:
             start = len(doc.text) - len(doc.body) + section[0]
             out.append({"kind": "citations", "path": doc.path,
@@ -413,7 +417,7 @@ def _migrate_timestamp(
                        action="provide_generated_at")
         return
     effective, use_ts = moment, False
-    if usable_ts and ts_moment != moment:
+    if usable_ts and ts_moment is not None and ts_moment != moment:
         policy = request["timestamp_conflict_policy"]
         if policy == "reject":
             findings.block("timestamp_generated_conflict", doc.path,
@@ -494,17 +498,9 @@ class _ParsedBody:
         for line in self.lines:
             self.starts.append(self.starts[-1] + len(line))
 
-    def h1(self) -> list[tuple[int, str, str]]:
-        return [
-            (tok.map[0], self.tokens[i + 1].content.strip(), tok.markup)
-            for i, tok in enumerate(self.tokens)
-            if tok.type == "heading_open" and tok.tag == "h1" and tok.level == 0 and tok.map
-        ]
-
-    def citations_heading(self, doc: Document, findings: _Findings) -> tuple[int, int] | None:
-        """``(heading line, end line)`` of the one ``# Citations`` section."""
-        headings = self.h1()
-        own = [line for line, title, markup in headings if title == "Citations" and markup == "#"]
+    def citations_heading(self, doc: Document, findings: _Findings) -> CitationsSection | None:
+        """The one ``# Citations`` section (``okf.citations``)."""
+        own = citations_sections(self.tokens, len(self.lines))
         if not own:
             return None
         if len(own) > 1:
@@ -512,21 +508,20 @@ class _ParsedBody:
                            "the body has more than one '# Citations' section", None,
                            "normalize_citations_section")
             return None
-        end = min([line for line, _, _ in headings if line > own[0]] + [len(self.lines)])
-        return own[0], end
+        return own[0]
 
-    def location(self, doc: Document, heading: tuple[int, int]) -> dict[str, int]:
+    def location(self, doc: Document, heading: CitationsSection) -> dict[str, int]:
         offset = len(doc.text) - len(self.body)
-        start = offset + self.starts[heading[0]]
-        return _location(doc.text, start, offset + self.starts[heading[0] + 1])
+        start = offset + self.starts[heading.heading]
+        return _location(doc.text, start, offset + self.starts[heading.heading + 1])
 
     def entries(
-        self, doc: Document, heading: tuple[int, int], findings: _Findings
+        self, doc: Document, heading: CitationsSection, findings: _Findings
     ) -> list[_Entry] | None:
-        first, end = heading
+        first, end = heading.content, heading.end
         out: list[_Entry] = []
         for i, tok in enumerate(self.tokens):
-            if tok.level != 0 or not tok.map or not first < tok.map[0] < end:
+            if tok.level != 0 or not tok.map or not first <= tok.map[0] < end:
                 continue
             if tok.type == "bullet_list_open":
                 out.extend(self._bullets(i))
@@ -540,7 +535,7 @@ class _ParsedBody:
                     return None
                 out.extend(numbered)
         covered = {n for e in out for n in range(e.first, e.end)}
-        for n in range(first + 1, end):
+        for n in range(first, end):
             if n not in covered and self.lines[n].strip():
                 findings.block("unsupported_citation_entry", doc.path,
                                "'# Citations' holds content that is not a citation entry",
@@ -609,7 +604,7 @@ class _ParsedBody:
         return _location(doc.text, offset + self.starts[first], offset + self.starts[end])
 
     def markers(
-        self, doc: Document, heading: tuple[int, int], findings: _Findings
+        self, doc: Document, heading: CitationsSection, findings: _Findings
     ) -> list[tuple[int, int, int]] | None:
         """``(start, end, number)`` body offsets of every ``[N]`` claim marker outside the section.
 
@@ -623,7 +618,7 @@ class _ParsedBody:
                 in_footnotes = tok.type == "footnote_block_open"
             if tok.type != "inline" or not tok.map or in_footnotes:
                 continue
-            if heading[0] <= tok.map[0] < heading[1]:
+            if heading.heading <= tok.map[0] < heading.end:
                 continue
             parsed = _token_markers(tok.children or [])
             raw: list[tuple[int, int, int]] = []
@@ -660,7 +655,7 @@ class _ParsedBody:
     def rewrite(
         self,
         doc: Document,
-        heading: tuple[int, int],
+        heading: CitationsSection,
         entries: list[_Entry],
         resolved: list[dict[str, str]],
         findings: _Findings,
@@ -710,7 +705,7 @@ class _ParsedBody:
                     return None
                 continue
             definitions.append(f"[^{sid}]: {content}{newline}")
-        start, stop = self.starts[heading[0]], self.starts[heading[1]]
+        start, stop = self.starts[heading.heading], self.starts[heading.end]
         block = "".join(definitions)
         if block and stop < len(self.body):
             block += newline
@@ -727,13 +722,13 @@ class _ParsedBody:
         return _CitationPlan(body, sources)
 
 
-def _citations_heading(body: str) -> tuple[int, int] | None:
-    """``(offset, length)`` of the first ``# Citations`` heading line of a body, if any."""
-    parsed = _ParsedBody(body)
-    for line, title, markup in parsed.h1():
-        if title == "Citations" and markup == "#":
-            return parsed.starts[line], len(parsed.lines[line])
-    return None
+def _citations_heading(doc: Document) -> tuple[int, int] | None:
+    """``(offset, length)`` in the body of the first ``# Citations`` heading line, if any."""
+    section = citations_section(doc)
+    if section is None:
+        return None
+    lines = doc.body.splitlines(keepends=True)
+    return sum(len(line) for line in lines[: section.heading]), len(lines[section.heading])
 
 
 def _leftover_markers(body: str) -> bool:

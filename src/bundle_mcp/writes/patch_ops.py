@@ -354,6 +354,7 @@ def _set_usage_window(ws: Workspace, op: Mapping[str, Any], profile: str) -> Non
             sources = data.get("sources")
             _require(isinstance(sources, list), "missing_source_selector",
                      "the concept has no sources list to select from", path)
+            assert isinstance(sources, list)  # _require raised otherwise
             if "source_id" in op:
                 found = _by_id(sources, op["source_id"], path)
             else:

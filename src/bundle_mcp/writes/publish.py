@@ -53,7 +53,7 @@ from .journal import (
     rejected,
 )
 
-__all__ = ["PlannedWrite", "Receipt", "apply_writes", "current_revision"]
+__all__ = ["PlannedWrite", "Receipt", "apply_writes"]
 
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -77,22 +77,6 @@ class _Plan:
     mode: int | None  # the current file's permission bits, kept on the new version
     missing_dirs: tuple[str, ...]
     changes: bool
-
-
-def current_revision(bundle_path: str, token: CancelToken | None) -> str:
-    """``sha256:`` + the revision the loader would compute now (after any pending recovery).
-
-    Raises:
-        BundleError: from root pinning, the capture caps, recovery or cancellation.
-    """
-    token = token if token is not None else CancelToken()
-    root_fd = pin_root(bundle_path)
-    try:
-        if journal.pending(root_fd):
-            journal.recover(root_fd, token)
-        return _revision(_records(root_fd, token).values())
-    finally:
-        os.close(root_fd)
 
 
 def apply_writes(

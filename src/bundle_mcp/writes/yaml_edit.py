@@ -63,10 +63,10 @@ _SpanLoader.yaml_implicit_resolvers = StrictLoader.yaml_implicit_resolvers
 class _Dumper(yaml.SafeDumper):
     """Block style, indented lists, double quotes whenever quoting is needed."""
 
-    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:  # type: ignore[override]
+    def increase_indent(self, flow: bool = False, indentless: bool = False) -> None:
         super().increase_indent(flow, False)
 
-    def choose_scalar_style(self) -> str:  # type: ignore[override]
+    def choose_scalar_style(self) -> str:
         style = super().choose_scalar_style()
         return '"' if style == "'" else style
 
@@ -163,7 +163,7 @@ def _parses_to(text: str, expected: Mapping[str, Any]) -> bool:
         return False
 
 
-def _ordered(value: Any) -> Any:
+def _ordered(value: Any) -> tuple[str, Any]:
     if isinstance(value, Mapping):
         return ("{", tuple((k, _ordered(v)) for k, v in value.items()))
     if isinstance(value, (list, tuple)):
@@ -292,7 +292,11 @@ class _Editor:
         return _Splice(start, end, token if end > start else " " + token)
 
     def _reconcile_mapping(
-        self, node: yaml.MappingNode, old: dict, new: dict, out: list[_Splice]
+        self,
+        node: yaml.MappingNode,
+        old: dict[str, Any],
+        new: dict[str, Any],
+        out: list[_Splice],
     ) -> None:
         if not node.value:
             raise _Fallback
@@ -326,7 +330,7 @@ class _Editor:
             out.append(_Splice(at, at, _convert(_indent(_dump(added), indent), self.newline)))
 
     def _reconcile_sequence(
-        self, node: yaml.SequenceNode, old: list, new: list, out: list[_Splice]
+        self, node: yaml.SequenceNode, old: list[Any], new: list[Any], out: list[_Splice]
     ) -> None:
         if not node.value or len(node.value) != len(old):
             raise _Fallback
@@ -522,7 +526,7 @@ def _subtree_ids(node: yaml.Node) -> set[int]:
     return out
 
 
-def _removed_positions(old: list, new: list) -> list[int] | None:
+def _removed_positions(old: list[Any], new: list[Any]) -> list[int] | None:
     """Positions of ``old`` that were dropped to give ``new`` (order kept), or ``None``."""
     removed: list[int] = []
     j = 0
