@@ -94,11 +94,12 @@ def _start(log: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
         if k not in ("BUNDLE_MCP_TOKEN", "BUNDLE_MCP_ALLOWED_HOSTS")
     }
     environment.update(env)
-    return subprocess.Popen(
-        [sys.executable, "-m", "bundle_mcp.cli", "serve", *args],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("wb"),
-        env=environment,
-    )
+    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "bundle_mcp.cli", "serve", *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+            env=environment,
+        )
 
 
 def _url(process: subprocess.Popen[bytes], log: Path) -> str:

@@ -279,10 +279,11 @@ def test_the_run_lines_install_a_bundle_mcp_that_serves(built: Emulation) -> Non
     shutil.copytree(EXAMPLE, built.inside("/bundle"))  # docker run -v ...:/bundle:ro
     env = {**built.env(), "BUNDLE_MCP_TOKEN": TOKEN}
     log = built.root.parent / "serve.log"
-    process = subprocess.Popen(
-        built.command("127.0.0.1:0"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-        stderr=log.open("wb"), env=env, cwd=built.root,
-    )
+    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            built.command("127.0.0.1:0"), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+            stderr=stderr, env=env, cwd=built.root,
+        )
     try:
         url = _wait_for_url(process, log)
         port = url.split(":")[2].split("/")[0]

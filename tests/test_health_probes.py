@@ -159,10 +159,11 @@ def test_stop_ends_the_retries(tmp_bundle: Callable[..., str]) -> None:
 
 def _serve(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
     env = {k: v for k, v in os.environ.items() if k != "BUNDLE_MCP_TOKEN"}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "bundle_mcp.cli", "serve", *args, "--http", "127.0.0.1:0"],
-        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log.open("wb"), env=env,
-    )
+    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bundle_mcp.cli", "serve", *args, "--http", "127.0.0.1:0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
+        )
     deadline = time.monotonic() + WAIT_SECONDS
     while time.monotonic() < deadline:
         for line in log.read_text(errors="replace").splitlines():
