@@ -17,6 +17,11 @@ from pathlib import Path
 
 import pytest
 
+try:
+    from tests.served import printed_url
+except ImportError:  # pytest run without the repository root on sys.path
+    from served import printed_url  # type: ignore[no-redef,import-not-found]
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
 SERVE = [sys.executable, "-m", "bundle_mcp.cli", "serve", EXAMPLE]
@@ -38,14 +43,7 @@ def _start(args: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
 
 
 def _wait_for_url(process: subprocess.Popen[bytes], log: Path) -> str:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        for line in log.read_text(errors="replace").splitlines():
-            if "streamable HTTP on " in line:
-                return line.rsplit(" ", 1)[1]
-        assert process.poll() is None, log.read_text()
-        time.sleep(0.1)
-    raise AssertionError("the server never printed its address: " + log.read_text())
+    return printed_url(process, log, WAIT_SECONDS)
 
 
 @pytest.fixture
@@ -68,8 +66,11 @@ def test_the_configuration_is_printed_once_the_port_is_bound(
     # Printed means listening: a connection succeeds at once, no retry loop needed.
     with socket.create_connection(("127.0.0.1", port), timeout=5):
         pass
-    text = log.read_text()
-    assert '"url": "' + url + '"' in text
+    # The address line comes first; the configuration follows it in the same burst of writes.
+    deadline = time.monotonic() + WAIT_SECONDS
+    while '"url": "' + url + '"' not in (text := log.read_text()):
+        assert time.monotonic() < deadline, text
+        time.sleep(0.05)
     assert "s3cret" not in text  # the secret itself is never printed
 
 

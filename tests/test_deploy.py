@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -16,6 +15,11 @@ from typing import Any
 
 import pytest
 import yaml
+
+try:
+    from tests.served import printed_url
+except ImportError:  # pytest run without the repository root on sys.path
+    from served import printed_url  # type: ignore[no-redef,import-not-found]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
@@ -103,14 +107,7 @@ def _start(log: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
 
 
 def _url(process: subprocess.Popen[bytes], log: Path) -> str:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        for line in log.read_text(errors="replace").splitlines():
-            if "streamable HTTP on " in line:
-                return line.rsplit(" ", 1)[1]
-        assert process.poll() is None, log.read_text()
-        time.sleep(0.05)
-    raise AssertionError("the server never printed its address: " + log.read_text())
+    return printed_url(process, log, WAIT_SECONDS)
 
 
 @pytest.fixture

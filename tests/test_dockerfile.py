@@ -32,6 +32,11 @@ from typing import Any
 
 import pytest
 
+try:
+    from tests.served import printed_url
+except ImportError:  # pytest run without the repository root on sys.path
+    from served import printed_url  # type: ignore[no-redef,import-not-found]
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "coffee-roastery"
 WAIT_SECONDS = 60
@@ -306,14 +311,7 @@ def test_the_run_lines_install_a_bundle_mcp_that_serves(built: Emulation) -> Non
 
 
 def _wait_for_url(process: subprocess.Popen[bytes], log: Path) -> str:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        for line in log.read_text(errors="replace").splitlines():
-            if "streamable HTTP on " in line:
-                return line.rsplit(" ", 1)[1]
-        assert process.poll() is None, log.read_text()
-        time.sleep(0.05)
-    raise AssertionError("the server never printed its address: " + log.read_text())
+    return printed_url(process, log, WAIT_SECONDS)
 
 
 def _wait_until_ready(base: str) -> None:

@@ -27,6 +27,11 @@ from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.readiness import WARM_CALLS, Readiness
 from bundle_mcp.server import BearerTokenMiddleware, public_paths
 
+try:
+    from tests.served import printed_url
+except ImportError:  # pytest run without the repository root on sys.path
+    from served import printed_url  # type: ignore[no-redef,import-not-found]
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
 WAIT_SECONDS = 60
@@ -164,15 +169,11 @@ def _serve(args: list[str], log: Path) -> tuple[subprocess.Popen[bytes], str]:
             [sys.executable, "-m", "bundle_mcp.cli", "serve", *args, "--http", "127.0.0.1:0"],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
         )
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        for line in log.read_text(errors="replace").splitlines():
-            if "streamable HTTP on " in line:
-                return process, line.rsplit(" ", 1)[1].removesuffix("/mcp")
-        assert process.poll() is None, log.read_text()
-        time.sleep(0.05)
-    process.kill()
-    raise AssertionError("the server never printed its address: " + log.read_text())
+    try:
+        return process, printed_url(process, log, WAIT_SECONDS).removesuffix("/mcp")
+    except AssertionError:
+        process.kill()
+        raise
 
 
 def _get(url: str) -> tuple[int, bytes]:
