@@ -86,8 +86,8 @@ def worker(scenario: str, bundle: str) -> dict[str, Any]:
     """Run one scenario against ``bundle`` and return its numbers (seconds, MiB)."""
     from bundle_mcp.cancel import CancelToken
     from bundle_mcp.loader import load_bundle
-    from bundle_mcp.loader.markdown import markdown_parser
-    from bundle_mcp.temporal import reference_from
+    from bundle_mcp.okf.markdown import markdown_parser
+    from bundle_mcp.okf.temporal import reference_from
     from bundle_mcp.validation import ValidateOptions, validate
 
     markdown_parser()  # build the parser outside every timed region

@@ -390,7 +390,7 @@ def _med(values: list[float]) -> float | None:
 def _one_file_parse_s(path: str, data: bytes, repeat: int = 5) -> float:
     """In-process cost of parsing one file: parse_document plus its Markdown facts."""
     from bundle_mcp.loader import parse_document
-    from bundle_mcp.loader.markdown import markdown_parser
+    from bundle_mcp.okf.markdown import markdown_parser
 
     markdown_parser()  # built once, outside the timing
     times = []

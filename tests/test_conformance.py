@@ -17,7 +17,7 @@ import yaml
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.loader import load_bundle
-from bundle_mcp.temporal import reference_from
+from bundle_mcp.okf.temporal import reference_from
 from bundle_mcp.validation import ValidateOptions, validate
 
 FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "okf-validator-fixtures"

@@ -16,7 +16,11 @@ from bundle_mcp.loader import PENDING_WRITE
 from bundle_mcp.validation.codes import FINDING_CODES, describe
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "bundle_mcp"
-SCANNED = [*sorted((SRC / "loader").glob("*.py")), *sorted((SRC / "validation").glob("*.py"))]
+SCANNED = [
+    *sorted((SRC / "loader").glob("*.py")),
+    *sorted((SRC / "okf").glob("*.py")),
+    *sorted((SRC / "validation").glob("*.py")),
+]
 # Codes of request diagnostics inside an error envelope (a bad bundle_path), never findings.
 ENVELOPE_ONLY = {"invalid_input", "recovery_step"}
 HELPERS = {"error": 1, "warn": 1, "info": 1, "_skip": 0, "FrontmatterError": 0}

@@ -34,7 +34,7 @@ from bundle_mcp.loader.document import parse_document
 from bundle_mcp.loader.frontmatter import MAX_FRONTMATTER_BYTES
 from bundle_mcp.loader.ignore import IgnoreRules
 from bundle_mcp.model import INDEX, LOG, Link, Relation, Section, Snapshot
-from bundle_mcp.projection import status_state, trust
+from bundle_mcp.okf.properties import status_state, trust
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata" / "bundles"
 FM = "---\ntype: note\n---\n"

@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from bundle_mcp.ids import concept_id_problem
 from bundle_mcp.loader.document import parse_document
 from bundle_mcp.loader.frontmatter import FrontmatterError, load_yaml, split_frontmatter
-from bundle_mcp.loader.markdown import SlugCounter, github_slug, resolve_link
-from bundle_mcp.loader.relations import (
+from bundle_mcp.okf.ids import concept_id_problem
+from bundle_mcp.okf.markdown import SlugCounter, github_slug, resolve_link
+from bundle_mcp.okf.relations import (
     ReferenceError,
     escape_id,
     format_reference,

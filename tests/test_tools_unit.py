@@ -10,8 +10,8 @@ import pytest
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError
-from bundle_mcp.folding import fold
 from bundle_mcp.loader import load_bundle
+from bundle_mcp.okf.folding import fold
 from bundle_mcp.tools import (
     get_neighbors,
     get_semantic_graph,

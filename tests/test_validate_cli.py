@@ -640,7 +640,7 @@ def test_broken_links_suggest_the_probable_target(tmp_path: Path) -> None:
     )
     from bundle_mcp.cancel import CancelToken
     from bundle_mcp.loader import load_bundle
-    from bundle_mcp.temporal import reference_from
+    from bundle_mcp.okf.temporal import reference_from
     from bundle_mcp.validation import ValidateOptions, validate
 
     snapshot, _ = load_bundle(str(root))

@@ -1,7 +1,7 @@
 """``completion/complete`` values for concept IDs (and bundle names): ranked, capped, deterministic.
 
 Transport-free. Matching is caseless with the one folding every search uses
-(:func:`bundle_mcp.folding.fold`): first the candidates that *start* with what was typed, then
+(:func:`bundle_mcp.okf.folding.fold`): first the candidates that *start* with what was typed, then
 those that merely contain it; within each group by folded ID, then by ID (so ``Beans`` and
 ``beans`` keep one order). At most :data:`MAX_VALUES` values go out (the protocol's cap), with
 ``total`` matches and ``has_more``.
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .folding import fold
 from .model import Snapshot
+from .okf.folding import fold
 
 __all__ = ["MAX_VALUES", "Completion", "complete", "folded_candidates", "concept_candidates"]
 

@@ -177,7 +177,7 @@ class Unfrozen:
 
 @dataclass(frozen=True, slots=True)
 class FoldedFields:
-    """A concept's searchable fields after :func:`bundle_mcp.folding.fold`."""
+    """A concept's searchable fields after :func:`bundle_mcp.okf.folding.fold`."""
 
     concept_id: str
     title: str
@@ -241,14 +241,14 @@ class Document:
             facts = self.cached_markdown()
             if facts is not None:
                 return facts
-        from .loader.markdown import parse_markdown
+        from .okf.markdown import parse_markdown
 
         return parse_markdown(self)
 
     @functools.cached_property
     def folded(self) -> FoldedFields:
         """The fields search_concepts matches, folded once per document and kept."""
-        from .folding import fold
+        from .okf.folding import fold
 
         fm = self.fm
         tags = fm.get("tags")

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from .ids import concept_id_problem
 from .model import Snapshot
+from .okf.ids import concept_id_problem
+from .okf.temporal import INSTANT_PROFILE, parse_date, parse_instant
 from .resources import MIME_TYPE, ServedBundle, concept_uri
-from .temporal import INSTANT_PROFILE, parse_date, parse_instant
 
 __all__ = [
     "ANSWER",

@@ -27,8 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from .ids import concept_id_problem
 from .model import CONCEPT, INDEX, LOG, Snapshot, canonical_json
+from .okf.ids import concept_id_problem
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",

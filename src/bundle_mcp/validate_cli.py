@@ -24,7 +24,7 @@ from . import __version__
 from .cancel import CancelToken
 from .errors import ERROR, INFO, WARN, BundleError
 from .loader import load_bundle
-from .temporal import DATE_PROFILE, INSTANT_PROFILE, PROFILES, reference_from
+from .okf.temporal import DATE_PROFILE, INSTANT_PROFILE, PROFILES, reference_from
 from .validation import ValidateOptions, validate
 from .validation.codes import SEVERITY_LEVELS, describe
 

@@ -9,10 +9,10 @@ import hashlib
 import posixpath
 
 from ..errors import ERROR, Diagnostic
-from ..ids import concept_id_for_path, concept_id_problem
 from ..model import CONCEPT, RESERVED_NAMES, Document, FileRecord, Relation, freeze
+from ..okf.ids import concept_id_for_path, concept_id_problem
+from ..okf.relations import extract_relations
 from .frontmatter import FrontmatterError, load_yaml, split_frontmatter
-from .relations import extract_relations
 from .text import count_lines
 
 

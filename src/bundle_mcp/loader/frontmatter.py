@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from ..okf.properties import scalar_text
 from .text import BOM, count_breaks
 
 MAX_FRONTMATTER_BYTES = 1024 * 1024
@@ -303,19 +304,6 @@ def to_json(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return ".nan" if math.isnan(value) else (".inf" if value > 0 else "-.inf")
     return value
-
-
-def scalar_text(value: Any) -> str:
-    """The YAML spelling of a JSON-native value, for reporting a malformed field as written."""
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, (int, float)):
-        return str(value)
-    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False).strip()
 
 
 def _key_text(key: Any) -> str:

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from markdown_it.token import Token
 
-from ..loader.markdown import markdown_parser
 from ..model import Document
+from .markdown import markdown_parser
 
 HEADING = "citations"  # compared case-folded
 

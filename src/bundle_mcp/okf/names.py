@@ -7,7 +7,7 @@ heading of the body, trimmed; else the last segment of the concept ID.
 from __future__ import annotations
 
 from ..model import Document
-from ..projection import text_field
+from .properties import text_field
 
 
 def concept_name(doc: Document) -> str:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from ..cancel import CancelToken
 from ..model import Document, Snapshot
-from ..projection import text_field
+from ..okf.properties import text_field
 from .cache import VectorCache, default_cache_dir, text_key
 from .embedder import MINILM, Embedder, EmbedderSource
 from .vectors import Vector, cosine

@@ -15,11 +15,11 @@ from ..errors import (
     recovery_step,
     resource_limit,
 )
-from ..ids import concept_id_problem
 from ..model import Document, Snapshot
 from ..okf.citations import citations_section, file_lines
-from ..projection import card
-from ..temporal import Reference
+from ..okf.ids import concept_id_problem
+from ..okf.properties import card
+from ..okf.temporal import Reference
 
 DEFAULT_LIMIT = 20
 MAX_LIMIT = 100

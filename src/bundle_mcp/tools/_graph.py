@@ -22,11 +22,11 @@ from typing import Any
 from urllib.parse import unquote
 
 from ..cancel import CancelToken
-from ..ids import concept_id_problem
 from ..model import Document, Section, Snapshot
+from ..okf.ids import concept_id_problem
 from ..okf.names import concept_name
-from ..projection import tags as concept_tags
-from ..projection import text_field
+from ..okf.properties import tags as concept_tags
+from ..okf.properties import text_field
 from ._common import invalid_field
 from .search_sections import locator
 

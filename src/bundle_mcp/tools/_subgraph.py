@@ -35,7 +35,7 @@ from urllib.parse import quote, unquote
 from ..cancel import CancelToken
 from ..model import Document, Edge, Snapshot, canonical_json, thaw
 from ..okf.names import concept_name
-from ..projection import status_state, tags, text_field, trust
+from ..okf.properties import status_state, tags, text_field, trust
 from ._common import invalid_field
 
 LINKS_TO = "LINKS_TO"

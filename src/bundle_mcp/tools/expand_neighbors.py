@@ -6,10 +6,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
-from ..folding import fold
 from ..model import Snapshot
-from ..projection import tags as concept_tags
-from ..projection import text_field
+from ..okf.folding import fold
+from ..okf.properties import tags as concept_tags
+from ..okf.properties import text_field
 from ._common import MIB
 from ._graph import (
     COMMUNITY_WEIGHT,

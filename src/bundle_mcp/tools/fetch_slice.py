@@ -8,7 +8,7 @@ from ..cancel import CancelToken
 from ..errors import CONCEPT_NOT_FOUND, BundleError, recovery_step
 from ..model import Document, Section, Snapshot
 from ..okf.names import concept_name
-from ..projection import text_field
+from ..okf.properties import text_field
 from ._common import MIB, invalid_field
 from ._graph import (
     body_text,

@@ -7,7 +7,7 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import resource_limit
 from ..model import Edge, Snapshot
-from ..temporal import reference_from
+from ..okf.temporal import reference_from
 from ._common import MIB, Cards, frontmatter_sources, invalid_field, limit_from, require_concept
 
 NAME = "get_neighbors"

@@ -31,8 +31,8 @@ from urllib.parse import quote
 from ..cancel import CancelToken
 from ..errors import resource_limit
 from ..model import Document, Snapshot
-from ..temporal import INSTANT_PROFILE, Reference, parse_value, reference_from
-from ..versioning import resolve_version
+from ..okf.temporal import INSTANT_PROFILE, Reference, parse_value, reference_from
+from ..okf.versions import resolve_version
 from ._common import MIB, Cards
 
 NAME = "get_semantic_graph"

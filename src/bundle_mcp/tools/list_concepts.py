@@ -8,9 +8,9 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..model import Document, Snapshot
-from ..projection import stale_after, status_state, text_field, trust
-from ..temporal import Reference, parse_value, reference_from
-from ..versioning import resolve_version, version_declaration
+from ..okf.properties import stale_after, status_state, text_field, trust
+from ..okf.temporal import Reference, parse_value, reference_from
+from ..okf.versions import resolve_version, version_declaration
 from ._common import (
     MIB,
     citation_sources,

@@ -7,7 +7,7 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..model import Snapshot
-from ..temporal import DATE_PROFILE
+from ..okf.temporal import DATE_PROFILE
 from ..writes.patch_ops import PatchPlan, check_operations, plan_patch
 from ..writes.plan import (
     plan_digest,

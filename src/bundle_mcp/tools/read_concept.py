@@ -8,9 +8,9 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import resource_limit
 from ..model import Document, Snapshot, thaw
-from ..projection import stale_after, status_state, tags, trust, verifications
-from ..temporal import DATE_PROFILE
-from ..versioning import resolve_version, version_declaration
+from ..okf.properties import stale_after, status_state, tags, trust, verifications
+from ..okf.temporal import DATE_PROFILE
+from ..okf.versions import resolve_version, version_declaration
 from ._common import (
     MIB,
     citation_sources,

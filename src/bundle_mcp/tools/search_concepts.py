@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from ..cancel import CancelToken
-from ..folding import fold
 from ..model import Snapshot
-from ..temporal import reference_from
+from ..okf.folding import fold
+from ..okf.temporal import reference_from
 from ._common import MIB, Cards, invalid_field, limit_from
 
 NAME = "search_concepts"

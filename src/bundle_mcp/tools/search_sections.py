@@ -16,9 +16,9 @@ from urllib.parse import quote
 
 from ..cancel import CancelToken
 from ..errors import resource_limit
-from ..folding import fold
 from ..model import Document, Snapshot
-from ..projection import text_field
+from ..okf.folding import fold
+from ..okf.properties import text_field
 from ._common import limit_from
 
 NAME = "search_sections"

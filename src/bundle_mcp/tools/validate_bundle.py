@@ -7,7 +7,7 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..model import Snapshot
-from ..temporal import reference_from
+from ..okf.temporal import reference_from
 from ..validation import ValidateOptions, validate
 
 NAME = "validate_bundle"

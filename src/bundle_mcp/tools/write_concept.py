@@ -23,9 +23,9 @@ from ..errors import (
     Diagnostic,
     recovery_step,
 )
-from ..ids import concept_id_problem, path_for_concept_id
 from ..loader.document import parse_document
 from ..model import Document, Snapshot, canonical_json
+from ..okf.ids import concept_id_problem, path_for_concept_id
 from ..validation.concepts import conformance, guidance
 from ..writes import PlannedWrite, apply_writes
 from ._common import invalid_field

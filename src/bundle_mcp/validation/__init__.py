@@ -13,8 +13,8 @@ from typing import Any, ParamSpec, TypeVar
 from ..cancel import CancelToken
 from ..errors import ERROR, INFO, WARN, Diagnostic
 from ..model import Document, Snapshot
-from ..temporal import Reference
-from ..versioning import resolve_version, version_declaration
+from ..okf.temporal import Reference
+from ..okf.versions import resolve_version, version_declaration
 from . import bundle, concepts, links, reserved
 
 _P = ParamSpec("_P")

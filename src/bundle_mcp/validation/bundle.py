@@ -8,7 +8,7 @@ from typing import Any
 
 from ..errors import Diagnostic
 from ..model import Snapshot
-from ..temporal import parse_date, parse_instant
+from ..okf.temporal import parse_date, parse_instant
 from .findings import warn
 
 

@@ -7,12 +7,11 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import Diagnostic
-from ..loader.frontmatter import scalar_text
-from ..loader.markdown import markdown_parser
 from ..model import Document, thaw
 from ..okf.citations import citations_section, file_lines
-from ..projection import status_state
-from ..temporal import Reference, parse_instant
+from ..okf.markdown import markdown_parser
+from ..okf.properties import scalar_text, status_state
+from ..okf.temporal import Reference, parse_instant
 from .findings import error, info, key_line, warn
 
 SPEC_CONCEPT = "OKF v0.2 §11 (conformance): every concept has frontmatter with a non-empty type"

@@ -6,8 +6,8 @@ import posixpath
 from collections.abc import Iterator
 
 from ..errors import Diagnostic
-from ..loader.markdown import resolve_link
 from ..model import INDEX, Document, Snapshot
+from ..okf.markdown import resolve_link
 from .findings import info, warn
 from .reserved import index_entries
 

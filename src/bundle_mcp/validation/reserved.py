@@ -8,9 +8,9 @@ from collections.abc import Iterator
 from markdown_it.token import Token
 
 from ..errors import Diagnostic
-from ..loader.markdown import markdown_parser, resolve_link
 from ..model import INDEX, Document, Snapshot
-from ..temporal import parse_date
+from ..okf.markdown import markdown_parser, resolve_link
+from ..okf.temporal import parse_date
 from .findings import error, warn
 
 SPEC_INDEX = "OKF v0.2: index.md lists a folder's concepts under headings"

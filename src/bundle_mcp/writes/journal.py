@@ -44,8 +44,8 @@ from ..errors import (
     Diagnostic,
     recovery_step,
 )
-from ..ids import NAME_MAX_BYTES
 from ..model import canonical_json
+from ..okf.ids import NAME_MAX_BYTES
 
 __all__ = [
     "PUBLISHING",

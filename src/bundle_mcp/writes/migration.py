@@ -28,12 +28,13 @@ from markdown_it.token import Token
 
 from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic, invalid_request
-from ..loader.frontmatter import scalar_text, split_frontmatter
-from ..loader.markdown import markdown_parser
+from ..loader.frontmatter import split_frontmatter
 from ..model import Document, Snapshot, thaw
 from ..okf.citations import CitationsSection, citations_section, citations_sections
-from ..temporal import parse_instant
-from ..versioning import resolve_version
+from ..okf.markdown import markdown_parser
+from ..okf.properties import scalar_text
+from ..okf.temporal import parse_instant
+from ..okf.versions import resolve_version
 from .patch_ops import OpRejected, Workspace, set_attested_computation
 from .plan import FileChange, digest, new_conformance_errors, require_utf8
 from .yaml_edit import EditError

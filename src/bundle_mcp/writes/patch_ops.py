@@ -20,11 +20,11 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic, invalid_request
-from ..ids import concept_id_problem
 from ..loader.frontmatter import split_frontmatter
-from ..loader.markdown import markdown_parser
 from ..model import Snapshot
-from ..temporal import parse_instant, parse_value
+from ..okf.ids import concept_id_problem
+from ..okf.markdown import markdown_parser
+from ..okf.temporal import parse_instant, parse_value
 from .plan import FileChange, new_conformance_errors, require_utf8
 from .yaml_edit import EditError, data_of, rewrite
 

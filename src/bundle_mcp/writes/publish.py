@@ -27,7 +27,6 @@ from dataclasses import dataclass, replace
 
 from ..cancel import CancelToken
 from ..errors import REVISION_CONFLICT, BundleError, recovery_step, resource_limit
-from ..ids import NAME_MAX_BYTES
 from ..loader.capture import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
@@ -40,6 +39,7 @@ from ..loader.capture import (
 )
 from ..loader.ignore import IgnoreRules
 from ..model import FileRecord, revision_of
+from ..okf.ids import NAME_MAX_BYTES
 from . import journal
 from .journal import (
     NEW_FILE_FLAGS,

@@ -27,10 +27,10 @@ from ..errors import (
     invalid_request,
     recovery_step,
 )
-from ..ids import concept_id_problem
 from ..model import Document, Snapshot, thaw
-from ..temporal import parse_date, parse_instant
-from ..versioning import resolve_version
+from ..okf.ids import concept_id_problem
+from ..okf.temporal import parse_date, parse_instant
+from ..okf.versions import resolve_version
 from .plan import FileChange, require_utf8
 from .yaml_edit import EditError, rewrite
 

@@ -1,18 +1,33 @@
-"""What every tool reports about a concept: status, trust, staleness and the concept card."""
+"""A concept's properties as the format defines them (status, trust tiers, staleness, tags,
+text fields) and the concept card every tool reports them in."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from .loader.frontmatter import scalar_text
-from .model import Document, thaw
+import yaml
+
+from ..model import Document, thaw
 from .temporal import Reference, parse_value
 
 STATUSES = ("draft", "stable", "deprecated")
 UNVERIFIED = "unverified"
 MACHINE_CONFIRMED = "machine-confirmed"
 HUMAN_REVIEWED = "human-reviewed"
+
+
+def scalar_text(value: Any) -> str:
+    """The YAML spelling of a JSON-native value, for reporting a malformed field as written."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return yaml.safe_dump(value, default_flow_style=True, sort_keys=False).strip()
 
 
 def text_field(fm: Mapping[str, Any], key: str) -> str:

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import ERROR, Diagnostic, invalid_request
+from ..errors import ERROR, Diagnostic, invalid_request
 
 DATE_PROFILE = "date-3fcbb9f"
 INSTANT_PROFILE = "instant-0b87c52"

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .loader.frontmatter import scalar_text
-from .model import Snapshot, thaw
+from ..model import Snapshot, thaw
+from .properties import scalar_text
 
 KNOWN_VERSIONS = ("0.1", "0.2")
 LATEST = "0.2"

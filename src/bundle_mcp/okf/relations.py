@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import WARN, Diagnostic
-from ..ids import concept_id_problem
 from ..model import Relation
+from .ids import concept_id_problem
 
 RELATION_TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_]*")
 RESERVED_RELATION_TYPES = frozenset(
