@@ -15,7 +15,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__
+from ._version import __version__
 from .dispatch import Dispatcher, ServeConfig, UnknownTool
 from .errors import BundleError
 from .loader.capture import pin_root

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from .derived import COMPLETION_IDS, of_snapshot
 from .model import Snapshot
 from .okf.folding import fold
 
@@ -36,7 +37,7 @@ def folded_candidates(values: Iterable[str]) -> tuple[tuple[str, str], ...]:
 
 def concept_candidates(snapshot: Snapshot) -> tuple[tuple[str, str], ...]:
     """The snapshot's concept IDs as candidates, folded once per snapshot."""
-    return snapshot.memo.get("completion_ids", lambda: folded_candidates(snapshot.concepts))
+    return of_snapshot(snapshot, COMPLETION_IDS, lambda: folded_candidates(snapshot.concepts))
 
 
 def complete(candidates: Sequence[tuple[str, str]], typed: str) -> Completion:

@@ -78,6 +78,11 @@ class Memo:
         self._values: dict[Any, Any] = {}
         self._lock = threading.Lock()
 
+    def keys(self) -> tuple[Any, ...]:
+        """The keys stored so far (a copy: other threads may be adding)."""
+        with self._lock:
+            return tuple(self._values)
+
     def get(self, key: Any, factory: Callable[[], _T]) -> _T:
         # cast: each key is only ever stored with one factory (the callers' contract above), so
         # the stored value has that factory's type.

@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from .derived import RESOURCE_ENTRIES, of_snapshot
 from .model import CONCEPT, INDEX, LOG, Snapshot, canonical_json
 from .okf.ids import concept_id_problem
 
@@ -247,7 +248,7 @@ def _unquote_bytes(encoded: str) -> bytearray:
 
 def entries_of(label: str, snapshot: Snapshot) -> tuple[ResourceEntry, ...]:
     """The resources of one capture, in bundle-path order (memoised with the snapshot)."""
-    return snapshot.memo.get(("resources", label), lambda: _entries(label, snapshot))
+    return of_snapshot(snapshot, RESOURCE_ENTRIES, lambda: _entries(label, snapshot), label)
 
 
 def _entries(label: str, snapshot: Snapshot) -> tuple[ResourceEntry, ...]:

@@ -23,7 +23,7 @@ from mcp.server import Server, ServerRequestContext
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from . import __version__
+from ._version import __version__
 from .cancel import CancelToken
 from .contracts import internal_error
 from .dispatch import Dispatcher, Outcome, ToolSpec, UnknownTool

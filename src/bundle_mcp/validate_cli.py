@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 from urllib.parse import quote
 
-from . import __version__
+from ._version import __version__
 from .cancel import CancelToken
 from .errors import ERROR, INFO, WARN, BundleError
 from .loader import load_bundle

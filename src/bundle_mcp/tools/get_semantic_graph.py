@@ -29,6 +29,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ..cancel import CancelToken
+from ..derived import SEMANTIC_GRAPH_NODES, of_snapshot
 from ..errors import resource_limit
 from ..model import Document, Snapshot
 from ..okf.temporal import INSTANT_PROFILE, Reference, parse_value, reference_from
@@ -91,9 +92,11 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     graph: list[dict[str, Any]] = [bundle_node(snapshot, ref)]
     # Every node but its `stale` is a pure function of the snapshot and the profile, so the
     # nodes are built once per snapshot; each call only fills in `stale` for its as_of.
-    nodes = snapshot.memo.get(
-        ("semantic-graph-nodes", ref.profile),
+    nodes = of_snapshot(
+        snapshot,
+        SEMANTIC_GRAPH_NODES,
         lambda: _nodes(snapshot, Reference(ref.profile, None, None), token),
+        ref.profile,
     )
     for node, limit in nodes:
         item = dict(node)

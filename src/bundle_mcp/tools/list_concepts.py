@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..cancel import CancelToken
+from ..derived import LIST_ENTRY, of_document
 from ..model import Document, Snapshot
 from ..okf.properties import stale_after, status_state, text_field, trust
 from ..okf.temporal import Reference, parse_value, reference_from
@@ -45,8 +46,12 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
             token.check()
         # Everything but `stale` depends only on the document, the profile and the version, so
         # it is kept with the document; `stale` depends on this call's as_of.
-        base, limit = doc.memo.get(("list_concepts", ref.profile, legacy),
-                                   functools.partial(_base_entry, doc, ref.profile, legacy))
+        base, limit = of_document(
+            doc,
+            LIST_ENTRY,
+            functools.partial(_base_entry, doc, ref.profile, legacy),
+            (ref.profile, legacy),
+        )
         item = dict(base)
         item["stale"] = None if ref.moment is None or limit is None else ref.moment >= limit
         concepts.append(item)

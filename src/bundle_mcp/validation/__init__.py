@@ -11,6 +11,15 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from ..cancel import CancelToken
+from ..derived import (
+    BUNDLE_FINDINGS,
+    DOCUMENT_FINDINGS,
+    INDEX_FINDINGS,
+    LINK_FINDINGS,
+    ORPHAN_FINDINGS,
+    of_document,
+    of_snapshot,
+)
 from ..errors import ERROR, INFO, WARN, Diagnostic
 from ..model import Document, Snapshot
 from ..okf.temporal import Reference
@@ -66,27 +75,31 @@ def findings_for(
     yield from snapshot.skipped
     for doc in snapshot.documents.values():
         token.check()
-        yield from doc.memo.get(
-            ("validate", options.strict, effective_version),
+        yield from of_document(
+            doc,
+            DOCUMENT_FINDINGS,
             _tupled(_document_findings, doc, options.strict, effective_version),
+            (options.strict, effective_version),
         )
         if doc.concept_id is not None:
             yield from concepts.staleness(doc, options.reference)
         if options.strict and doc.kind == "index" and doc.parse_error is None:
-            yield from snapshot.memo.get(
-                ("validate-index", doc.path),
+            yield from of_snapshot(
+                snapshot,
+                INDEX_FINDINGS,
                 _tupled(reserved.index_description_mismatches, doc, snapshot),
+                doc.path,
             )
         if options.check_links:
-            yield from snapshot.memo.get(
-                ("validate-links", doc.path),
-                _tupled(links.link_findings, doc, snapshot),
+            yield from of_snapshot(
+                snapshot, LINK_FINDINGS, _tupled(links.link_findings, doc, snapshot), doc.path
             )
     token.check()
     if options.check_orphans:
-        yield from snapshot.memo.get(("validate-orphans",),
-                                     lambda: tuple(links.orphan_findings(snapshot)))
-    yield from snapshot.memo.get(("validate-bundle",), lambda: tuple(_bundle_findings(snapshot)))
+        yield from of_snapshot(
+            snapshot, ORPHAN_FINDINGS, lambda: tuple(links.orphan_findings(snapshot))
+        )
+    yield from of_snapshot(snapshot, BUNDLE_FINDINGS, lambda: tuple(_bundle_findings(snapshot)))
 
 
 def _document_findings(doc: Document, strict: bool, effective_version: str

@@ -5,6 +5,7 @@ from __future__ import annotations
 import posixpath
 from collections.abc import Iterator
 
+from ..derived import CONCEPT_IDS_BY_CASEFOLD, of_snapshot
 from ..errors import Diagnostic
 from ..model import INDEX, Document, Snapshot
 from ..okf.markdown import resolve_link
@@ -39,7 +40,7 @@ def _suggestion(doc: Document, raw: str, concept_id: str | None, snapshot: Snaps
     """
     if concept_id is None:
         return ""
-    by_case = snapshot.memo.get("concept-ids-by-casefold", lambda: _ids_by_casefold(snapshot))
+    by_case = of_snapshot(snapshot, CONCEPT_IDS_BY_CASEFOLD, lambda: _ids_by_casefold(snapshot))
     matches = by_case.get(concept_id.casefold(), ())
     if len(matches) == 1:
         return f"; IDs are case-sensitive: did you mean {matches[0]!r}?"

@@ -1,0 +1,77 @@
+"""What a tool module declares and what it receives: the one seam between the tools and dispatch.
+
+Each module of :mod:`bundle_mcp.tools` ends with ``SPEC = ToolSpec(...)``: its name, how people and
+hosts see it, what it needs, the function it runs and the limits on what it returns. The
+dispatcher reads nothing else from the module. A call reaches ``run`` as a :class:`CallContext`
+(the snapshot to answer from, the call's cancellation token, the bundle root a write publishes to,
+the embedding index) and the arguments without ``bundle_path``, already checked against the input
+contract.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .cancel import CancelToken
+from .model import Snapshot
+
+if TYPE_CHECKING:
+    from .semantic import SemanticIndex
+
+__all__ = [
+    "DEFAULT_OUTPUT_BUDGET",
+    "TOOLSETS",
+    "CallContext",
+    "Runner",
+    "TextRenderer",
+    "ToolSpec",
+]
+
+MIB = 1024 * 1024
+DEFAULT_OUTPUT_BUDGET = 64 * MIB
+
+# What `serve --tools` selects from, in the order the help lists them.
+TOOLSETS: dict[str, str] = {
+    "read": "search, read and list concepts, their neighbours, the graph, validation",
+    "walk": "bounded widening: expand_neighbors, fetch_slice, query_subgraph, visualize_graph",
+    "write": "write_concept and the preview_*/apply_* pairs",
+    "semantic": "search_semantic (needs the semantic extra)",
+}
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Everything a tool may use besides its arguments."""
+
+    snapshot: Snapshot  # the bundle as captured for this call (tools never read the disk)
+    token: CancelToken  # checked between units of work; notices reach the caller through it
+    bundle_path: str  # the pinned, served bundle root: where a write re-plans and publishes
+    semantic: SemanticIndex | None = None  # the embedding index; None when semantic search is off
+
+
+Runner = Callable[[CallContext, Mapping[str, Any]], dict[str, Any]]
+TextRenderer = Callable[[Mapping[str, Any], Snapshot], str]
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """One tool, as its module declares it."""
+
+    name: str  # as in contracts/<name>.input.schema.json
+    title: str  # for people: "Search concepts"
+    toolset: str  # one of TOOLSETS
+    description: str  # what the model reads (docs/TOOLS.md keeps these short)
+    read_only: bool  # writes nothing: `serve --read-only` keeps only these; checked for
+    #                  cancellation after they ran (a committed write is reported as done)
+    needs_parseable: bool  # refused while a file cannot be parsed, unless --skip-unparseable
+    run: Runner
+    text: TextRenderer | None = None  # the text block, when it is not the JSON of the result
+    output_budget: int = DEFAULT_OUTPUT_BUDGET  # bytes of the structured result's JSON
+
+    def __post_init__(self) -> None:
+        if self.toolset not in TOOLSETS:
+            raise ValueError(f"{self.name}: unknown toolset {self.toolset!r}")
+        if self.output_budget <= 0:
+            raise ValueError(f"{self.name}: the output budget must be positive")
