@@ -28,7 +28,7 @@ from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.document import parse_document
 from bundle_mcp.model import Snapshot, canonical_json, revision_of
 from bundle_mcp.tools import query_subgraph, visualize_graph
-from bundle_mcp.tools._subgraph import field_matches, token_cost
+from bundle_mcp.tools._extraction import field_matches, token_cost
 
 REPO = Path(__file__).resolve().parent.parent
 GRAPH = os.path.realpath(REPO / "testdata" / "bundles" / "subgraph-graph")

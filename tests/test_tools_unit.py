@@ -12,6 +12,7 @@ from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.okf.folding import fold
+from bundle_mcp.okf.sections import locator
 from bundle_mcp.tools import (
     get_neighbors,
     get_semantic_graph,
@@ -22,7 +23,7 @@ from bundle_mcp.tools import (
 )
 from bundle_mcp.tools._common import citation_sources
 from bundle_mcp.tools.read_concept import normalise_label
-from bundle_mcp.tools.search_sections import locator, query_terms, snippet, tokens
+from bundle_mcp.tools.search_sections import query_terms, snippet, tokens
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")

@@ -27,15 +27,10 @@ from bundle_mcp.dispatch import to_json
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader.document import parse_document
 from bundle_mcp.model import Snapshot, revision_of
+from bundle_mcp.okf.graph import ELLIPSIS, clip, preview, resolve
+from bundle_mcp.okf.names import concept_name
+from bundle_mcp.okf.sections import section_text
 from bundle_mcp.tools import expand_neighbors, fetch_slice
-from bundle_mcp.tools._graph import (
-    ELLIPSIS,
-    clip,
-    concept_name,
-    preview,
-    resolve,
-    section_text,
-)
 from bundle_mcp.tools.fetch_slice import share, window_start
 
 try:

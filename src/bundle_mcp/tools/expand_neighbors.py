@@ -2,38 +2,29 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
 from ..model import Snapshot
 from ..okf.folding import fold
-from ..okf.properties import tags as concept_tags
-from ..okf.properties import text_field
-from ._common import MIB
-from ._graph import (
-    COMMUNITY_WEIGHT,
-    DEPTH_DECAY,
-    OUTGOING,
+from ..okf.graph import (
     SHARES_COMMUNITY,
+    EdgeBudget,
     Entity,
-    GraphView,
-    Step,
-    WalkBudget,
-    body_text,
-    breadcrumb,
-    clamped,
-    concept_entity,
+    Found,
+    Selection,
     entity_name,
     entity_type,
-    is_sliced,
+    graph_of,
     preview,
-    project_from,
     project_id,
-    resolve,
-    section_text,
-    shared_tags,
+    walk,
 )
+from ..okf.properties import tags as concept_tags
+from ..okf.properties import text_field
+from ..okf.sections import body_text, breadcrumb, is_sliced, section_text
+from ._common import MIB
+from ._walk_params import clamped, project_from
 
 NAME = "expand_neighbors"
 TITLE = "Expand neighbors"
@@ -67,25 +58,13 @@ MAX_WALK_EDGES = 20_000
 MAX_METADATA_TAGS = 32
 
 
-@dataclass(frozen=True, slots=True)
-class Found:
-    """A neighbour, reached first at ``distance`` over its best edge from ``predecessor``."""
-
-    entity: Entity
-    distance: int
-    step: Step
-    predecessor: Entity
-    edge_count: int
-
-    @property
-    def score(self) -> float:
-        return round(self.step.weight * DEPTH_DECAY ** (self.distance - 1), 6)
+# Each further hop halves a neighbour's score (okf.graph weighs the edge kinds), so a relation
+# two hops away (0.5) still outranks a shared tag next door (0.4).
+DEPTH_DECAY = 0.5
 
 
-@dataclass(frozen=True, slots=True)
-class Walk:
-    found: tuple[Found, ...]
-    cut: bool  # the edge budget ran out before the walk finished
+def score(found: Found) -> float:
+    return round(found.step.weight * DEPTH_DECAY ** (found.distance - 1), 6)
 
 
 def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
@@ -98,22 +77,25 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     wanted_types = sorted(set(params.get("types", [])))
 
     seeds, origins, unresolved = _seeds(snapshot, params["entity_ids"], project, token)
-    graph = GraphView.build(
-        snapshot, project, frozenset(relationship_types) or None, include_incoming, token
-    )
-    walk = bfs(graph, seeds, depth, token)
+    if relationship_types:
+        selection = Selection.named(
+            relationship_types, fold_case=True, incoming=include_incoming, project=project
+        )
+    else:
+        selection = Selection.every(incoming=include_incoming, project=project)
+    found = walk(graph_of(snapshot), seeds, selection, depth, EdgeBudget(MAX_WALK_EDGES), token)
 
     folded = {fold(t) for t in wanted_types}
     matches = []
-    for found in walk.found:
+    for reached in found.found:
         token.check()
-        if not folded or fold(entity_type(found.entity)) in folded:
-            matches.append(found)
-    matches.sort(key=lambda f: (-f.score, f.distance, f.entity.id))
+        if not folded or fold(entity_type(reached.entity)) in folded:
+            matches.append(reached)
+    matches.sort(key=lambda f: (-score(f), f.distance, f.entity.id))
     neighbors = []
-    for found in matches[:limit]:
+    for reached in matches[:limit]:
         token.check()
-        neighbors.append(_neighbor(found, content_max))
+        neighbors.append(_neighbor(snapshot, reached, content_max))
     return {
         "origins": origins,
         "unresolved": unresolved,
@@ -121,7 +103,7 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         "total": len(matches),
         "depth": depth,
         "limit": limit,
-        "truncated": len(matches) > limit or walk.cut,
+        "truncated": len(matches) > limit or found.cut,
         "filters": {
             "relationship_types": relationship_types,
             "types": wanted_types,
@@ -140,12 +122,13 @@ def _seeds(
     Repeated IDs count once. IDs past the first eight are never resolved, so "too many" and
     "absent" are reported alike and the walk never silently drops a seed it looked at.
     """
+    graph = graph_of(snapshot)
     distinct = list(dict.fromkeys(entity_ids))
     seeds: dict[str, Entity] = {}
     unresolved: list[str] = []
     for value in distinct[:MAX_ORIGINS]:
         token.check()
-        entity = resolve(snapshot, value, project)
+        entity = graph.resolve(value, project)
         if entity is None:
             unresolved.append(value)
         else:
@@ -155,97 +138,7 @@ def _seeds(
     return list(seeds.values()), list(seeds), unresolved
 
 
-def bfs(graph: GraphView, seeds: list[Entity], depth: int, token: CancelToken) -> Walk:
-    """Breadth-first over the allowed edges, at most ``depth`` hops from the nearest seed.
-
-    Each level expands its frontier in ID order. A node joins at the first distance any edge
-    reaches it (the visited set also breaks cycles, and seeds are never neighbours); among the
-    edges from the previous level that reach it, the best is kept: highest weight, then
-    relationship, direction, predecessor ID and edge ends, so the choice never depends on
-    iteration order.
-    """
-    budget = WalkBudget(MAX_WALK_EDGES)
-    visited = {seed.id for seed in seeds}
-    frontier = sorted(seeds, key=lambda e: e.id)
-    found: list[Found] = []
-    walk_community = graph.allows(SHARES_COMMUNITY)
-    for distance in range(1, depth + 1):
-        best: dict[str, tuple[tuple[Any, ...], Step, Entity]] = {}
-        counts: dict[str, int] = {}
-
-        def offer(
-            step: Step,
-            node: Entity,
-            edges: int = 1,
-            best: dict[str, tuple[tuple[Any, ...], Step, Entity]] = best,
-            counts: dict[str, int] = counts,
-        ) -> None:
-            target = step.target.id
-            key = (-step.weight, step.relationship, step.direction, node.id,
-                   step.edge_from, step.edge_to)
-            counts[target] = counts.get(target, 0) + edges
-            current = best.get(target)
-            if current is None or key < current[0]:
-                best[target] = (key, step, node)
-
-        for node in frontier:
-            for step in graph.steps(node, budget, token, visited, community=False):
-                if step.target.id not in visited:
-                    offer(step, node)
-            if budget.exhausted:
-                break
-        if walk_community and not budget.exhausted:
-            _offer_communities(graph, frontier, visited, budget, token, offer)
-        level = []
-        for target, (_key, step, node) in sorted(best.items()):
-            token.check()
-            level.append(Found(step.target, distance, step, node, counts[target]))
-        found.extend(level)
-        visited.update(best)
-        frontier = [f.entity for f in level]
-        if budget.exhausted or not frontier:
-            break
-    return Walk(tuple(found), budget.exhausted)
-
-
-def _offer_communities(
-    graph: GraphView,
-    frontier: list[Entity],
-    visited: set[str],
-    budget: WalkBudget,
-    token: CancelToken,
-    offer: Any,
-) -> None:
-    """SHARES_COMMUNITY edges of one level, each tag's members examined once.
-
-    Every frontier node carrying a tag reaches the same members, so the tag is expanded once,
-    from the first such node in ID order: its key (predecessor ID) is the smallest any of them
-    would give, so the kept edge is the one a node-by-node expansion would keep. Each member
-    still counts one edge per frontier node sharing the tag (``edge_count``).
-    """
-    carriers: dict[str, tuple[Entity, int]] = {}  # tag -> (first frontier node, nodes with it)
-    for node in frontier:  # already in ID order
-        if node.section is not None:
-            continue
-        for tag in sorted(set(concept_tags(node.doc.fm))):
-            first, count = carriers.get(tag, (node, 0))
-            carriers[tag] = (first, count + 1)
-    concepts = graph.snapshot.concepts
-    for tag in sorted(carriers):
-        node, carriers_count = carriers[tag]
-        for other in graph.tag_members.get(tag, ()):
-            token.check()
-            if not budget.take():
-                return
-            if other in visited:
-                continue
-            # Sharing a tag has no direction; it is reported as leaving the expanded node.
-            step = Step(concept_entity(concepts[other]), SHARES_COMMUNITY, OUTGOING,
-                        COMMUNITY_WEIGHT, node.concept_id, other)
-            offer(step, node, carriers_count)
-
-
-def _neighbor(found: Found, content_max: int) -> dict[str, Any]:
+def _neighbor(snapshot: Snapshot, found: Found, content_max: int) -> dict[str, Any]:
     entity, step = found.entity, found.step
     doc, section = entity.doc, entity.section
     if section is not None:
@@ -257,7 +150,8 @@ def _neighbor(found: Found, content_max: int) -> dict[str, Any]:
         content, cut = preview(text, content_max)
     community: list[str] = []
     if step.relationship == SHARES_COMMUNITY and section is None:
-        community = shared_tags(found.predecessor.doc, doc)[:MAX_METADATA_TAGS]
+        shared = graph_of(snapshot).shared_tags(found.predecessor, entity)
+        community = shared[:MAX_METADATA_TAGS]
     return {
         "id": entity.id,
         "type": entity_type(entity),
@@ -265,7 +159,7 @@ def _neighbor(found: Found, content_max: int) -> dict[str, Any]:
         "relationship": step.relationship,
         "direction": step.direction,
         "distance": found.distance,
-        "score": found.score,
+        "score": score(found),
         "content": content,
         "project_id": project_id(doc.path),
         "metadata": {

@@ -7,22 +7,19 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import CONCEPT_NOT_FOUND, BundleError, recovery_step
 from ..model import Document, Section, Snapshot
+from ..okf.graph import clip, project_id, resolve
 from ..okf.names import concept_name
 from ..okf.properties import text_field
-from ._common import MIB, invalid_field
-from ._graph import (
+from ..okf.sections import (
     body_text,
     breadcrumb,
-    clamped,
-    clip,
     is_sliced,
-    project_from,
-    project_id,
-    resolve,
-    section_entity,
+    locator,
     section_name,
     section_text,
 )
+from ._common import MIB, invalid_field
+from ._walk_params import clamped, project_from
 
 NAME = "fetch_slice"
 TITLE = "Fetch slice"
@@ -135,7 +132,7 @@ def _passages(
         content, cut = clip(text, allowance)
         out.append(
             {
-                "id": section_entity(doc, section).id,
+                "id": locator(doc.path, section.line_start, section.line_end),
                 "name": section_name(section),
                 "content": content,
                 "passage_index": section.index,

@@ -7,7 +7,8 @@ from typing import Any
 from ..cancel import CancelToken
 from ..model import Snapshot
 from ._common import MIB, invalid_field
-from ._subgraph import Extraction, extract, parse_query, seed_list
+from ._extraction import Extraction, extract
+from ._walk_params import parse_query, seed_list
 
 NAME = "query_subgraph"
 TITLE = "Query subgraph"

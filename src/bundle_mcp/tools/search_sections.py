@@ -12,13 +12,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from ..cancel import CancelToken
 from ..errors import resource_limit
 from ..model import Document, Snapshot
 from ..okf.folding import fold
 from ..okf.properties import text_field
+from ..okf.sections import locator, span_text
 from ._common import limit_from
 
 NAME = "search_sections"
@@ -176,7 +176,7 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     for score, s in scored[:limit]:
         token.check()
         doc = snapshot.concepts[s.concept_id]
-        raw = "\n".join(doc.lines[s.line_start - 1 : s.line_end])
+        raw = span_text(doc, s.line_start, s.line_end)
         hits.append(
             {
                 "concept_id": s.concept_id,
@@ -339,11 +339,10 @@ def _index(doc: Any) -> _DocumentIndex:
     title = text_field(doc.fm, "title")
     _check_label(title, "a concept title")
     title_tokens = tokens(title)
-    lines = doc.lines
     sections = []
     token_count = 0
     for section in doc.markdown.sections:
-        raw = "\n".join(lines[section.line_start - 1 : section.line_end])
+        raw = span_text(doc, section.line_start, section.line_end)
         if not raw.strip():
             continue
         heading = section.heading or ""
@@ -370,11 +369,6 @@ def _check_label(text: str, what: str) -> None:
             f"{what} in the bundle is longer than {MAX_LABEL_BYTES} bytes",
             "shorten the heading or title, or use search_concepts",
         )
-
-
-def locator(path: str, line_start: int, line_end: int) -> str:
-    """``<percent-encoded path>#L<start>-L<end>``: '/' kept, every other reserved byte escaped."""
-    return f"{quote(path, safe='/')}#L{line_start}-L{line_end}"
 
 
 def snippet(raw: str, wanted: set[str]) -> str:

@@ -16,7 +16,8 @@ from ..model import Snapshot
 from ..semantic import NOT_READY, UNAVAILABLE, SemanticIndex
 from ..semantic.embedder import INSTALL_HINT
 from ._common import MIB, invalid_field
-from ._subgraph import extract, int_param, parse_query, seed_list
+from ._extraction import extract
+from ._walk_params import clamped, parse_query, seed_list
 
 NAME = "search_semantic"
 TITLE = "Semantic search"
@@ -49,7 +50,7 @@ def run(
     query = params.get("query")
     if not isinstance(query, str) or not query.strip():
         raise invalid_field("$.query", "query must be a non-blank string")
-    top_k = int_param(params, "top_k", DEFAULT_TOP_K, 1, MAX_TOP_K)
+    top_k = clamped(params, "top_k", DEFAULT_TOP_K, 1, MAX_TOP_K)
     min_score = _min_score(params)
 
     scores: dict[str, float] = {}

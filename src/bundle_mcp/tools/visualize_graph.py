@@ -15,7 +15,8 @@ from typing import Any
 from ..cancel import CancelToken
 from ..model import Snapshot
 from ._common import MIB
-from ._subgraph import extract, parse_query, seed_list
+from ._extraction import extract
+from ._walk_params import parse_query, seed_list
 
 NAME = "visualize_graph"
 TITLE = "Visualize graph"

@@ -1,0 +1,627 @@
+"""The bundle as a graph: one entity and edge model, one adjacency, one walk (DESIGN.md §3).
+
+Entities. A *concept* (its ID is the concept ID) and a *section* of a concept (its ID is its
+locator, :mod:`bundle_mcp.okf.sections`). An ID names one entity: a concept keeps its ID, so a
+section whose locator is also some concept's ID is no entity of its own (it is still read
+through its concept).
+
+Edges. ``LINKS_TO`` (a resolved navigation link), a typed relation under its declared name,
+``PART_OF`` (a section → the concept it was cut from) and ``SHARES_COMMUNITY`` (two concepts
+carrying a common tag; it has no direction). Links and relations are the snapshot's resolved
+edges (:attr:`Snapshot.edges_by_concept`).
+
+Adjacency. :meth:`BundleGraph.steps` lists the links, relations and ``PART_OF`` edges of one
+entity that a :class:`Selection` (edge kinds, direction, project) admits. ``SHARES_COMMUNITY`` is
+never listed per entity: a tag on n concepts is n² pairs, so :func:`walk` expands each tag once
+per level from the tag index, and callers test a pair with :meth:`BundleGraph.tags_of`.
+
+Walk. :func:`walk` is the one breadth-first walk, in a fixed order, with a :class:`Budget` that
+decides how much work it may do: expand_neighbors caps the edges it examines
+(:class:`EdgeBudget`); query_subgraph walks :data:`UNBOUNDED`, because depth (at most 3) bounds
+its walk and its object and token budgets apply to the ranked result, whose total must count
+everything within depth.
+
+Caching. What depends on the snapshot alone (the concept entities, each concept's sections, each
+concept's tags, the tag index per project, the known types) lives in one :class:`BundleGraph` per
+snapshot, kept in ``snapshot.memo`` under the key ``BundleGraph`` (:func:`graph_of`) and built
+part by part on first use. Every call on that snapshot shares it and it goes with the snapshot:
+a new snapshot builds its own, so no call ever sees another snapshot's graph. What depends on a
+call's arguments (the selection, the budget, the visited set) lives in that call only.
+"""
+
+from __future__ import annotations
+
+import re
+import types
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Set as AbstractSet
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from ..cancel import CancelToken
+from ..model import Document, Memo, Section, Snapshot
+from .names import concept_name
+from .properties import tags as concept_tags
+from .properties import text_field
+from .sections import is_sliced, locator, parse_locator, section_at, section_name
+
+# Relationship names, as tools report and filter them (a typed relation goes by its own name).
+LINKS_TO = "LINKS_TO"
+PART_OF = "PART_OF"
+SHARES_COMMUNITY = "SHARES_COMMUNITY"
+
+# Edge kinds, as query_subgraph's full rendering reports them.
+NAVIGATION = "navigation"  # the kind Snapshot.edges gives a link
+RELATION = "relation"  # ... and a typed relation
+PART_OF_KIND = "part_of"
+COMMUNITY_KIND = "shares_community"
+
+OUTGOING = "outgoing"
+INCOMING = "incoming"
+
+SECTION_TYPE = "section"  # the type of every section entity
+
+# How strongly each kind of edge relates its ends; the walk keeps the strongest edge into a node.
+# A declared relation is an author's explicit statement, a link is navigation the author chose,
+# a section is part of what was already found, and a shared tag is the weakest evidence.
+RELATION_WEIGHT = 1.0
+LINKS_TO_WEIGHT = 0.8
+PART_OF_WEIGHT = 0.6
+COMMUNITY_WEIGHT = 0.4
+
+ELLIPSIS = "…"
+_NON_SPACE = re.compile(r"\S+")
+_SPACES = (" ", "\t", "\n", "\r", "\f", "\v")
+
+
+# --------------------------------------------------------------------------------------------
+# The model
+
+
+@dataclass(frozen=True, slots=True)
+class Entity:
+    """A concept, or one section of a concept (``section`` set; ``id`` is then its locator)."""
+
+    id: str
+    doc: Document
+    section: Section | None = None
+
+    @property
+    def concept_id(self) -> str:
+        concept_id = self.doc.concept_id
+        assert concept_id is not None  # only concepts and their sections are entities
+        return concept_id
+
+    @property
+    def is_section(self) -> bool:
+        return self.section is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """One edge seen from the entity being expanded.
+
+    ``direction`` is relative to that entity. ``edge_from``/``edge_to`` are the edge's own ends
+    in its stored direction: for a typed relation the escaped references with their fragments
+    (``source#intro`` → ``target#part``), so an edge between sub-resources never loses an end
+    when it is reported between concepts. A ``SHARES_COMMUNITY`` step, having no direction, is
+    reported as leaving the expanded concept.
+    """
+
+    target: Entity
+    relationship: str
+    direction: str
+    weight: float
+    edge_from: str
+    edge_to: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which part of the graph one call walks: edge kinds, direction and project.
+
+    ``typed`` holds the relation names allowed (``None``: every relation type); with
+    ``fold_case`` a relation matches by its upper-cased name (expand_neighbors' names are
+    case-insensitive; query_subgraph's are exact). ``incoming`` walks edges against their stored
+    direction too, and with it a concept reaches its sections (``PART_OF`` points from a section
+    to its concept). A concept of a single section offers it only with ``unsliced_sections``:
+    in expand_neighbors such a concept is its own only span, in query_subgraph every section is
+    an object. Outside ``project`` (a top folder) nothing is reached.
+    """
+
+    links: bool
+    typed: frozenset[str] | None
+    part_of: bool
+    community: bool
+    incoming: bool = True
+    fold_case: bool = False
+    unsliced_sections: bool = False
+    project: str | None = None
+
+    @classmethod
+    def every(cls, *, incoming: bool = True, project: str | None = None) -> Selection:
+        """All four kinds of edge, every relation type."""
+        return cls(True, None, True, True, incoming=incoming, project=project)
+
+    @classmethod
+    def named(
+        cls,
+        names: Iterable[str],
+        *,
+        fold_case: bool = False,
+        incoming: bool = True,
+        unsliced_sections: bool = False,
+        project: str | None = None,
+    ) -> Selection:
+        """The kinds and relation types ``names`` mention; a name matches both a kind and a
+        relation declared under that name."""
+        chosen = frozenset(n.upper() for n in names) if fold_case else frozenset(names)
+        return cls(
+            links=LINKS_TO in chosen,
+            typed=chosen,
+            part_of=PART_OF in chosen,
+            community=SHARES_COMMUNITY in chosen,
+            incoming=incoming,
+            fold_case=fold_case,
+            unsliced_sections=unsliced_sections,
+            project=project,
+        )
+
+    def allows_relation(self, relation_type: str) -> bool:
+        if self.typed is None:
+            return True
+        return (relation_type.upper() if self.fold_case else relation_type) in self.typed
+
+
+# --------------------------------------------------------------------------------------------
+# Budgets
+
+
+class Budget(Protocol):
+    """How much work a walk may still do: one unit per edge it examines."""
+
+    @property
+    def exhausted(self) -> bool: ...
+
+    def take(self) -> bool:
+        """Spend one unit; ``False`` (spending nothing) once none is left."""
+        ...
+
+
+class EdgeBudget:
+    """At most ``edges`` examined edges; the walk stops when they are spent.
+
+    Mutable on purpose and owned by one call: it is the single counter every step of that call
+    draws from, so the cap bounds the whole walk rather than each node.
+    """
+
+    __slots__ = ("remaining",)
+
+    def __init__(self, edges: int) -> None:
+        self.remaining = edges
+
+    @property
+    def exhausted(self) -> bool:
+        return self.remaining <= 0
+
+    def take(self) -> bool:
+        if self.remaining <= 0:
+            return False
+        self.remaining -= 1
+        return True
+
+
+class _Unbounded:
+    """A budget that never runs out (it holds no state, so one instance serves every call)."""
+
+    __slots__ = ()
+
+    @property
+    def exhausted(self) -> bool:
+        return False
+
+    def take(self) -> bool:
+        return True
+
+
+UNBOUNDED: Budget = _Unbounded()
+
+
+# --------------------------------------------------------------------------------------------
+# The graph of one snapshot
+
+
+def graph_of(snapshot: Snapshot) -> BundleGraph:
+    """The snapshot's graph, created on first use and kept with the snapshot."""
+    return snapshot.memo.get(BundleGraph, lambda: BundleGraph(snapshot))
+
+
+class BundleGraph:
+    """Entities, tags and adjacency of one snapshot, each part built on first use.
+
+    Shared by every call on the snapshot, from any thread. Each part is a pure function of the
+    snapshot, so a race can only build a part twice: the per-entity tables store with
+    ``dict.setdefault`` and the whole-snapshot indexes go through a :class:`Memo`, and either
+    way one of two equal values is kept.
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.snapshot = snapshot
+        self._concepts: dict[str, Entity] = {}
+        self._sections: dict[str, tuple[Entity, ...]] = {}
+        self._tags: dict[str, tuple[str, ...]] = {}
+        self._memo = Memo()
+
+    # entities
+
+    def concept(self, concept_id: str) -> Entity:
+        """The entity of a concept of this snapshot (``KeyError`` for an unknown ID)."""
+        entity = self._concepts.get(concept_id)
+        if entity is None:
+            doc = self.snapshot.concepts[concept_id]
+            entity = self._concepts.setdefault(concept_id, Entity(concept_id, doc))
+        return entity
+
+    def sections_of(self, concept_id: str) -> tuple[Entity, ...]:
+        """A concept's section entities in document order (a locator that is a concept ID
+        names that concept, so such a section is left out)."""
+        found = self._sections.get(concept_id)
+        if found is None:
+            doc = self.snapshot.concepts[concept_id]
+            entities = (self._section_entity(doc, s) for s in doc.markdown.sections)
+            found = self._sections.setdefault(
+                concept_id, tuple(e for e in entities if e is not None)
+            )
+        return found
+
+    def _section_entity(self, doc: Document, section: Section) -> Entity | None:
+        section_id = locator(doc.path, section.line_start, section.line_end)
+        if section_id in self.snapshot.concepts:
+            return None
+        return Entity(section_id, doc, section)
+
+    def resolve(self, value: str, project: str | None) -> Entity | None:
+        """The entity an ID names in this snapshot, or ``None``.
+
+        A concept ID wins over a locator reading of the same text (``a.md#L1-L2`` can be both).
+        A locator resolves only when its line range is exactly one section of this snapshot: a
+        stale range after an edit names nothing. The path part may be percent-encoded (as
+        :func:`~bundle_mcp.okf.sections.locator` writes it) or plain; the entity's ID is always
+        the encoded spelling. Outside ``project`` nothing resolves, so a scoped caller cannot
+        tell "elsewhere" from "absent".
+        """
+        doc = self.snapshot.concepts.get(value)
+        if doc is not None:
+            return self.concept(value) if in_project(doc.path, project) else None
+        parts = parse_locator(value)
+        if parts is None:
+            return None
+        for path in parts.path_readings():
+            doc = self._concept_at(path)
+            if doc is None or not in_project(doc.path, project):
+                continue
+            section = section_at(doc, parts.line_start, parts.line_end)
+            if section is not None:
+                entity = self._section_entity(doc, section)
+                if entity is not None:
+                    return entity
+        return None
+
+    def _concept_at(self, path: str) -> Document | None:
+        if not path.endswith(".md"):
+            return None
+        doc = self.snapshot.concepts.get(path[:-3])
+        return doc if doc is not None and doc.path == path else None
+
+    # tags and types
+
+    def tags_of(self, entity: Entity) -> tuple[str, ...]:
+        """A concept's distinct tags, sorted; a section carries none."""
+        if entity.section is not None:
+            return ()
+        found = self._tags.get(entity.id)
+        if found is None:
+            found = self._tags.setdefault(
+                entity.id, tuple(sorted(set(concept_tags(entity.doc.fm))))
+            )
+        return found
+
+    def shared_tags(self, a: Entity, b: Entity) -> list[str]:
+        """The tags two concepts have in common, sorted."""
+        return sorted(set(self.tags_of(a)) & set(self.tags_of(b)))
+
+    def tag_members(self, project: str | None, token: CancelToken) -> Mapping[str, tuple[str, ...]]:
+        """Each tag → the IDs of the concepts in ``project`` carrying it, sorted.
+
+        The pairs themselves are never materialised (a tag on 10,000 concepts would be 50
+        million of them).
+        """
+
+        def build() -> Mapping[str, tuple[str, ...]]:
+            members: dict[str, list[str]] = {}
+            for concept_id, doc in self.snapshot.concepts.items():  # sorted by ID
+                token.check()
+                if in_project(doc.path, project):
+                    for tag in self.tags_of(self.concept(concept_id)):
+                        members.setdefault(tag, []).append(concept_id)
+            return types.MappingProxyType({k: tuple(v) for k, v in members.items()})
+
+        return self._memo.get(("tag-members", project), build)
+
+    def known_types(self, token: CancelToken) -> frozenset[str]:
+        """Every entity type of the snapshot: ``section`` and each concept's ``type``."""
+
+        def build() -> frozenset[str]:
+            found = {SECTION_TYPE}
+            for doc in self.snapshot.concepts.values():
+                token.check()
+                found.add(text_field(doc.fm, "type"))
+            return frozenset(found)
+
+        return self._memo.get("known-types", build)
+
+    # adjacency
+
+    def steps(
+        self,
+        entity: Entity,
+        selection: Selection,
+        budget: Budget,
+        token: CancelToken,
+        visited: AbstractSet[str] = frozenset(),
+        *,
+        loops: bool = False,
+    ) -> Iterator[Step]:
+        """The links, relations and ``PART_OF`` edges of ``entity`` the selection admits.
+
+        In a fixed order (the snapshot's edges of the concept, then its sections), one budget
+        unit per edge looked at, admitted or not. Edges to concepts in ``visited`` are paid for
+        but not yielded (building a step for a node the walk already holds is most of the cost
+        in a dense graph). A concept's edge to itself is yielded only with ``loops``. Stops
+        early, without error, when the budget runs out; the caller reads ``budget.exhausted``.
+        """
+        if entity.section is not None:
+            # A section's only edge is PART_OF to the concept it was cut from.
+            token.check()
+            if budget.take() and selection.part_of:
+                yield Step(
+                    self.concept(entity.concept_id), PART_OF, OUTGOING, PART_OF_WEIGHT,
+                    entity.id, entity.concept_id, PART_OF_KIND,
+                )
+            return
+        # One generator for both loops: an extraction builds one per candidate it prices.
+        concept_id = entity.id
+        concepts = self.snapshot.concepts
+        incoming, links, project = selection.incoming, selection.links, selection.project
+        for edge in self.snapshot.edges_by_concept.get(concept_id, ()):
+            token.check()
+            if not budget.take():
+                return
+            if edge.source_id == edge.target_id:
+                if not loops:
+                    continue  # a concept is not its own neighbour
+                other, direction = concept_id, OUTGOING
+            elif edge.source_id == concept_id:
+                other, direction = edge.target_id, OUTGOING
+            elif incoming:
+                other, direction = edge.source_id, INCOMING
+            else:
+                continue
+            if other in visited:
+                continue
+            if edge.kind == NAVIGATION:
+                if not links:
+                    continue
+                name, weight, kind = LINKS_TO, LINKS_TO_WEIGHT, NAVIGATION
+            else:
+                name = edge.relation_type or ""
+                if not selection.allows_relation(name):
+                    continue
+                weight, kind = RELATION_WEIGHT, RELATION
+            if project is not None and not in_project(concepts[other].path, project):
+                continue
+            yield Step(self.concept(other), name, direction, weight, edge.source_ref,
+                       edge.target_ref, kind)
+        # PART_OF points from a section to its concept, so a concept reaches its sections only
+        # over incoming edges.
+        if not (incoming and selection.part_of):
+            return
+        if not (selection.unsliced_sections or is_sliced(entity.doc)):
+            return
+        for target in self.sections_of(concept_id):
+            token.check()
+            if not budget.take():
+                return
+            yield Step(target, PART_OF, INCOMING, PART_OF_WEIGHT, target.id, concept_id,
+                       PART_OF_KIND)
+
+
+# --------------------------------------------------------------------------------------------
+# The walk
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """An entity reached first at ``distance`` hops, over its best edge from ``predecessor``;
+    ``edge_count`` counts every admitted edge from the previous level that reaches it."""
+
+    entity: Entity
+    distance: int
+    step: Step
+    predecessor: Entity
+    edge_count: int
+
+
+@dataclass(frozen=True, slots=True)
+class Walk:
+    found: tuple[Found, ...]  # by distance, then ID
+    cut: bool  # the budget ran out before the walk finished
+
+
+class _Level:
+    """The best edge into each entity reached at one distance, and how many edges reach it."""
+
+    __slots__ = ("best", "counts")
+
+    def __init__(self) -> None:
+        self.best: dict[str, tuple[tuple[Any, ...], Step, Entity]] = {}
+        self.counts: dict[str, int] = {}
+
+    def offer(self, step: Step, node: Entity, edges: int = 1) -> None:
+        # The best edge is the strongest, then by relationship, direction, predecessor ID and
+        # edge ends: a total order, so the choice never depends on iteration order.
+        target = step.target.id
+        key = (-step.weight, step.relationship, step.direction, node.id,
+               step.edge_from, step.edge_to)
+        self.counts[target] = self.counts.get(target, 0) + edges
+        current = self.best.get(target)
+        if current is None or key < current[0]:
+            self.best[target] = (key, step, node)
+
+
+def walk(
+    graph: BundleGraph,
+    seeds: Sequence[Entity],
+    selection: Selection,
+    depth: int,
+    budget: Budget,
+    token: CancelToken,
+) -> Walk:
+    """Breadth-first over the selected edges, at most ``depth`` hops from the nearest seed.
+
+    Each level expands its frontier in ID order. A node joins at the first distance any edge
+    reaches it (the visited set also breaks cycles, and seeds are never found); among the edges
+    from the previous level that reach it, the best is kept (see :class:`_Level`). The walk
+    ends at ``depth``, when a level reaches nothing new, or when the budget runs out; it then
+    keeps what it found and reports ``cut`` (also when nothing new remained: the conservative
+    direction).
+    """
+    visited = {seed.id for seed in seeds}
+    frontier = sorted(seeds, key=lambda e: e.id)
+    found: list[Found] = []
+    for distance in range(1, depth + 1):
+        level = _Level()
+        for node in frontier:
+            for step in graph.steps(node, selection, budget, token, visited):
+                if step.target.id not in visited:
+                    level.offer(step, node)
+            if budget.exhausted:
+                break
+        if selection.community and not budget.exhausted:
+            _offer_communities(graph, selection, frontier, visited, budget, token, level)
+        reached = []
+        for target, (_key, step, node) in sorted(level.best.items()):
+            token.check()
+            reached.append(Found(step.target, distance, step, node, level.counts[target]))
+        found.extend(reached)
+        visited.update(level.best)
+        frontier = [f.entity for f in reached]
+        if budget.exhausted or not frontier:
+            break
+    return Walk(tuple(found), budget.exhausted)
+
+
+def _offer_communities(
+    graph: BundleGraph,
+    selection: Selection,
+    frontier: list[Entity],
+    visited: set[str],
+    budget: Budget,
+    token: CancelToken,
+    level: _Level,
+) -> None:
+    """SHARES_COMMUNITY edges of one level, each tag's members examined once.
+
+    Every frontier node carrying a tag reaches the same members, so the tag is expanded once,
+    from the first such node in ID order: its key (predecessor ID) is the smallest any of them
+    would give, so the kept edge is the one a node-by-node expansion would keep. Each member
+    still counts one edge per frontier node sharing the tag (``edge_count``).
+    """
+    carriers: dict[str, tuple[Entity, int]] = {}  # tag -> (first frontier node, nodes with it)
+    for node in frontier:  # already in ID order
+        for tag in graph.tags_of(node):
+            first, count = carriers.get(tag, (node, 0))
+            carriers[tag] = (first, count + 1)
+    members = graph.tag_members(selection.project, token) if carriers else {}
+    for tag in sorted(carriers):
+        node, carriers_count = carriers[tag]
+        for other in members.get(tag, ()):
+            token.check()
+            if not budget.take():
+                return
+            if other in visited:
+                continue
+            step = Step(graph.concept(other), SHARES_COMMUNITY, OUTGOING, COMMUNITY_WEIGHT,
+                        node.id, other, COMMUNITY_KIND)
+            level.offer(step, node, carriers_count)
+
+
+# --------------------------------------------------------------------------------------------
+# Names, types, projects
+
+
+def resolve(snapshot: Snapshot, value: str, project: str | None) -> Entity | None:
+    """:meth:`BundleGraph.resolve` on the snapshot's graph."""
+    return graph_of(snapshot).resolve(value, project)
+
+
+def entity_name(entity: Entity) -> str:
+    """A concept's name (:func:`~bundle_mcp.okf.names.concept_name`) or a section's
+    (:func:`~bundle_mcp.okf.sections.section_name`)."""
+    if entity.section is not None:
+        return section_name(entity.section)
+    return concept_name(entity.doc)
+
+
+def entity_type(entity: Entity) -> str:
+    """``section``, or a concept's OKF ``type`` (empty when it has none)."""
+    return SECTION_TYPE if entity.section is not None else text_field(entity.doc.fm, "type")
+
+
+def project_id(path: str) -> str | None:
+    """The top folder of a bundle path; ``None`` for a file at the root."""
+    head, sep, _rest = path.partition("/")
+    return head if sep else None
+
+
+def in_project(path: str, project: str | None) -> bool:
+    return project is None or path.startswith(project + "/")
+
+
+# --------------------------------------------------------------------------------------------
+# Previews of an entity's text
+
+
+def clip(text: str, max_chars: int) -> tuple[str, bool]:
+    """``text`` cut to at most ``max_chars`` characters, marker included, and whether it cut.
+
+    The cut falls on the last whitespace that keeps at least half of the room, and the result
+    ends with ``…``; a text with no such boundary (one long word or URL) is cut hard rather
+    than dropped. With no room at all the result is empty.
+    """
+    if len(text) <= max_chars:
+        return text, False
+    if max_chars <= 0:
+        return "", True
+    room = max_chars - len(ELLIPSIS)
+    cut = max(text.rfind(ch, 0, room + 1) for ch in _SPACES)
+    if cut < room // 2:
+        cut = room
+    return text[:cut].rstrip() + ELLIPSIS, True
+
+
+def preview(text: str, max_chars: int) -> tuple[str, bool]:
+    """A whitespace-collapsed preview of ``text`` within ``max_chars`` (see :func:`clip`).
+
+    Words are read lazily, so a 16 MiB body costs as much as its first ``max_chars`` characters.
+    """
+    words: list[str] = []
+    length = 0
+    for match in _NON_SPACE.finditer(text):
+        word = match.group()
+        length += len(word) + (1 if words else 0)
+        words.append(word)
+        if length > max_chars:
+            return clip(" ".join(words), max_chars)
+    return " ".join(words), False
