@@ -177,7 +177,7 @@ def _apply_writes_under_harness(*args: Any, **kwargs: Any) -> Any:
 
 @contextlib.contextmanager
 def harnessed_apply_writes() -> Iterator[None]:
-    """Replace ``apply_writes`` wherever a bundle_mcp module imported it (tools, writes.plan)."""
+    """Replace ``apply_writes`` wherever a bundle_mcp module imported it (writes.apply)."""
     sites = [
         module
         for name, module in list(sys.modules.items())

@@ -6,8 +6,9 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..model import Snapshot
-from ..writes.plan import digest, publish, replay_or_conflict, require_plan, require_utf8
-from .preview_concept_patch import plan_of, request_of
+from ..writes.apply import ApplyCall, apply_plan
+from ..writes.patch_ops import replan, request_of
+from ..writes.plan import require_utf8
 
 NAME = "apply_concept_patch"
 TITLE = "Apply concept patch"
@@ -29,35 +30,8 @@ DESCRIPTION = (
 def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
     require_utf8(params)
     request = request_of(params)
-    expected = params["expected_revision"]
-    expected_digest = params["expected_plan_digest"]
-    identity = digest({
-        "tool": NAME,
-        "request": request,
-        "expected_revision": expected,
-        "expected_plan_digest": expected_digest,
-    })
-    receipt = replay_or_conflict(
-        params["bundle_path"], snapshot, expected, identity, PREVIEW, token
-    )
-    if receipt is None:
-        plan, planned = plan_of(snapshot, request, token)
-        if plan.status == "rejected":
-            return {
-                "status": "rejected",
-                "base_revision": expected,
-                "result_revision": expected,
-                "plan_digest": expected_digest,
-                "changed_paths": [],
-                "diagnostics": [d.envelope_json() for d in plan.diagnostics],
-            }
-        require_plan(expected_digest, planned, PREVIEW)
-        receipt = publish(params["bundle_path"], expected, plan.changes, identity, PREVIEW, token)
-    return {
-        "status": "applied" if receipt.changed_paths else "noop",
-        "base_revision": receipt.base_revision,
-        "result_revision": receipt.result_revision,
-        "plan_digest": expected_digest,
-        "changed_paths": list(receipt.changed_paths),
-        "diagnostics": [],
-    }
+    call = ApplyCall.previewed(NAME, PREVIEW, request, params, "expected_revision",
+                               "expected_plan_digest")
+    applied = apply_plan(call, snapshot, params["bundle_path"],
+                         lambda: replan(snapshot, request, token), token)
+    return applied.receipt(params["expected_plan_digest"])

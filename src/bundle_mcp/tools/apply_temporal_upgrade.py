@@ -5,11 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import OPERATION_REJECTED, BundleError, recovery_step
 from ..model import Snapshot
-from ..writes.plan import digest, publish, replay_or_conflict, require_plan, require_utf8
-from ..writes.temporal_upgrade import READY
-from .preview_temporal_upgrade import plan_of, request_of
+from ..writes.apply import APPLIED, ApplyCall, apply_plan
+from ..writes.plan import require_utf8
+from ..writes.temporal_upgrade import replan, request_of
 
 NAME = "apply_temporal_upgrade"
 TITLE = "Apply temporal upgrade"
@@ -31,29 +30,12 @@ DESCRIPTION = (
 def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
     require_utf8(params)
     request = request_of(params)
-    base = params["base_revision"]
-    expected_digest = params["plan_digest"]
-    identity = digest({
-        "tool": NAME,
-        "request": request,
-        "base_revision": base,
-        "plan_digest": expected_digest,
-    })
-    receipt = replay_or_conflict(params["bundle_path"], snapshot, base, identity, PREVIEW, token)
-    if receipt is None:
-        plan, planned = plan_of(snapshot, request, token)
-        if plan.status != READY:
-            raise BundleError(
-                OPERATION_REJECTED,
-                f"the upgrade is {plan.status}, not ready: there is nothing it could apply",
-                (recovery_step(
-                    "run preview_temporal_upgrade, add a mapping for every unresolved date, and "
-                    "apply only a preview whose status is ready"),),
-            )
-        require_plan(expected_digest, planned, PREVIEW)
-        receipt = publish(params["bundle_path"], base, plan.changes, identity, PREVIEW, token)
+    call = ApplyCall.previewed(NAME, PREVIEW, request, params, "base_revision", "plan_digest")
+    applied = apply_plan(call, snapshot, params["bundle_path"],
+                         lambda: replan(snapshot, request, PREVIEW, token), token)
+    # a ready plan rewrites at least one date, so what it published is always applied
     return {
-        "status": "applied",
-        "request_digest": identity,
-        "result_revision": receipt.result_revision,
+        "status": APPLIED,
+        "request_digest": call.request_digest,
+        "result_revision": applied.result_revision,
     }

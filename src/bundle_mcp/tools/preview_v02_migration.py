@@ -2,27 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from ..cancel import CancelToken
 from ..model import Snapshot
-from ..writes.migration import (
-    APPLICABLE,
-    MigrationPlan,
-    check_request,
-    normalized,
-    plan_migration,
-    proof,
-)
-from ..writes.plan import (
-    digest,
-    plan_digest,
-    require_utf8,
-    result_revision,
-    revision_of_snapshot,
-    unified_diff,
-)
+from ..writes.migration import BLOCKED, normalized, plan_of
+from ..writes.plan import preview_fields, require_utf8, unified_diff
 
 NAME = "preview_v02_migration"
 TITLE = "Preview v0.2 migration"
@@ -30,7 +15,6 @@ TOOLSET = "write"
 READ_ONLY = True  # a preview writes nothing
 NEEDS_PARSEABLE = True
 NEEDS_BUNDLE_PATH = True
-PLAN_KIND = "v02_migration"
 DESCRIPTION = (
     "Preview migrating an OKF v0.1 bundle to v0.2 without writing: timestamp becomes "
     "generated {by: generated_by, at}, each '# Citations' section becomes footnotes and "
@@ -40,40 +24,15 @@ DESCRIPTION = (
 )
 
 
-def plan_of(
-    snapshot: Snapshot, request: Mapping[str, Any], token: CancelToken
-) -> tuple[MigrationPlan, str | None, dict[str, Any] | None]:
-    """The plan, its digest and its proof (both ``None`` unless the plan is applicable)."""
-    check_request(request)
-    plan = plan_migration(snapshot, request, token)
-    if plan.status != APPLICABLE:
-        return plan, None, None
-    base = revision_of_snapshot(snapshot)
-    bound = {"request": request, "source": plan.source}
-    planned = plan_digest(PLAN_KIND, base, bound, plan.changes)
-    account = proof(
-        snapshot,
-        plan,
-        digest({"tool": PLAN_KIND, **bound}),
-        base,
-        result_revision(snapshot, plan.changes),
-    )
-    return plan, planned, account
-
-
 def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
     require_utf8(params)
     plan, planned, account = plan_of(snapshot, normalized(params), token)
-    base = revision_of_snapshot(snapshot)
     diff, truncated = unified_diff(plan.changes)
     return {
         "status": plan.status,
         "source": plan.source,
         "proof": account,
-        "base_revision": base,
-        "result_revision": None if plan.status == "blocked"
-        else result_revision(snapshot, plan.changes),
-        "plan_digest": planned,
+        **preview_fields(snapshot, plan.changes, planned, publishable=plan.status != BLOCKED),
         "affected_paths": [c.path for c in plan.changes],
         "diff": diff,
         "diff_truncated": truncated,

@@ -2,15 +2,15 @@
 
 The new file is ``---\\n<frontmatter>\\n---\\n<body>``. It is parsed and checked for OKF
 conformance *before* anything is written, so a rejected write changes nothing. The write goes
-through :func:`bundle_mcp.writes.apply_writes` against the revision of the snapshot the call was
-answered from: a bundle that moved on meanwhile is a ``revision_conflict``, never a lost update.
-The request identity is the digest of (tool, concept_id, frontmatter, body), so the same request
-sent again replays its durable receipt and returns the same success.
+through the apply protocol (:func:`bundle_mcp.writes.apply.apply_plan`) against the revision of
+the snapshot the call was answered from: a bundle that moved on meanwhile is a
+``revision_conflict``, never a lost update. The request identity is the digest of (tool,
+concept_id, frontmatter, body), so the same request sent again replays its durable receipt and
+returns the same success.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from ..cancel import CancelToken
@@ -24,10 +24,11 @@ from ..errors import (
     recovery_step,
 )
 from ..loader.document import parse_document
-from ..model import Document, Snapshot, canonical_json
+from ..model import Document, Snapshot
 from ..okf.ids import concept_id_problem, path_for_concept_id
 from ..validation.concepts import conformance, guidance
-from ..writes import PlannedWrite, apply_writes
+from ..writes.apply import ApplyCall, Replanned, apply_plan
+from ..writes.plan import FileChange, require_utf8, revision_of_snapshot
 from ._common import invalid_field
 
 NAME = "write_concept"
@@ -54,48 +55,39 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     if problem is not None:
         raise invalid_field("$.concept_id", f"concept_id is not a canonical concept ID: {problem}")
     for field in ("concept_id", "frontmatter", "body"):
-        _require_unicode(field, params[field])
+        require_utf8(params[field], field)
     path = path_for_concept_id(concept_id)
     frontmatter = _normalise_frontmatter(params["frontmatter"])
     body = params["body"]
-    data = ("---\n" + frontmatter + "---\n" + body).encode("utf-8")
-    doc = parse_document(path, data)
+    text = "---\n" + frontmatter + "---\n" + body
+    doc = parse_document(path, text.encode("utf-8"))
     _require_valid(doc, frontmatter, body)
-    token.check()
 
     current = snapshot.documents.get(path)
-    receipt = apply_writes(
-        params["bundle_path"],
-        "sha256:" + snapshot.revision,
-        (PlannedWrite(path, None if current is None else current.record.sha256, data),),
-        request_digest(concept_id, params["frontmatter"], body),
-        token,
+    change = (
+        FileChange(path, None, text, None)
+        if current is None
+        else FileChange(path, current.text, text, current.record.sha256)
     )
+    # no preview and no plan digest: the request itself is the plan, against this snapshot
+    call = ApplyCall.of(
+        NAME,
+        None,
+        {"concept_id": concept_id, "frontmatter": params["frontmatter"], "body": body},
+        revision_of_snapshot(snapshot),
+    )
+    applied = apply_plan(call, snapshot, params["bundle_path"], lambda: Replanned((change,)), token)
     findings = sorted(guidance(doc), key=Diagnostic.sort_key)
     return {
         "status": "success",
         "path": path,
-        "base_revision": receipt.base_revision,
-        "result_revision": receipt.result_revision,
+        "base_revision": applied.base_revision,
+        "result_revision": applied.result_revision,
         "diagnostics": [
             {"severity": d.severity, "file": d.file, "message": d.message}
             for d in findings[:MAX_SUCCESS_DIAGNOSTICS]
         ],
     }
-
-
-def request_digest(concept_id: str, frontmatter: str, body: str) -> str:
-    """The request identity: equal requests replay, any changed byte is a new write."""
-    request = {"tool": NAME, "concept_id": concept_id, "frontmatter": frontmatter, "body": body}
-    return "sha256:" + hashlib.sha256(canonical_json(request).encode("utf-8")).hexdigest()
-
-
-def _require_unicode(field: str, value: str) -> None:
-    # JSON can carry lone surrogates, which have no UTF-8 form and so cannot be written
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise invalid_field(f"$.{field}", f"{field} contains an unpaired surrogate") from None
 
 
 def _normalise_frontmatter(text: str) -> str:

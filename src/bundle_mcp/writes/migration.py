@@ -27,7 +27,14 @@ from typing import Any
 from markdown_it.token import Token
 
 from ..cancel import CancelToken
-from ..errors import ERROR, Diagnostic, invalid_request
+from ..errors import (
+    ERROR,
+    OPERATION_REJECTED,
+    BundleError,
+    Diagnostic,
+    invalid_request,
+    recovery_step,
+)
 from ..loader.frontmatter import split_frontmatter
 from ..model import Document, Snapshot, thaw
 from ..okf.citations import CitationsSection, citations_section, citations_sections
@@ -35,12 +42,34 @@ from ..okf.markdown import markdown_parser
 from ..okf.properties import scalar_text
 from ..okf.temporal import parse_instant
 from ..okf.versions import resolve_version
+from .apply import Replanned, require_plan
 from .patch_ops import OpRejected, Workspace, set_attested_computation
-from .plan import FileChange, digest, new_conformance_errors, require_utf8
+from .plan import (
+    FileChange,
+    digest,
+    new_conformance_errors,
+    plan_digest,
+    request_digest,
+    require_utf8,
+    result_revision,
+    revision_of_snapshot,
+)
 from .yaml_edit import EditError
 
-__all__ = ["MigrationPlan", "normalized", "plan_migration", "proof", "resolve_source"]
+__all__ = [
+    "PLAN_KIND",
+    "MigrationPlan",
+    "normalized",
+    "plan_migration",
+    "plan_of",
+    "proof",
+    "replan",
+    "require_source",
+    "resolve_source",
+]
 
+PLAN_KIND = "v02_migration"  # the tool the plan digest and the proof's request digest bind
+MAX_BLOCKER_DIAGNOSTICS = 100  # how many blockers a failed apply lists
 APPLICABLE = "applicable"
 NOOP = "noop"
 BLOCKED = "blocked"
@@ -231,6 +260,74 @@ def plan_migration(
         return MigrationPlan(BLOCKED, source, (), tuple(findings.blockers),
                              tuple(findings.actions))
     return MigrationPlan(APPLICABLE if changes else NOOP, source, changes, (), ())
+
+
+def plan_of(
+    snapshot: Snapshot, request: Mapping[str, Any], token: CancelToken
+) -> tuple[MigrationPlan, str | None, dict[str, Any] | None]:
+    """The plan, its digest and its proof (both ``None`` unless the plan is applicable).
+
+    Raises:
+        BundleError: ``invalid_request`` (see :func:`check_request`).
+    """
+    check_request(request)
+    plan = plan_migration(snapshot, request, token)
+    if plan.status != APPLICABLE:
+        return plan, None, None
+    base = revision_of_snapshot(snapshot)
+    bound = {"request": request, "source": plan.source}
+    planned = plan_digest(PLAN_KIND, base, bound, plan.changes)
+    account = proof(
+        snapshot,
+        plan,
+        request_digest(PLAN_KIND, bound),
+        base,
+        result_revision(snapshot, plan.changes),
+    )
+    return plan, planned, account
+
+
+def require_source(expected: Mapping[str, Any], source: Mapping[str, Any], preview: str) -> None:
+    """The source resolved now must be the one the caller reviewed (its ``source``).
+
+    Raises:
+        BundleError: ``plan_mismatch``.
+    """
+    require_plan(digest(expected), digest(source), preview)
+
+
+def replan(
+    snapshot: Snapshot,
+    request: Mapping[str, Any],
+    expected_source: Mapping[str, Any],
+    preview: str,
+    token: CancelToken,
+) -> Replanned:
+    """The migration rebuilt for its apply, with its digest and the digest of its proof.
+
+    A plan from another source than the reviewed one is a mismatch before it is blocked.
+
+    Raises:
+        BundleError: ``plan_mismatch`` for another source, ``operation_rejected`` for a blocked
+            plan (one diagnostic per blocker), and the errors of :func:`plan_of`.
+    """
+    plan, planned, account = plan_of(snapshot, request, token)
+    require_source(expected_source, plan.source, preview)
+    if plan.status == BLOCKED:
+        raise BundleError(
+            OPERATION_REJECTED,
+            f"the migration is blocked by {len(plan.blockers)} problem(s); nothing was written",
+            (
+                *(
+                    Diagnostic(code=b["code"], severity=ERROR, file=b["path"] or None,
+                               message=b["message"])
+                    for b in plan.blockers[:MAX_BLOCKER_DIAGNOSTICS]
+                ),
+                recovery_step(f"run {preview}, resolve its blockers and manual actions, then "
+                              "apply the new preview"),
+            ),
+        )
+    return Replanned(plan.changes, (planned, digest(account)))
 
 
 def proof(

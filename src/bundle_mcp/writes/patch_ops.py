@@ -24,19 +24,34 @@ from ..loader.frontmatter import split_frontmatter
 from ..model import Snapshot
 from ..okf.ids import concept_id_problem
 from ..okf.markdown import markdown_parser
-from ..okf.temporal import parse_instant, parse_value
-from .plan import FileChange, new_conformance_errors, require_utf8
+from ..okf.temporal import DATE_PROFILE, parse_instant, parse_value
+from .apply import Replanned
+from .plan import (
+    FileChange,
+    new_conformance_errors,
+    plan_digest,
+    require_utf8,
+    revision_of_snapshot,
+)
 from .yaml_edit import EditError, data_of, rewrite
 
 __all__ = [
     "KINDS",
+    "PLAN_KIND",
+    "REJECTED",
     "OpRejected",
     "PatchPlan",
     "Workspace",
     "check_operations",
+    "plan_of",
     "plan_patch",
+    "replan",
+    "request_of",
     "set_attested_computation",
 ]
+
+PLAN_KIND = "concept_patch"  # the tool the plan digest binds
+REJECTED = "rejected"  # the status of a plan with a problem; the others are applicable and noop
 
 KINDS = (
     "set_generated",
@@ -122,6 +137,38 @@ class Workspace:
 # Planning
 
 
+def request_of(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of the arguments the plan digest binds (the profile default filled in)."""
+    return {
+        "actor": params["actor"],
+        "temporal_profile": params.get("temporal_profile") or DATE_PROFILE,
+        "operations": [dict(op) for op in params["operations"]],
+    }
+
+
+def plan_of(
+    snapshot: Snapshot, request: Mapping[str, Any], token: CancelToken
+) -> tuple[PatchPlan, str | None]:
+    """The plan of ``request`` (see :func:`request_of`) and its digest (``None`` when rejected).
+
+    Raises:
+        BundleError: ``invalid_request`` (see :func:`check_operations`).
+    """
+    check_operations(request["operations"], request["temporal_profile"])
+    plan = plan_patch(snapshot, request["operations"], request["temporal_profile"], token)
+    if plan.status == REJECTED:
+        return plan, None
+    return plan, plan_digest(PLAN_KIND, revision_of_snapshot(snapshot), request, plan.changes)
+
+
+def replan(snapshot: Snapshot, request: Mapping[str, Any], token: CancelToken) -> Replanned:
+    """The patch rebuilt for its apply: a rejected plan is answered, not raised."""
+    plan, planned = plan_of(snapshot, request, token)
+    if plan.status == REJECTED:
+        return Replanned(rejected=plan.diagnostics)
+    return Replanned(plan.changes, (planned,))
+
+
 def plan_patch(
     snapshot: Snapshot, operations: list[Mapping[str, Any]], profile: str, token: CancelToken
 ) -> PatchPlan:
@@ -141,7 +188,7 @@ def plan_patch(
     token.check()
     problems.extend(new_conformance_errors(snapshot, changes))
     if problems:
-        return PatchPlan("rejected", (), tuple(problems))
+        return PatchPlan(REJECTED, (), tuple(problems))
     return PatchPlan("applicable" if changes else "noop", changes, ())
 
 

@@ -1,44 +1,36 @@
-"""What every preview/apply pair shares: file changes, digests, the diff, and the apply protocol.
+"""What every preview/apply pair shares: file changes, digests, revisions and the diff.
 
 A *plan* is the list of whole-file changes a write tool would make against one snapshot. Its
 ``plan_digest`` binds the tool, the base revision, the normalised request and the old and new
 hash of every file, so an apply that rebuilds the plan against the bundle as it is now gets the
 same digest only if it would write the same bytes over the same bytes. The ``request_digest``
-is the identity of one apply call: an identical call replays its durable receipt.
+is the identity of one apply call: an identical call replays its durable receipt. How an apply
+uses them is :mod:`.apply`.
 """
 
 from __future__ import annotations
 
 import difflib
 import hashlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..cancel import CancelToken
-from ..errors import (
-    ERROR,
-    PLAN_MISMATCH,
-    REVISION_CONFLICT,
-    BundleError,
-    Diagnostic,
-    invalid_request,
-    recovery_step,
-)
+from ..errors import ERROR, Diagnostic, invalid_request
 from ..loader.document import parse_document
 from ..model import FileRecord, Snapshot, canonical_json, revision_of
 from ..validation.concepts import conformance
-from .publish import PlannedWrite, Receipt, apply_writes
+from .publish import PlannedWrite
 
 __all__ = [
     "MAX_DIFF_CHARS",
     "FileChange",
     "digest",
     "file_digests",
+    "new_conformance_errors",
     "plan_digest",
-    "publish",
-    "replay_or_conflict",
-    "require_plan",
+    "preview_fields",
+    "request_digest",
     "require_utf8",
     "result_revision",
     "revision_of_snapshot",
@@ -74,8 +66,20 @@ def digest(value: Any) -> str:
     return "sha256:" + hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
-def require_utf8(value: Any) -> None:
+def request_digest(tool: str, bound: Mapping[str, Any]) -> str:
+    """The identity of one request to ``tool``: the digest of ``{"tool": tool, **bound}``.
+
+    ``bound`` is everything else the request is, under the names its arguments have: equal
+    requests replay, any changed byte is a new request.
+    """
+    return digest({"tool": tool, **bound})
+
+
+def require_utf8(value: Any, argument: str | None = None) -> None:
     """Arguments must be writable as UTF-8: JSON can carry lone surrogates, which cannot.
+
+    ``argument`` names the one argument ``value`` is, for an error that points at it; without
+    it ``value`` is all the arguments.
 
     Raises:
         BundleError: ``invalid_request``.
@@ -83,10 +87,15 @@ def require_utf8(value: Any) -> None:
     try:
         canonical_json(value).encode("utf-8")
     except UnicodeEncodeError:
+        if argument is None:
+            message = ("the arguments contain an unpaired surrogate, which cannot be written as "
+                       "UTF-8")
+            field, advice = "$", "remove the unpaired surrogate code point from the arguments"
+        else:
+            message = advice = f"{argument} contains an unpaired surrogate"
+            field = f"$.{argument}"
         raise invalid_request(
-            "the arguments contain an unpaired surrogate, which cannot be written as UTF-8",
-            Diagnostic(code="invalid_input", severity=ERROR, field="$",
-                       message="remove the unpaired surrogate code point from the arguments"),
+            message, Diagnostic(code="invalid_input", severity=ERROR, field=field, message=advice)
         ) from None
 
 
@@ -125,6 +134,26 @@ def plan_digest(
     )
 
 
+def preview_fields(
+    snapshot: Snapshot,
+    changes: tuple[FileChange, ...],
+    planned_digest: str | None,
+    *,
+    publishable: bool = True,
+) -> dict[str, Any]:
+    """The three fields every preview reports of its plan, in the order it reports them.
+
+    ``base_revision`` is the snapshot's; ``result_revision`` the bundle's once ``changes`` are
+    published (``None`` for a plan that is not ``publishable``: rejected or blocked);
+    ``plan_digest`` is ``planned_digest``, which the apply must send back.
+    """
+    return {
+        "base_revision": revision_of_snapshot(snapshot),
+        "result_revision": result_revision(snapshot, changes) if publishable else None,
+        "plan_digest": planned_digest,
+    }
+
+
 def unified_diff(changes: Iterable[FileChange]) -> tuple[str, bool]:
     """A unified diff of every change (sorted by path), cut at a line within 1 MiB."""
     parts: list[str] = []
@@ -141,89 +170,6 @@ def unified_diff(changes: Iterable[FileChange]) -> tuple[str, bool]:
             parts.append(line)
             size += len(line)
     return "".join(parts), False
-
-
-# --------------------------------------------------------------------------------------------
-# The apply protocol
-
-
-def require_plan(expected: str, actual: str | None, tool: str) -> None:
-    """The rebuilt plan must be the previewed one.
-
-    Raises:
-        BundleError: ``plan_mismatch`` with the recovery step.
-    """
-    if actual != expected:
-        raise BundleError(
-            PLAN_MISMATCH,
-            "the plan rebuilt against the current bundle differs from the previewed plan",
-            (recovery_step(f"run {tool} again with the same arguments, review the new plan, "
-                           "then apply its plan_digest"),),
-        )
-
-
-def replay_or_conflict(
-    bundle_path: str,
-    snapshot: Snapshot,
-    expected_revision: str,
-    request_digest: str,
-    preview_tool: str,
-    token: CancelToken,
-) -> Receipt | None:
-    """``None`` when the bundle is still at ``expected_revision`` (the caller re-plans).
-
-    Otherwise the only success is the replay of an identical earlier apply: ``apply_writes``
-    checks its durable receipt before it compares revisions.
-
-    Raises:
-        BundleError: ``revision_conflict`` with the recovery step "preview again".
-    """
-    if revision_of_snapshot(snapshot) == expected_revision:
-        return None
-    return _apply(bundle_path, expected_revision, (), request_digest, preview_tool, token)
-
-
-def publish(
-    bundle_path: str,
-    expected_revision: str,
-    changes: tuple[FileChange, ...],
-    request_digest: str,
-    preview_tool: str,
-    token: CancelToken,
-) -> Receipt:
-    """Compare-and-swap publication of a re-planned, digest-checked set of changes.
-
-    Raises:
-        BundleError: ``revision_conflict`` and the other errors of ``apply_writes``.
-    """
-    token.check()
-    writes = tuple(c.as_write() for c in changes)
-    return _apply(bundle_path, expected_revision, writes, request_digest, preview_tool, token)
-
-
-def _apply(
-    bundle_path: str,
-    expected_revision: str,
-    writes: tuple[PlannedWrite, ...],
-    request_digest: str,
-    preview_tool: str,
-    token: CancelToken,
-) -> Receipt:
-    try:
-        return apply_writes(bundle_path, expected_revision, writes, request_digest, token)
-    except BundleError as exc:
-        if exc.code != REVISION_CONFLICT:
-            raise
-        raise _conflict(preview_tool) from None
-
-
-def _conflict(preview_tool: str) -> BundleError:
-    return BundleError(
-        REVISION_CONFLICT,
-        "the bundle changed since the plan was previewed",
-        (recovery_step(f"preview again: run {preview_tool} against the current bundle, review "
-                       "the new plan, then apply it with its base revision and plan digest"),),
-    )
 
 
 def new_conformance_errors(

@@ -31,11 +31,23 @@ from ..model import Document, Snapshot, thaw
 from ..okf.ids import concept_id_problem
 from ..okf.temporal import parse_date, parse_instant
 from ..okf.versions import resolve_version
-from .plan import FileChange, require_utf8
+from .apply import Replanned
+from .plan import FileChange, plan_digest, require_utf8, revision_of_snapshot
 from .yaml_edit import EditError, rewrite
 
-__all__ = ["Observed", "UpgradePlan", "check_mappings", "normalized", "plan_upgrade"]
+__all__ = [
+    "PLAN_KIND",
+    "Observed",
+    "UpgradePlan",
+    "check_mappings",
+    "normalized",
+    "plan_of",
+    "plan_upgrade",
+    "replan",
+    "request_of",
+]
 
+PLAN_KIND = "temporal_upgrade"  # the tool the plan digest binds
 READY = "ready"
 INCOMPLETE = "incomplete"
 NOOP = "noop"
@@ -71,6 +83,52 @@ def normalized(mappings: list[Mapping[str, Any]]) -> list[dict[str, str]]:
         ({k: m[k] for k in ("concept", "path", "from", "to")} for m in mappings),
         key=lambda m: (m["concept"], m["path"]),
     )
+
+
+def request_of(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The part of the arguments the plan digest binds (the mappings in canonical order)."""
+    return {
+        "id": params["id"],
+        "actor": params["actor"],
+        "mappings": normalized(params.get("mappings", [])),
+    }
+
+
+def plan_of(
+    snapshot: Snapshot, request: Mapping[str, Any], token: CancelToken
+) -> tuple[UpgradePlan, str | None]:
+    """The plan of ``request`` (see :func:`request_of`) and its digest (only a ready plan has one).
+
+    Raises:
+        BundleError: ``invalid_request`` and ``operation_rejected`` (see :func:`check_mappings`
+            and :func:`plan_upgrade`).
+    """
+    check_mappings(request["mappings"])
+    plan = plan_upgrade(snapshot, request["mappings"], token)
+    if plan.status != READY:
+        return plan, None
+    return plan, plan_digest(PLAN_KIND, revision_of_snapshot(snapshot), request, plan.changes)
+
+
+def replan(
+    snapshot: Snapshot, request: Mapping[str, Any], preview: str, token: CancelToken
+) -> Replanned:
+    """The upgrade rebuilt for its apply, which only a ready plan may reach.
+
+    Raises:
+        BundleError: ``operation_rejected`` for a plan that is not ready, and the errors of
+            :func:`plan_of`.
+    """
+    plan, planned = plan_of(snapshot, request, token)
+    if plan.status != READY:
+        raise BundleError(
+            OPERATION_REJECTED,
+            f"the upgrade is {plan.status}, not ready: there is nothing it could apply",
+            (recovery_step(
+                f"run {preview}, add a mapping for every unresolved date, and apply only a "
+                "preview whose status is ready"),),
+        )
+    return Replanned(plan.changes, (planned,))
 
 
 def check_mappings(mappings: list[Mapping[str, Any]]) -> None:
