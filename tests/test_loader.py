@@ -28,13 +28,13 @@ from bundle_mcp.loader.capture import (
     MAX_TOTAL_BYTES,
     Capture,
     capture,
-    pin_root,
 )
 from bundle_mcp.loader.document import parse_document
 from bundle_mcp.loader.frontmatter import MAX_FRONTMATTER_BYTES
 from bundle_mcp.loader.ignore import IgnoreRules
 from bundle_mcp.model import INDEX, LOG, Link, Relation, Section, Snapshot
 from bundle_mcp.okf.properties import status_state, trust
+from bundle_mcp.storage.handles import pin_root
 
 TESTDATA = Path(__file__).resolve().parent.parent / "testdata" / "bundles"
 FM = "---\ntype: note\n---\n"

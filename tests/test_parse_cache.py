@@ -10,7 +10,7 @@ import pytest
 
 from bundle_mcp.loader import document as document_module
 from bundle_mcp.loader import load_bundle
-from bundle_mcp.loader.parse_cache import FORMAT, ParseCache
+from bundle_mcp.loader.parse_cache import FORMAT, ParseCache, markdown_from_cache
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "coffee-roastery"
 
@@ -41,7 +41,7 @@ def test_a_saved_pack_replaces_parsing(cache: ParseCache, monkeypatch) -> None:
     monkeypatch.setattr(document_module, "parse_document", no_parse)
     second, _ = load_bundle(bundle, cached=cache.load(bundle))
     assert second.revision == first.revision
-    assert all(d.cached_markdown is not None for d in second.documents.values())
+    assert all(markdown_from_cache(d) for d in second.documents.values())
     assert _facts(second) == expected
 
 

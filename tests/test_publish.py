@@ -27,9 +27,11 @@ from bundle_mcp.errors import (
     REVISION_CONFLICT,
     BundleError,
 )
-from bundle_mcp.loader import load_bundle, pin_root
+from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.capture import MAX_FILE_BYTES
-from bundle_mcp.writes import PlannedWrite, apply_writes, recover
+from bundle_mcp.storage.handles import pin_root
+from bundle_mcp.storage.recovery import recover
+from bundle_mcp.writes import PlannedWrite, apply_writes
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory

@@ -21,7 +21,8 @@ from pathlib import Path
 import pytest
 
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
-from bundle_mcp.writes import journal
+from bundle_mcp.storage import handles
+from bundle_mcp.storage.refusals import os_failure, read_only_rejection
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO / "examples" / "coffee-roastery"
@@ -85,7 +86,7 @@ def test_a_write_is_refused_before_the_state_folder_is_made(
     bundle = tmp_bundle({"index.md": "# Shop\n\n- [Orders](orders.md)\n",
                          "orders.md": "---\ntype: table\n---\n# Orders\n"})
     dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
-    monkeypatch.setattr(journal, "on_read_only_fs", lambda _fd: True)
+    monkeypatch.setattr(handles, "on_read_only_fs", lambda _fd: True)
     outcome = dispatcher.call(
         "write_concept", {"concept_id": "orders", "frontmatter": "type: table\n", "body": "x\n"}
     )
@@ -96,8 +97,8 @@ def test_a_write_is_refused_before_the_state_folder_is_made(
 
 
 def test_erofs_met_later_reads_the_same() -> None:
-    refused = journal.os_failure("staging failed", OSError(errno.EROFS, "Read-only file system"))
+    refused = os_failure("staging failed", OSError(errno.EROFS, "Read-only file system"))
     assert refused.code == "operation_rejected"
-    assert refused.message == journal.read_only_rejection().message
-    other = journal.os_failure("staging failed", OSError(errno.ENOSPC, "No space left"))
+    assert refused.message == read_only_rejection().message
+    other = os_failure("staging failed", OSError(errno.ENOSPC, "No space left"))
     assert "ENOSPC" in other.message

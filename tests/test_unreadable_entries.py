@@ -36,8 +36,9 @@ from bundle_mcp.contracts import ContractSet
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader import load_bundle
-from bundle_mcp.loader.capture import MAX_SKIPPED, pin_root
+from bundle_mcp.loader.capture import MAX_SKIPPED
 from bundle_mcp.model import Snapshot
+from bundle_mcp.storage.handles import pin_root
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"

@@ -18,7 +18,7 @@ from typing import Any
 from ._version import __version__
 from .dispatch import Dispatcher, ServeConfig, UnknownTool
 from .errors import BundleError
-from .loader.capture import pin_root
+from .storage.handles import pin_root
 from .tools import TOOLSETS
 
 __all__ = ["main"]

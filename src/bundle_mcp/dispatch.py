@@ -31,10 +31,10 @@ from .errors import (
     resource_limit,
 )
 from .loader import PENDING_WRITE
-from .loader.capture import check_bundle_path
 from .model import Document, Snapshot
 from .observe import Notice
 from .snapshots import SnapshotCache
+from .storage.handles import check_bundle_path
 from .tools import TOOLSETS, load_tools
 
 __all__ = ["Dispatcher", "Outcome", "ServeConfig", "ToolSpec", "UnknownTool", "to_json"]

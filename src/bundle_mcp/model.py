@@ -5,6 +5,11 @@ and every other document is reused as is. A :class:`Snapshot` is the set of docu
 capture plus indexes derived from them; nothing mutates either after it is built. Derived data
 (the Markdown parse, search folds, the link graph) is computed on first use and memoised: it is a
 pure function of the frozen fields, so memoising it changes no observable value.
+
+The value objects own no format rule: whoever builds a :class:`Document` hands it the
+:class:`FormatRules` its derived data is computed by (the loader's are
+``bundle_mcp.loader.document.OKF_RULES``), so this module imports no parser and depends only on
+:mod:`bundle_mcp.errors` and the standard library.
 """
 
 from __future__ import annotations
@@ -191,6 +196,19 @@ class FoldedFields:
     body: str
 
 
+@dataclass(frozen=True, slots=True)
+class FormatRules:
+    """The format's rules a document's derived data is computed by, handed in by its builder.
+
+    Each must be a pure function of the document's frozen fields (or of the text it is given),
+    so memoising its result on the document changes no answer.
+    """
+
+    markdown: Callable[[Document], MarkdownFacts]  # links, sections, anchors, footnotes
+    fold: Callable[[str], str]  # caseless matching, for the fields search compares
+    lines: Callable[[str], Sequence[str]]  # the physical lines every line number counts
+
+
 @dataclass(frozen=True)
 class Document:
     """One captured ``.md`` file: a concept or a reserved ``index.md`` / ``log.md``.
@@ -212,14 +230,11 @@ class Document:
     body_start: int
     body_line: int
     line_count: int
+    # What the derived properties below are computed by; always given by the builder.
+    rules: FormatRules = field(repr=False, compare=False)
     parse_error: Diagnostic | None = None
     relations: tuple[Relation, ...] = ()
     relation_diagnostics: tuple[Diagnostic, ...] = ()
-    # Reads the Markdown facts back from the persistent parse cache on first use (None when the
-    # cached entry turns out not to fit); when it yields facts, the body is not parsed again.
-    cached_markdown: Callable[[], MarkdownFacts | None] | None = field(
-        default=None, repr=False, compare=False
-    )
     memo: Memo = field(default_factory=Memo, repr=False, compare=False)
 
     @property
@@ -241,20 +256,14 @@ class Document:
 
     @functools.cached_property
     def markdown(self) -> MarkdownFacts:
-        # Parsed on first use: listing or reading a concept needs no Markdown parse.
-        if self.cached_markdown is not None:
-            facts = self.cached_markdown()
-            if facts is not None:
-                return facts
-        from .okf.markdown import parse_markdown
-
-        return parse_markdown(self)
+        # Parsed (or read back from the parse cache) on first use: listing or reading a concept
+        # needs no Markdown parse.
+        return self.rules.markdown(self)
 
     @functools.cached_property
     def folded(self) -> FoldedFields:
         """The fields search_concepts matches, folded once per document and kept."""
-        from .okf.folding import fold
-
+        fold = self.rules.fold
         fm = self.fm
         tags = fm.get("tags")
         return FoldedFields(
@@ -272,9 +281,7 @@ class Document:
     @functools.cached_property
     def lines(self) -> Sequence[str]:
         """Physical lines of the file without their terminators (CRLF, CR and LF end a line)."""
-        from .loader.text import LineView
-
-        return LineView(self.text)
+        return self.rules.lines(self.text)
 
     @property
     def body(self) -> str:

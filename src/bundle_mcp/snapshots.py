@@ -16,10 +16,11 @@ from dataclasses import dataclass
 
 from .cancel import CancelToken
 from .loader import PENDING_WRITE, load_bundle, refresh_files
-from .loader.capture import StatKey, pin_root
+from .loader.capture import StatKey
 from .loader.parse_cache import ParseCache, has_markdown
 from .loader.watch import FolderWatch
 from .model import Snapshot
+from .storage.handles import pin_root
 
 __all__ = ["SnapshotCache", "Loader"]
 

@@ -13,8 +13,11 @@ from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic
 from ..model import Document, Snapshot, revision_of
 from ..observe import Notice
-from ..writes.journal import JOURNAL_PATH, ReadLock, RecoveryFailed, pending, recover
-from .capture import Capture, StatKey, capture, check_total, pin_root, read_relative
+from ..storage.handles import pin_root
+from ..storage.locks import ReadLock
+from ..storage.recovery import RecoveryFailed, pending, recover
+from ..storage.state_dir import JOURNAL_PATH
+from .capture import Capture, StatKey, capture, check_total, read_relative
 from .document import parse_document
 from .parse_cache import decode
 
@@ -24,7 +27,6 @@ __all__ = [
     "capture",
     "load_bundle",
     "parse_document",
-    "pin_root",
 ]
 
 PENDING_WRITE = "pending_write_unresolved"

@@ -1,10 +1,9 @@
 """Capture a bundle's bytes from a pinned root without ever following a symlink.
 
-``pin_root`` checks ``bundle_path`` from ``/`` down with ``lstat`` and opens each directory with
-``O_NOFOLLOW``, comparing the opened handle's identity with what was checked. The walk then opens
-every directory and file relative to its parent's handle, again with ``O_NOFOLLOW``, and compares
-identities, so a path swapped for a symlink during the walk is skipped instead of followed out of
-the bundle. Caps are enforced while capturing: the walk stops at the first breach.
+The root is pinned by :func:`bundle_mcp.storage.handles.pin_root`. The walk then opens every
+directory and file relative to its parent's handle with ``O_NOFOLLOW`` and compares identities,
+so a path swapped for a symlink during the walk is skipped instead of followed out of the
+bundle. Caps are enforced while capturing: the walk stops at the first breach.
 
 Every refusal of the operating system is a finding, never a crash. An entry that vanished or was
 replaced while the walk looked at it is ``path_changed``; one that is there but cannot be
@@ -24,6 +23,7 @@ from typing import NoReturn
 
 from ..cancel import CancelToken
 from ..errors import ERROR, WARN, Diagnostic, invalid_request, resource_limit
+from ..storage.handles import DIR_FLAGS, READ_FLAGS, bundle_path_diagnostic
 from .ignore import IgnoreRules
 
 MAX_FILES = 10_000
@@ -37,8 +37,6 @@ MAX_IGNORE_FILE_BYTES = 1024 * 1024
 # not a bundle anyone means to serve.
 MAX_SKIPPED = 10_000
 
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 _READ_CHUNK = 1 << 20
 
 # The entry is gone or is no longer what was checked (O_NOFOLLOW meeting a symlink is ELOOP).
@@ -78,87 +76,6 @@ class Capture:
     assets: frozenset[str]
     directories: frozenset[str]
     skipped: tuple[Diagnostic, ...]
-
-
-def check_bundle_path(bundle_path: str) -> None:
-    """Reject a path that is not absolute and already clean, before touching the disk."""
-    if not bundle_path:
-        raise invalid_request("bundle_path must not be empty", _field_diag("bundle_path is empty"))
-    if bundle_path != bundle_path.strip():
-        raise invalid_request(
-            "bundle_path must not have surrounding whitespace",
-            _field_diag("remove the surrounding whitespace"),
-        )
-    if "\x00" in bundle_path:
-        raise invalid_request("bundle_path must not contain NUL", _field_diag("NUL byte"))
-    if not bundle_path.startswith("/"):
-        raise invalid_request(
-            "bundle_path must be absolute", _field_diag("give an absolute path starting with /")
-        )
-    if os.path.normpath(bundle_path) != bundle_path or bundle_path.startswith("//"):
-        raise invalid_request(
-            "bundle_path must already be clean (no '.', '..', '//' or trailing '/')",
-            _field_diag("give the clean form of the path"),
-        )
-
-
-def _field_diag(message: str) -> Diagnostic:
-    return Diagnostic(
-        code="invalid_input", severity="ERROR", field="$.bundle_path", message=message
-    )
-
-
-def pin_root(bundle_path: str) -> int:
-    """Open the bundle root, refusing any symlink or non-directory on the way down from ``/``.
-
-    Returns an open directory descriptor the caller must close.
-    """
-    check_bundle_path(bundle_path)
-    fd = os.open("/", _DIR_FLAGS)
-    try:
-        for name in [c for c in bundle_path.split("/") if c]:
-            try:
-                checked = os.lstat(name, dir_fd=fd)
-            except OSError:
-                raise invalid_request(
-                    "bundle_path does not exist or cannot be read",
-                    _field_diag("the bundle folder was not found"),
-                ) from None
-            if stat.S_ISLNK(checked.st_mode):
-                raise invalid_request(
-                    "bundle_path must not be or contain a symlink",
-                    _field_diag("a component of bundle_path is a symlink"),
-                )
-            if not stat.S_ISDIR(checked.st_mode):
-                raise invalid_request(
-                    "bundle_path is not a directory",
-                    _field_diag("a component of bundle_path is not a directory"),
-                )
-            try:
-                child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            except OSError:
-                raise invalid_request(
-                    "bundle_path cannot be opened",
-                    _field_diag("the bundle folder cannot be opened"),
-                ) from None
-            os.close(fd)
-            fd = child
-            try:
-                opened = os.fstat(fd)
-            except OSError:
-                raise invalid_request(
-                    "bundle_path cannot be opened",
-                    _field_diag("the bundle folder cannot be examined"),
-                ) from None
-            if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
-                raise invalid_request(
-                    "bundle_path changed while it was being checked",
-                    _field_diag("a component was replaced during the check; retry"),
-                )
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def capture(
@@ -233,7 +150,7 @@ def capture(
                         "flatten the folder tree or exclude the deep part in .okfignore",
                     )
                 try:
-                    child = _open_checked(name, dir_fd, st, _DIR_FLAGS)
+                    child = _open_checked(name, dir_fd, st, DIR_FLAGS)
                 except _EntryFailure as failure:
                     skip(failure.finding(path, "folder", "cannot be opened"))
                     continue
@@ -290,7 +207,7 @@ def capture(
         _raise_if_host(exc)
         raise invalid_request(
             "bundle_path cannot be read: its folder cannot be listed",
-            _field_diag(f"the bundle folder cannot be listed ({_reason(exc)})"),
+            bundle_path_diagnostic(f"the bundle folder cannot be listed ({_reason(exc)})"),
         ) from None
     walk(root_fd, root_listing, "", 0)
     files.sort(key=lambda f: f.path)
@@ -324,7 +241,7 @@ def read_relative(root_fd: int, path: str) -> tuple[bytes, StatKey] | None:
             if not stat.S_ISDIR(checked.st_mode):
                 return None
             try:
-                child = _open_checked(folder, fd, checked, _DIR_FLAGS)
+                child = _open_checked(folder, fd, checked, DIR_FLAGS)
             except _EntryFailure:
                 return None
             os.close(fd)
@@ -426,7 +343,7 @@ def _read_file(
         _EntryFailure: it cannot be opened or read, or it changed since it was checked.
         BundleError: ``resource_limit`` when more than ``limit`` bytes come out of it.
     """
-    fd = _open_checked(name, dir_fd, checked, _FILE_FLAGS)
+    fd = _open_checked(name, dir_fd, checked, READ_FLAGS)
     try:
         try:
             opened = os.fstat(fd)
@@ -473,7 +390,7 @@ def _read_ignore_rules(root_fd: int) -> IgnoreRules:
             its rules would serve what the bundle's author excluded.
     """
     try:
-        fd = os.open(".okfignore", _FILE_FLAGS, dir_fd=root_fd)
+        fd = os.open(".okfignore", READ_FLAGS, dir_fd=root_fd)
     except OSError as exc:
         if exc.errno in _CHANGED_ERRNOS:  # absent, or a symlink (never followed)
             return IgnoreRules(())
@@ -495,7 +412,7 @@ def _unreadable_ignore_file(exc: OSError) -> NoReturn:
     _raise_if_host(exc)
     raise invalid_request(
         "bundle_path cannot be read: its .okfignore cannot be read",
-        _field_diag(f".okfignore cannot be read ({_reason(exc)})"),
+        bundle_path_diagnostic(f".okfignore cannot be read ({_reason(exc)})"),
     ) from None
 
 

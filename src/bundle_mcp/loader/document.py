@@ -1,6 +1,7 @@
 """Bytes of one file → a frozen :class:`Document`.
 
-Frontmatter and relations are parsed here; the Markdown body is parsed on demand.
+Frontmatter and relations are parsed here; the Markdown body is parsed on demand, by the
+:data:`OKF_RULES` every document the loader builds is given.
 """
 
 from __future__ import annotations
@@ -9,11 +10,17 @@ import hashlib
 import posixpath
 
 from ..errors import ERROR, Diagnostic
-from ..model import CONCEPT, RESERVED_NAMES, Document, FileRecord, Relation, freeze
+from ..model import CONCEPT, RESERVED_NAMES, Document, FileRecord, FormatRules, Relation, freeze
+from ..okf.folding import fold
 from ..okf.ids import concept_id_for_path, concept_id_problem
+from ..okf.markdown import parse_markdown
 from ..okf.relations import extract_relations
 from .frontmatter import FrontmatterError, load_yaml, split_frontmatter
-from .text import count_lines
+from .text import LineView, count_lines
+
+# The rules a document's derived data is computed by (see FormatRules): one set, so every
+# document, parsed or read back from the parse cache, agrees on links, folds and line numbers.
+OKF_RULES = FormatRules(markdown=parse_markdown, fold=fold, lines=LineView)
 
 
 def document_kind(path: str) -> str:
@@ -65,6 +72,7 @@ def parse_document(path: str, data: bytes) -> Document:
         body_start=split.body_start,
         body_line=split.body_line,
         line_count=line_count,
+        rules=OKF_RULES,
         relations=relations,
         relation_diagnostics=relation_diagnostics,
     )
@@ -90,5 +98,6 @@ def _broken(
         body_start=len(text),
         body_line=1,
         line_count=line_count,
+        rules=OKF_RULES,
         parse_error=error,
     )

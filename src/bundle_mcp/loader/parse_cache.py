@@ -17,7 +17,7 @@ import logging
 import os
 import tempfile
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from ..model import (
     FileRecord,
     FootnoteDef,
     FootnoteRef,
+    FormatRules,
     Link,
     MarkdownFacts,
     Relation,
@@ -34,6 +35,7 @@ from ..model import (
     Unfrozen,
     thaw,
 )
+from .document import OKF_RULES
 from .frontmatter import DELIMITER_LINE, split_frontmatter
 from .text import BOM, count_breaks, count_lines
 
@@ -135,12 +137,17 @@ def _prune(directory: Path) -> None:
 
 def has_markdown(doc: Document) -> bool:
     """Whether the document's Markdown facts have been computed (and so can be cached)."""
-    return "markdown" in doc.__dict__ or doc.cached_markdown is not None
+    return "markdown" in doc.__dict__ or markdown_from_cache(doc)
+
+
+def markdown_from_cache(doc: Document) -> bool:
+    """Whether the document's Markdown facts are read back from this cache (on first use)."""
+    return isinstance(doc.rules.markdown, _CachedMarkdown)
 
 
 def encode(doc: Document) -> dict[str, Any]:
     facts = doc.__dict__.get("markdown")
-    if facts is None and doc.cached_markdown is not None:
+    if facts is None and markdown_from_cache(doc):
         facts = doc.markdown
     return {
         "sha256": doc.record.sha256,
@@ -181,7 +188,7 @@ def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
                 path=path, kind=_str(entry["kind"]), concept_id=_opt_str(entry["concept_id"]),
                 record=record, text=broken, frontmatter_raw=None, frontmatter_value=None,
                 body_start=len(broken), body_line=1, line_count=count_lines(broken),
-                parse_error=_undiag(entry["parse_error"]),
+                rules=OKF_RULES, parse_error=_undiag(entry["parse_error"]),
             )
         frontmatter = entry["frontmatter"]
         layout = _layout(text, entry["layout"], frontmatter is not None)
@@ -199,12 +206,12 @@ def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
             body_start=body_start,
             body_line=body_line,
             line_count=count_lines(text),
+            rules=_rules(entry["markdown"]),
             relations=tuple(
                 Relation(_str(a), _str(b), _str(c), _str(d), _opt_str(e))
                 for a, b, c, d, e in entry["relations"]
             ),
             relation_diagnostics=tuple(_undiag(d) for d in entry["relation_diagnostics"]),
-            cached_markdown=_lazy_facts(entry["markdown"]),
         )
     except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError):
         return None
@@ -263,19 +270,28 @@ def _facts(facts: MarkdownFacts) -> dict[str, Any]:
     }
 
 
-def _lazy_facts(text: Any) -> Callable[[], MarkdownFacts | None] | None:
+def _rules(text: Any) -> FormatRules:
+    """The loader's rules, with the Markdown facts read from the entry when it holds them."""
     if text is None:
-        return None
+        return OKF_RULES
     if not isinstance(text, str):
         raise TypeError("markdown facts must be JSON text")
+    return FormatRules(_CachedMarkdown(text), OKF_RULES.fold, OKF_RULES.lines)
 
-    def load() -> MarkdownFacts | None:
+
+class _CachedMarkdown:
+    """A document's ``FormatRules.markdown``: the cached facts, decoded on first use."""
+
+    __slots__ = ("_text",)
+
+    def __init__(self, text: str) -> None:
+        self._text = text
+
+    def __call__(self, doc: Document) -> MarkdownFacts:
         try:
-            return _unfacts(json.loads(text))
+            return _unfacts(json.loads(self._text))
         except (KeyError, TypeError, ValueError, IndexError):
-            return None  # a damaged entry: the body is parsed instead
-
-    return load
+            return OKF_RULES.markdown(doc)  # a damaged entry: the body is parsed instead
 
 
 def _unfacts(value: Any) -> MarkdownFacts:

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 
+from ..storage.handles import NAME_MAX_BYTES
+
 MAX_ID_LENGTH = 4096
-# What Linux file systems accept: one name (a folder or the file with its ".md") of at most 255
-# bytes, a path of at most 4096 bytes. The loader's path cap is the same figure.
-NAME_MAX_BYTES = 255
+# What Linux file systems accept: one name (a folder or the file with its ".md") of at most
+# NAME_MAX_BYTES, a path of at most 4096 bytes. The loader's path cap is the same figure.
 MAX_PATH_BYTES = 4096
 # C0 and C1 controls, as the contract's concept_id pattern excludes them.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")

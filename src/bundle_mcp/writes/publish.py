@@ -13,6 +13,9 @@ bundle rolls back (still staging) or forward (publishing): the bundle's revision
 base or the result, never a third. A publication that fails in this process (a rename refused
 by the file system) is undone at once from the old versions, so a failed call leaves the bundle
 at its base. Every name is checked against the file system's limits before anything is staged.
+
+The lock, the journal's format, receipts and recovery are :mod:`bundle_mcp.storage`'s, shared
+with every reader; what is here is the apply itself: the checks, the staging and the sequence.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import contextlib
 import errno
 import hashlib
 import os
-import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
@@ -35,28 +38,48 @@ from ..loader.capture import (
     MAX_TOTAL_BYTES,
     _read_ignore_rules,
     capture,
-    pin_root,
 )
 from ..loader.ignore import IgnoreRules
 from ..model import FileRecord, revision_of
-from ..okf.ids import NAME_MAX_BYTES
-from . import journal
-from .journal import (
+from ..storage import handles  # on_read_only_fs looked up per call: tests stand in for a mount
+from ..storage.handles import (
+    NAME_MAX_BYTES,
     NEW_FILE_FLAGS,
+    READ_FLAGS,
+    Tree,
+    fsync_dir,
+    parent_dirs,
+    pin_root,
+    read_all,
+    sha256_hex,
+    split_path,
+    write_all,
+)
+from ..storage.journal import (
+    DIGEST,
+    HEX64,
+    STAGING,
     Entry,
     Journal,
-    Receipt,
-    StepHook,
-    Tree,
-    no_step,
-    os_failure,
-    rejected,
+    backup_name,
+    staged_name,
+    write_journal,
 )
+from ..storage.locks import WriteLock
+from ..storage.receipts import Receipt, read_receipt
+from ..storage.recovery import (
+    RecoveryFailed,
+    StepHook,
+    finish,
+    no_step,
+    recover_locked,
+    roll_back,
+)
+from ..storage.refusals import os_failure, read_only_rejection, reason, rejected
+from ..storage.state_dir import MAX_STATE_FILE_BYTES, open_state_dir
 
 __all__ = ["PlannedWrite", "Receipt", "apply_writes"]
 
-_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
-_HEX64 = re.compile(r"[0-9a-f]{64}")
 ROOT_INDEX = "index.md"
 _JOURNAL_REFUSED = "the write journal cannot be saved; nothing was changed"
 
@@ -108,14 +131,14 @@ def apply_writes(
     root_fd = pin_root(bundle_path)
     try:
         # Before the state folder is created: on a read-only mount nothing is attempted at all.
-        if journal.on_read_only_fs(root_fd):
-            raise journal.read_only_rejection()
-        state_fd = journal.open_state_dir(root_fd, create=True)
+        if handles.on_read_only_fs(root_fd):
+            raise read_only_rejection()
+        state_fd = open_state_dir(root_fd, create=True)
         assert state_fd is not None
         try:
-            with journal.WriteLock(state_fd, token):
+            with WriteLock(state_fd, token):
                 hook("locked")
-                journal.recover_locked(root_fd, state_fd)
+                recover_locked(root_fd, state_fd)
                 return _apply_locked(
                     root_fd, state_fd, base_revision, ordered, request_digest, token, hook
                 )
@@ -139,7 +162,7 @@ def _apply_locked(
 ) -> Receipt:
     records = _records(root_fd, token)
     current = _revision(records.values())
-    prior = journal.read_receipt(state_fd, request_digest)
+    prior = read_receipt(state_fd, request_digest)
     if prior is not None and prior.result_revision == current:
         return replace(prior, replayed=True)
     if current != base_revision:
@@ -160,17 +183,17 @@ def _apply_locked(
                 p.write.path,
                 p.write.old_sha256,
                 p.new_sha256,
-                journal.staged_name(p.write.path, request_digest),
+                staged_name(p.write.path, request_digest),
                 None
                 if p.write.old_sha256 is None
-                else journal.backup_name(p.write.path, request_digest),
+                else backup_name(p.write.path, request_digest),
             )
             for p in changing
         )
         created = tuple(
             sorted({d for p in changing for d in p.missing_dirs}, key=lambda d: (d.count("/"), d))
         )
-        staged = Journal(journal.STAGING, request_digest, current, result, entries, created)
+        staged = Journal(STAGING, request_digest, current, result, entries, created)
         _publish(tree, state_fd, staged, changing, token, hook)
     return Receipt(request_digest, current, result, tuple(sorted(e.path for e in entries)), False)
 
@@ -185,25 +208,25 @@ def _publish(
 ) -> None:
     """Journal, stage, mark publishing, rename, clean up: the steps the step hook names."""
     try:
-        journal.write_journal(state_fd, staged)
+        write_journal(state_fd, staged)
     except OSError as exc:
         raise os_failure(_JOURNAL_REFUSED, exc) from None
     hook("journal_written")
     _stage_all(tree, state_fd, staged, changing, token, hook)
     publishing = staged.publishing()
     try:
-        journal.write_journal(state_fd, publishing)
+        write_journal(state_fd, publishing)
     except OSError as exc:
         _abandon(tree, state_fd, staged)
         raise os_failure(_JOURNAL_REFUSED, exc) from None
     hook("publishing")
     # From here no cancellation: the apply is completed, or (a rename refused) undone at once.
     try:
-        published = journal.finish(tree, state_fd, publishing, hook, verify=False)
+        published = finish(tree, state_fd, publishing, hook, verify=False)
     except (OSError, BundleError) as exc:
-        raise journal.RecoveryFailed(
+        raise RecoveryFailed(
             "publishing the write failed and it could not be undone "
-            f"({_reason(exc)}); each file is wholly old or wholly new, reads go on, "
+            f"({reason(exc)}); each file is wholly old or wholly new, reads go on, "
             "validate_bundle reports the pending write and writes are refused until it is "
             "resolved",
             "make the bundle folder writable again; the next call finishes or undoes the write",
@@ -215,12 +238,6 @@ def _publish(
             "check the bundle folder's permissions and free space, then retry the same call",
         )
     hook("done")
-
-
-def _reason(exc: OSError | BundleError) -> str:
-    if isinstance(exc, BundleError):
-        return exc.message
-    return f"{errno.errorcode.get(exc.errno or 0, 'error')}: {os.strerror(exc.errno or 0)}"
 
 
 def _stage_all(
@@ -251,7 +268,7 @@ def _stage_all(
 
 
 def _stage(tree: Tree, plan: _Plan, entry: Entry) -> None:
-    parent, name = journal.split_path(entry.path)
+    parent, name = split_path(entry.path)
     dir_fd = tree.directory(parent, create=True)
     assert dir_fd is not None
     try:
@@ -263,20 +280,55 @@ def _stage(tree: Tree, plan: _Plan, entry: Entry) -> None:
     try:
         if plan.mode is not None:
             os.fchmod(fd, plan.mode)
-        journal.write_all(fd, plan.write.new_bytes)
+        write_all(fd, plan.write.new_bytes)
         os.fsync(fd)
     finally:
         os.close(fd)
     if entry.backup is not None:
-        journal.keep_old_version(dir_fd, name, entry.backup)
-    journal.fsync_dir(dir_fd)
+        _keep_old_version(dir_fd, name, entry.backup)
+    fsync_dir(dir_fd)
 
 
 def _abandon(tree: Tree, state_fd: int, staged: Journal) -> None:
     """Roll back in-process. If even that fails, the journal stays in "staging" and the next
     access rolls back: either way every file keeps its old version."""
     with contextlib.suppress(OSError, BundleError):
-        journal.roll_back(tree, state_fd, staged)
+        roll_back(tree, state_fd, staged)
+
+
+def _keep_old_version(dir_fd: int, name: str, backup: str) -> None:
+    """Make ``backup`` a second name of the current ``name`` (a copy without hard links).
+
+    Raises:
+        OSError: the file system refused; the caller abandons the apply before publishing.
+    """
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(backup, dir_fd=dir_fd)  # a leftover of this apply's own naming scheme
+    try:
+        os.link(name, backup, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.EXDEV, errno.EMLINK, errno.ENOTSUP, errno.ENOSYS):
+            raise
+        _copy_file(dir_fd, name, backup)
+    fsync_dir(dir_fd)
+
+
+def _copy_file(dir_fd: int, name: str, copy: str) -> None:
+    src = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+    try:
+        if not stat.S_ISREG(os.fstat(src).st_mode):
+            raise rejected("the write target is not a regular file")
+        data = read_all(src, MAX_STATE_FILE_BYTES)
+        mode = stat.S_IMODE(os.fstat(src).st_mode)
+    finally:
+        os.close(src)
+    fd = os.open(copy, NEW_FILE_FLAGS, 0o600, dir_fd=dir_fd)
+    try:
+        os.fchmod(fd, mode)
+        write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 # ---------------------------------------------------------------------------- checks
@@ -284,11 +336,11 @@ def _abandon(tree: Tree, state_fd: int, staged: Journal) -> None:
 
 def _ordered(writes: Iterable[PlannedWrite], request_digest: str) -> tuple[PlannedWrite, ...]:
     """The writes in publish order (sorted by path, the root index.md last), each checked."""
-    if not _DIGEST.fullmatch(request_digest):
+    if not DIGEST.fullmatch(request_digest):
         raise ValueError("request_digest must be sha256:<64 lowercase hex>")
     seen: set[str] = set()
     for write in writes:
-        if write.old_sha256 is not None and not _HEX64.fullmatch(write.old_sha256):
+        if write.old_sha256 is not None and not HEX64.fullmatch(write.old_sha256):
             raise ValueError("old_sha256 must be 64 lowercase hex digits or None")
         problem = _path_problem(write.path)
         if problem is not None:
@@ -332,14 +384,14 @@ def _path_problem(path: str) -> str | None:
 
 def _plan(tree: Tree, rules: IgnoreRules, write: PlannedWrite) -> _Plan:
     """Check one write against the disk: a safe target, and the hash the caller expects."""
-    parent, name = journal.split_path(write.path)
+    parent, name = split_path(write.path)
     if rules.ignored(write.path, is_dir=False) or any(
-        rules.ignored(d, is_dir=True) for d in journal.parent_dirs(parent)
+        rules.ignored(d, is_dir=True) for d in parent_dirs(parent)
     ):
         raise rejected(f"{write.path} is excluded by .okfignore; the bundle would not see it")
     missing = tree.missing_dirs(parent)
     dir_fd = None if missing else tree.directory(parent)
-    existing = None if dir_fd is None else journal.inspect_target(dir_fd, name)
+    existing = None if dir_fd is None else _inspect_target(dir_fd, name)
     if write.old_sha256 is None and existing is not None:
         raise _conflict(f"{write.path} was created since the base revision was read")
     if write.old_sha256 is not None and (existing is None or existing.sha256 != write.old_sha256):
@@ -352,6 +404,39 @@ def _plan(tree: Tree, rules: IgnoreRules, write: PlannedWrite) -> _Plan:
         missing_dirs=missing,
         changes=existing is None or existing.sha256 != new_sha,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Existing:
+    """A regular file found at a write target."""
+
+    sha256: str
+    mode: int
+
+
+def _inspect_target(dir_fd: int, name: str) -> _Existing | None:
+    """The regular file ``name`` in ``dir_fd``, or ``None`` when nothing is there.
+
+    Raises:
+        BundleError: ``operation_rejected`` for a symlink or anything but a regular file.
+    """
+    try:
+        checked = os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISLNK(checked.st_mode):
+        raise rejected("the write target is a symlink; symlinks are never followed or replaced")
+    if not stat.S_ISREG(checked.st_mode):
+        raise rejected("the write target exists and is not a regular file")
+    fd = os.open(name, READ_FLAGS, dir_fd=dir_fd)
+    try:
+        opened = os.fstat(fd)
+        if (opened.st_dev, opened.st_ino) != (checked.st_dev, checked.st_ino):
+            raise rejected("the write target changed while it was read", "retry the call")
+        digest = sha256_hex(read_all(fd, MAX_STATE_FILE_BYTES))
+        return _Existing(digest, stat.S_IMODE(opened.st_mode))
+    finally:
+        os.close(fd)
 
 
 def _result_revision(records: dict[str, FileRecord], changing: tuple[_Plan, ...]) -> str:
