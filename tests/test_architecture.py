@@ -24,6 +24,7 @@ PACKAGE = "bundle_mcp"
 # Which layer each module is in: the longest matching prefix wins.
 LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp._version": "foundation",
+    "bundle_mcp.limits": "foundation",
     "bundle_mcp.errors": "foundation",
     "bundle_mcp.cancel": "foundation",
     "bundle_mcp.observe": "foundation",

@@ -1,4 +1,6 @@
-"""python-frontmatter as the reference for our frontmatter split (docs/DECISIONS.md, "python-frontmatter").
+"""python-frontmatter as the reference our frontmatter split is checked against.
+
+Why it is not the parser is in docs/DECISIONS.md ("python-frontmatter is the reference").
 
 The loader splits documents itself, because python-frontmatter strips the text (line numbers
 drift), drops the metadata of a file that starts with a BOM and reads a leading thematic break as
@@ -32,8 +34,8 @@ FOLDERS = [
 
 
 class StrictHandler(YAMLHandler):  # type: ignore[misc]
-    """python-frontmatter's YAML handler with our loader (no timestamps, YAML 1.2 booleans, duplicate
-    keys and alias bombs refused) in place of PyYAML's SafeLoader."""
+    """python-frontmatter's YAML handler with our loader in place of PyYAML's SafeLoader (no
+    timestamps, YAML 1.2 booleans, duplicate keys and alias bombs refused)."""
 
     def load(self, fm: str, **kwargs: object) -> Any:
         return load_yaml(fm, 1)
@@ -49,7 +51,7 @@ def ours(text: str) -> tuple[dict[str, object] | None, str]:
 
 
 def comparable(text: str) -> bool:
-    """Texts python-frontmatter reads as the format means them (the divergences are tested below)."""
+    """Texts python-frontmatter reads as the format means them (divergences are tested below)."""
     return not (
         text.startswith("\ufeff")  # BOM: python-frontmatter keeps the block as body
         or "\r" in text  # python-frontmatter's boundary pattern is for \n line ends
@@ -64,7 +66,7 @@ def markdown_texts() -> Iterator[tuple[str, str]]:
             try:
                 text = path.read_bytes().decode("utf-8")
             except (OSError, UnicodeDecodeError):
-                continue  # unreadable or not UTF-8: a parse error for the loader, nothing to compare
+                continue  # unreadable or not UTF-8: a parse error for the loader
             yield str(path.relative_to(folder.parent)), text
 
 

@@ -94,15 +94,15 @@ DOCUMENT_FINDINGS: Slot[Any] = Slot(
     "the findings of the rules that read one document, per strictness and OKF version",
 )
 INDEX_FINDINGS: Slot[Any] = Slot(
-    "index_findings", "snapshot", "bundle_mcp.validation.reserved",
+    "index_findings", "snapshot", "bundle_mcp.validation",
     "strict-mode index.md description mismatches, per index file",
 )
 LINK_FINDINGS: Slot[Any] = Slot(
-    "link_findings", "snapshot", "bundle_mcp.validation.links",
+    "link_findings", "snapshot", "bundle_mcp.validation",
     "broken-link findings, per document",
 )
 ORPHAN_FINDINGS: Slot[Any] = Slot(
-    "orphan_findings", "snapshot", "bundle_mcp.validation.links",
+    "orphan_findings", "snapshot", "bundle_mcp.validation",
     "concepts nothing links to",
 )
 BUNDLE_FINDINGS: Slot[Any] = Slot(

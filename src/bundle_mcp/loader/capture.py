@@ -23,6 +23,7 @@ from typing import NoReturn
 
 from ..cancel import CancelToken
 from ..errors import ERROR, WARN, Diagnostic, invalid_request, resource_limit
+from ..limits import MAX_PATH_BYTES
 from ..storage.handles import DIR_FLAGS, READ_FLAGS, bundle_path_diagnostic
 from .ignore import IgnoreRules
 
@@ -30,7 +31,6 @@ MAX_FILES = 10_000
 MAX_TOTAL_BYTES = 64 * 1024 * 1024
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
-MAX_PATH_BYTES = 4096
 MAX_IGNORE_FILE_BYTES = 1024 * 1024
 # Skipped entries are findings of validate_bundle, whose contract allows 100,000 diagnostics in
 # all; a tree with more skipped entries than this (a mount of /proc, a forest of symlinks) is
@@ -96,7 +96,7 @@ def capture(
             cannot be read, ``resource_limit`` for a cap.
     """
     known = known or {}
-    rules = _read_ignore_rules(root_fd)
+    rules = read_ignore_rules(root_fd)
     files: list[CapturedFile] = []
     assets: set[str] = set()
     directories: set[str] = {""}
@@ -382,7 +382,7 @@ def _read_capped(fd: int, limit: int) -> bytes:
     return b"".join(chunks)
 
 
-def _read_ignore_rules(root_fd: int) -> IgnoreRules:
+def read_ignore_rules(root_fd: int) -> IgnoreRules:
     """The root ``.okfignore``; none when it is absent, a symlink or not a regular file.
 
     Raises:

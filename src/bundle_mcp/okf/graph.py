@@ -23,9 +23,9 @@ everything within depth.
 
 Caching. What depends on the snapshot alone (the concept entities, each concept's sections, each
 concept's tags, the tag index per project, the known types) lives in one :class:`BundleGraph` per
-snapshot, kept in ``snapshot.memo`` under the key ``BundleGraph`` (:func:`graph_of`) and built
-part by part on first use. Every call on that snapshot shares it and it goes with the snapshot:
-a new snapshot builds its own, so no call ever sees another snapshot's graph. What depends on a
+snapshot, kept in the snapshot index (:data:`bundle_mcp.derived.GRAPH`, :func:`graph_of`)
+and built part by part on first use. Every call on that snapshot shares it and it goes with the
+snapshot: a new snapshot builds its own, so no call ever sees another snapshot's graph. What depends on a
 call's arguments (the selection, the budget, the visited set) lives in that call only.
 """
 
@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..cancel import CancelToken
+from ..derived import GRAPH, of_snapshot
 from ..model import Document, Memo, Section, Snapshot
 from .names import concept_name
 from .properties import tags as concept_tags
@@ -234,7 +235,8 @@ UNBOUNDED: Budget = _Unbounded()
 
 def graph_of(snapshot: Snapshot) -> BundleGraph:
     """The snapshot's graph, created on first use and kept with the snapshot."""
-    return snapshot.memo.get(BundleGraph, lambda: BundleGraph(snapshot))
+    graph: BundleGraph = of_snapshot(snapshot, GRAPH, lambda: BundleGraph(snapshot))
+    return graph
 
 
 class BundleGraph:

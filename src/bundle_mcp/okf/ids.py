@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import re
 
-from ..storage.handles import NAME_MAX_BYTES
+from ..limits import MAX_PATH_BYTES, NAME_MAX_BYTES
 
 MAX_ID_LENGTH = 4096
-# What Linux file systems accept: one name (a folder or the file with its ".md") of at most
-# NAME_MAX_BYTES, a path of at most 4096 bytes. The loader's path cap is the same figure.
-MAX_PATH_BYTES = 4096
 # C0 and C1 controls, as the contract's concept_id pattern excludes them.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")

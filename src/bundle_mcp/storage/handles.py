@@ -20,7 +20,6 @@ from .refusals import rejected
 
 __all__ = [
     "DIR_FLAGS",
-    "NAME_MAX_BYTES",
     "NEW_FILE_FLAGS",
     "READ_FLAGS",
     "Tree",
@@ -37,8 +36,6 @@ __all__ = [
     "write_all",
 ]
 
-# What Linux file systems accept as one name (a folder, or a file with its extension).
-NAME_MAX_BYTES = 255
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO someone put in the bundle must not hang the server.

@@ -22,7 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from .handles import NAME_MAX_BYTES, fsync_dir, sha256_hex, split_path
+from ..limits import NAME_MAX_BYTES
+from .handles import fsync_dir, sha256_hex, split_path
 from .state_dir import JOURNAL_FILE, read_json, write_json
 
 __all__ = [

@@ -14,6 +14,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
+from ..derived import (
+    SECTION_POSTINGS,
+    SECTION_WORD_TOTALS,
+    SECTION_WORDS,
+    of_document,
+    of_snapshot,
+)
 from ..errors import resource_limit
 from ..model import Document, Snapshot
 from ..okf.folding import fold
@@ -254,9 +261,8 @@ def collect_sections(
     the query terms with the same weights. Each document's words are indexed once and kept
     with the document; a term's postings are kept with the snapshot for later queries.
     """
-    totals: _Totals = snapshot.memo.get(("search_sections", "totals"),
-                                        lambda: _totals(snapshot, token))
-    cache: _PostingCache = snapshot.memo.get(("search_sections", "postings"), _PostingCache)
+    totals: _Totals = of_snapshot(snapshot, SECTION_WORD_TOTALS, lambda: _totals(snapshot, token))
+    cache: _PostingCache = of_snapshot(snapshot, SECTION_POSTINGS, _PostingCache)
     postings = {t: cache.get(t, functools.partial(_postings, snapshot, t, token)) for t in terms}
     for term, found in postings.items():
         df[term] = len(found)
@@ -285,7 +291,8 @@ def collect_sections(
 
 
 def _document_index(doc: Document) -> _DocumentIndex:
-    return doc.memo.get("search_sections", lambda: _index(doc))
+    index: _DocumentIndex = of_document(doc, SECTION_WORDS, lambda: _index(doc))
+    return index
 
 
 def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:

@@ -14,20 +14,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import (
-    ERROR,
-    INVALID_YAML_GRAPH,
-    OPERATION_REJECTED,
-    RESOURCE_LIMIT,
-    BundleError,
-    Diagnostic,
-    recovery_step,
-)
-from ..loader.document import parse_document
-from ..model import Document, Snapshot
+from ..errors import Diagnostic
+from ..model import Snapshot
 from ..okf.ids import concept_id_problem, path_for_concept_id
-from ..validation.concepts import conformance, guidance
+from ..validation.concepts import guidance
 from ..writes.apply import ApplyCall, Replanned, apply_plan
+from ..writes.concept_file import checked_concept_file
 from ..writes.plan import FileChange, require_utf8, revision_of_snapshot
 from ._common import invalid_field
 
@@ -57,11 +49,8 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
     for field in ("concept_id", "frontmatter", "body"):
         require_utf8(params[field], field)
     path = path_for_concept_id(concept_id)
-    frontmatter = _normalise_frontmatter(params["frontmatter"])
     body = params["body"]
-    text = "---\n" + frontmatter + "---\n" + body
-    doc = parse_document(path, text.encode("utf-8"))
-    _require_valid(doc, frontmatter, body)
+    doc, text = checked_concept_file(path, params["frontmatter"], body)
 
     current = snapshot.documents.get(path)
     change = (
@@ -88,49 +77,3 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
             for d in findings[:MAX_SUCCESS_DIAGNOSTICS]
         ],
     }
-
-
-def _normalise_frontmatter(text: str) -> str:
-    """LF line ends, ending in exactly the one newline that precedes the closing fence."""
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
-    return text if not text or text.endswith("\n") else text + "\n"
-
-
-def _require_valid(doc: Document, frontmatter: str, body: str) -> None:
-    """The new file must parse, conform, and read back as exactly the frontmatter and body given.
-
-    Raises:
-        BundleError: ``operation_rejected`` (``resource_limit`` / ``invalid_yaml_graph`` for
-            those parse failures) with one diagnostic per problem.
-    """
-    problems = list(conformance(doc))
-    if (
-        doc.parse_error is None
-        and problems == []
-        and (doc.frontmatter_raw != frontmatter or doc.body != body)
-    ):
-        # a line '---' inside the frontmatter would close the block early and change both parts
-        problems.append(
-            Diagnostic(
-                code="frontmatter_fence",
-                severity=ERROR,
-                file=doc.path,
-                field="$.frontmatter",
-                message="the frontmatter contains a '---' line, which would end the block early",
-            )
-        )
-    if not problems:
-        return
-    code = OPERATION_REJECTED
-    if doc.parse_error is not None and doc.parse_error.code in (RESOURCE_LIMIT, INVALID_YAML_GRAPH):
-        code = doc.parse_error.code
-    raise BundleError(
-        code,
-        f"the new version of {doc.path} is not a valid concept; nothing was written",
-        (
-            *problems,
-            recovery_step(
-                "fix the frontmatter (a YAML mapping with a non-empty 'type') and call again"
-            ),
-        ),
-    )

@@ -30,20 +30,19 @@ from dataclasses import dataclass, replace
 
 from ..cancel import CancelToken
 from ..errors import REVISION_CONFLICT, BundleError, recovery_step, resource_limit
+from ..limits import MAX_PATH_BYTES, NAME_MAX_BYTES
 from ..loader.capture import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
     MAX_FILES,
-    MAX_PATH_BYTES,
     MAX_TOTAL_BYTES,
-    _read_ignore_rules,
     capture,
+    read_ignore_rules,
 )
 from ..loader.ignore import IgnoreRules
 from ..model import FileRecord, revision_of
 from ..storage import handles  # on_read_only_fs looked up per call: tests stand in for a mount
 from ..storage.handles import (
-    NAME_MAX_BYTES,
     NEW_FILE_FLAGS,
     READ_FLAGS,
     Tree,
@@ -167,7 +166,7 @@ def _apply_locked(
         return replace(prior, replayed=True)
     if current != base_revision:
         raise _conflict("the bundle changed since the base revision was read")
-    rules = _read_ignore_rules(root_fd)
+    rules = read_ignore_rules(root_fd)
     with Tree(root_fd) as tree:
         try:
             plans = tuple(_plan(tree, rules, w) for w in ordered)
