@@ -14,7 +14,6 @@ import shutil
 import tempfile
 import threading
 import time
-import types
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +26,7 @@ from bundle_mcp.contracts import ContractSet
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError
 from bundle_mcp.model import Snapshot
+from bundle_mcp.toolspec import ToolSpec
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -101,7 +101,7 @@ FAKE_OUTPUT = {
 class FakeTools:
     """The fake tool modules, plus what they observed while running."""
 
-    modules: dict[str, types.ModuleType]
+    modules: dict[str, ToolSpec]
     contracts: ContractSet
     started: threading.Event = field(default_factory=threading.Event)
     stopped_by_cancel: threading.Event = field(default_factory=threading.Event)
@@ -111,16 +111,18 @@ class FakeTools:
         return Dispatcher(ServeConfig(**config), self.contracts, tools=self.modules)
 
 
-def _module(name: str, run: Callable[..., Any], **attrs: Any) -> types.ModuleType:
-    module = types.ModuleType(f"fake_tools.{name}")
-    module.NAME = name
-    module.READ_ONLY = attrs.pop("read_only", True)
-    module.NEEDS_PARSEABLE = attrs.pop("needs_parseable", True)
-    module.DESCRIPTION = f"Fake tool {name} for tests."
-    module.run = run
-    for key, value in attrs.items():
-        setattr(module, key, value)
-    return module
+def fake_spec(name: str, run: Callable[..., Any], **attrs: Any) -> ToolSpec:
+    """A fake tool's spec; its ``run`` takes (snapshot, params, token) like the old tools did."""
+    return ToolSpec(
+        name=name,
+        title=name.replace("_", " ").capitalize(),
+        toolset="read",
+        description=f"Fake tool {name} for tests.",
+        read_only=attrs.pop("read_only", True),
+        needs_parseable=attrs.pop("needs_parseable", True),
+        run=lambda call, params: run(call.snapshot, params, call.token),
+        **attrs,
+    )
 
 
 @pytest.fixture
@@ -170,14 +172,14 @@ def fake_tools(tmp_path: Path) -> FakeTools:
 
     fakes.modules.update(
         {
-            "bad": _module("bad", bad),
-            "boom": _module("boom", boom),
-            "budget": _module("budget", echo, OUTPUT_BUDGET=256),
-            "echo": _module("echo", echo),
-            "raw": _module("raw", echo, text=lambda result, snapshot: f"raw:{result['word']}"),
-            "slow": _module("slow", slow),
-            "survey": _module("survey", survey, needs_parseable=False),
-            "write_thing": _module("write_thing", echo, read_only=False),
+            "bad": fake_spec("bad", bad),
+            "boom": fake_spec("boom", boom),
+            "budget": fake_spec("budget", echo, output_budget=256),
+            "echo": fake_spec("echo", echo),
+            "raw": fake_spec("raw", echo, text=lambda result, snapshot: f"raw:{result['word']}"),
+            "slow": fake_spec("slow", slow),
+            "survey": fake_spec("survey", survey, needs_parseable=False),
+            "write_thing": fake_spec("write_thing", echo, read_only=False),
         }
     )
     return fakes

@@ -24,6 +24,7 @@ from bundle_mcp.loader.capture import StatKey
 from bundle_mcp.model import Snapshot
 from bundle_mcp.snapshots import SnapshotCache
 from bundle_mcp.tools import TOOL_MODULES, load_tools
+from conftest import fake_spec
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory, FakeTools
@@ -56,12 +57,12 @@ def test_registry_is_sorted_and_matches_the_contract_pairs() -> None:
 
 
 def test_every_registered_tool_module_loads() -> None:
-    modules = load_tools()
-    assert sorted(modules) == list(TOOL_MODULES)
-    for name, module in modules.items():
-        assert module.NAME == name
-        assert isinstance(module.DESCRIPTION, str) and module.DESCRIPTION
-        assert callable(module.run)
+    specs = load_tools()
+    assert sorted(specs) == list(TOOL_MODULES)
+    for name, spec in specs.items():
+        assert spec.name == name
+        assert isinstance(spec.description, str) and spec.description
+        assert callable(spec.run)
 
 
 def test_tools_are_sorted_and_write_tools_hidden_when_read_only(fake_tools: FakeTools) -> None:
@@ -84,7 +85,7 @@ def test_tool_specs_carry_the_contracts(fake_tools: FakeTools) -> None:
     assert spec.output_schema == fake_tools.contracts.advertised_output_schema("echo")
     assert spec.output_schema["anyOf"][0]["required"] == ["word", "concepts", "revision"]
     assert spec.read_only is True
-    assert spec.title == "Echo"  # derived from the name when a module has no TITLE
+    assert spec.title == "Echo"  # the fake spec's title
 
 
 def test_unknown_tool_raises_instead_of_returning_an_envelope(fake_tools: FakeTools) -> None:
@@ -352,7 +353,7 @@ def test_a_bundle_error_from_a_tool_becomes_its_envelope(
     def not_found(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> Any:
         raise BundleError("concept_not_found", "no concept 'ghost' in this bundle")
 
-    fake_tools.modules["echo"].run = not_found
+    fake_tools.modules["echo"] = fake_spec("echo", not_found)
     envelope = envelope_of(fake_tools.dispatcher(bundles=(simple_bundle,)).call("echo", {}))
     assert envelope["code"] == "concept_not_found"
 
@@ -363,7 +364,7 @@ def test_an_envelope_breaking_the_error_contract_becomes_internal_error(
     def odd(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> Any:
         raise BundleError("schema_validation", "not one of our codes")
 
-    fake_tools.modules["echo"].run = odd
+    fake_tools.modules["echo"] = fake_spec("echo", odd)
     envelope = envelope_of(fake_tools.dispatcher(bundles=(simple_bundle,)).call("echo", {}))
     assert envelope["code"] == "internal_error"
 

@@ -11,6 +11,7 @@ import types
 from pathlib import Path
 
 from bundle_mcp.cancel import CancelToken
+from bundle_mcp.derived import GRAPH, of_snapshot
 from bundle_mcp.loader.document import parse_document
 from bundle_mcp.model import Snapshot, revision_of
 from bundle_mcp.okf.graph import (
@@ -23,6 +24,7 @@ from bundle_mcp.okf.graph import (
 )
 from bundle_mcp.okf.sections import locator, parse_locator
 from bundle_mcp.tools import TOOL_MODULES, expand_neighbors, query_subgraph
+from toolcall import run_tool
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "bundle_mcp"
 # The tools the graph core serves (locator: search_sections); they share it, not each other.
@@ -88,9 +90,9 @@ def test_one_graph_per_snapshot_under_one_key() -> None:
     snapshot = snapshot_of({"a.md": note("[b](b.md)\n", "tags: [t]\n"), "b.md": note()})
     graph = graph_of(snapshot)
     assert isinstance(graph, BundleGraph) and graph_of(snapshot) is graph
-    assert snapshot.memo.get(BundleGraph, lambda: None) is graph
-    expand_neighbors.run(snapshot, {"entity_ids": ["a"]}, CancelToken())
-    query_subgraph.run(snapshot, {"seed_ids": ["a"]}, CancelToken())
+    assert of_snapshot(snapshot, GRAPH, lambda: None) is graph
+    run_tool(expand_neighbors, snapshot, {"entity_ids": ["a"]}, CancelToken())
+    run_tool(query_subgraph, snapshot, {"seed_ids": ["a"]}, CancelToken())
     assert graph_of(snapshot) is graph  # both tools used the same graph
     # A new snapshot of the same files has its own graph: nothing leaks between snapshots.
     assert graph_of(snapshot_of({"a.md": note(), "b.md": note()})) is not graph
@@ -115,9 +117,10 @@ def test_a_section_named_like_a_concept_is_no_entity_in_either_walk() -> None:
     graph = graph_of(snapshot)
     assert [s.id for s in graph.sections_of("a")] == ["a.md#L6-L8"]
     assert graph.resolve("a.md#L4-L5", None).section is None  # the concept
-    neighbours = expand_neighbors.run(snapshot, {"entity_ids": ["a"]}, CancelToken())["neighbors"]
+    found = run_tool(expand_neighbors, snapshot, {"entity_ids": ["a"]}, CancelToken())
+    neighbours = found["neighbors"]
     assert [(n["id"], n["type"]) for n in neighbours] == [("a.md#L6-L8", "section")]
-    found = query_subgraph.run(
+    found = run_tool(query_subgraph,
         snapshot, {"seed_ids": ["a"], "include_relation_types": ["PART_OF"]}, CancelToken()
     )
     assert [o["id"] for o in found["subgraph"]["objects"]] == ["a", "a.md#L6-L8"]

@@ -77,7 +77,7 @@ def test_storage_depends_only_on_errors_cancel_observe_and_the_standard_library(
     imported = _imports(path)
     ours = _ours(imported)
     allowed = ("bundle_mcp.storage", "bundle_mcp.errors", "bundle_mcp.cancel",
-               "bundle_mcp.observe")
+               "bundle_mcp.observe", "bundle_mcp.limits")
     assert {m for m in ours if not _within(m, allowed)} == set()
     foreign = {m.split(".")[0] for m in imported - ours}
     assert foreign - set(sys.stdlib_module_names) - {"__future__"} == set()

@@ -26,6 +26,7 @@ from bundle_mcp.loader import load_bundle
 from bundle_mcp.model import Snapshot
 from bundle_mcp.tools import visualize_graph
 from bundle_mcp.tools.visualize_graph import cut, escape, mermaid
+from toolcall import run_tool
 
 REPO = Path(__file__).resolve().parent.parent
 GRAPH = os.path.realpath(REPO / "testdata" / "bundles" / "subgraph-graph")
@@ -147,11 +148,11 @@ def test_tool_output_is_structurally_valid(graph: Snapshot) -> None:
         {"seed_ids": ["e/leaf", "b", "f"], "depth": 0},
         {"seed_ids": ["a"], "include_relation_types": ["PART_OF", "calls"]},
     ):
-        check_structure(visualize_graph.run(graph, params, CancelToken())["mermaid"])
+        check_structure(run_tool(visualize_graph, graph, params, CancelToken())["mermaid"])
 
 
 def test_no_seeds_lists_first_concepts_by_id_at_depth_0(graph: Snapshot) -> None:
-    result = visualize_graph.run(graph, {"depth": 3, "max_objects": 2}, CancelToken())
+    result = run_tool(visualize_graph, graph, {"depth": 3, "max_objects": 2}, CancelToken())
     assert result["applied"]["depth"] == 0
     assert result["mermaid"].split("\n")[1:3] == [
         '    n0["Alpha (Service)"]',
@@ -162,7 +163,7 @@ def test_no_seeds_lists_first_concepts_by_id_at_depth_0(graph: Snapshot) -> None
 
 
 def test_empty_diagram_is_just_the_header(graph: Snapshot) -> None:
-    result = visualize_graph.run(graph, {"seed_ids": ["missing"]}, CancelToken())
+    result = run_tool(visualize_graph, graph, {"seed_ids": ["missing"]}, CancelToken())
     assert result["mermaid"] == "graph TD"
     assert result["unresolved"] == ["missing"]
 
@@ -251,7 +252,7 @@ def test_mermaid_parses_every_diagram(mermaid_parser: Path, graph: Snapshot) -> 
         {"seed_ids": ["a"], "include_relation_types": ["PART_OF", "calls"]},
         {"seed_ids": ["island"], "include_relation_types": ["SHARES_COMMUNITY"]},
     ):
-        texts.append(visualize_graph.run(graph, params, CancelToken())["mermaid"])
+        texts.append(run_tool(visualize_graph, graph, params, CancelToken())["mermaid"])
     results = parse_all(mermaid_parser, texts)
     failures = [(t, r) for t, r in zip(texts, results, strict=True) if not r["ok"]]
     assert failures == []

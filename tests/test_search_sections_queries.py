@@ -19,6 +19,7 @@ from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.tools import search_sections
+from toolcall import run_tool
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
@@ -40,7 +41,7 @@ def tool_verdict(query: str) -> bool:
     """Whether the tool itself accepts the query (no contract check in front of it)."""
     snapshot, _ = load_bundle(EXAMPLE)
     try:
-        search_sections.run(snapshot, {"query": query}, CancelToken())
+        run_tool(search_sections, snapshot, {"query": query}, CancelToken())
     except BundleError:
         return False
     return True

@@ -6,7 +6,6 @@ expected winners are obvious. The real model has its own tests in test_semantic_
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import os
 import threading
@@ -38,6 +37,7 @@ from bundle_mcp.semantic.cache import text_key
 from bundle_mcp.semantic.index import concept_text
 from bundle_mcp.semantic.vectors import Vector, unit
 from bundle_mcp.tools import search_semantic
+from toolcall import run_tool
 
 REPO = Path(__file__).resolve().parent.parent
 GRAPH = os.path.realpath(REPO / "testdata" / "bundles" / "subgraph-graph")
@@ -150,7 +150,7 @@ def index(tmp_path: Path):
 
 
 def call(snapshot: Snapshot, index: SemanticIndex | None, **params: Any) -> dict[str, Any]:
-    result = search_semantic.run(snapshot, params, CancelToken(), semantic=index)
+    result = run_tool(search_semantic, snapshot, params, CancelToken(), semantic=index)
     CONTRACTS.check_output("search_semantic", result)
     return result
 
@@ -223,7 +223,7 @@ def test_seed_ids_warm_the_index(coffee: Snapshot, index: SemanticIndex) -> None
 
 def rejection(snapshot: Snapshot, index: SemanticIndex | None) -> BundleError:
     with pytest.raises(BundleError) as info:
-        search_semantic.run(snapshot, {"query": "coffee"}, CancelToken(), semantic=index)
+        run_tool(search_semantic, snapshot, {"query": "coffee"}, CancelToken(), semantic=index)
     assert info.value.code == "operation_rejected"
     return info.value
 
@@ -292,7 +292,7 @@ def test_cancellation_during_search(coffee: Snapshot, index: SemanticIndex) -> N
     token = CancelToken()
     token.cancel()
     with pytest.raises(BundleError) as info:
-        search_semantic.run(coffee, {"query": "coffee"}, token, semantic=index)
+        run_tool(search_semantic, coffee, {"query": "coffee"}, token, semantic=index)
     assert info.value.code == "operation_cancelled"
 
 
@@ -415,11 +415,8 @@ def test_default_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path
 
 def test_through_the_dispatch_path(index: SemanticIndex) -> None:
     """The contract checks of the real pipeline, with the index bound the way the hook will."""
-    module = types.ModuleType("search_semantic_bound")
-    for name in ("NAME", "READ_ONLY", "DESCRIPTION", "NEEDS_PARSEABLE", "OUTPUT_BUDGET"):
-        setattr(module, name, getattr(search_semantic, name))
-    module.run = functools.partial(search_semantic.run, semantic=index)
-    dispatcher = Dispatcher(ServeConfig(bundles=(GRAPH,)), tools={"search_semantic": module})
+    tools = {"search_semantic": search_semantic.SPEC}
+    dispatcher = Dispatcher(ServeConfig(bundles=(GRAPH,)), tools=tools, semantic=index)
     snapshot, _ = load_bundle(GRAPH)
     index.wait(snapshot, WAIT)
     outcome = dispatcher.call("search_semantic", {"query": "ledger table", "top_k": 2})

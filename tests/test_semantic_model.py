@@ -21,6 +21,7 @@ from bundle_mcp.model import Snapshot, revision_of
 from bundle_mcp.semantic import MINILM, READY, SemanticIndex, VectorCache
 from bundle_mcp.semantic.embedder import extra_installed
 from bundle_mcp.tools import search_semantic
+from toolcall import run_tool
 
 pytestmark = pytest.mark.skipif(
     not extra_installed(),
@@ -101,7 +102,7 @@ def loaded(offline: Any, tmp_path_factory: pytest.TempPathFactory):
 
 
 def ask(index: SemanticIndex, snap: Snapshot, **params: Any) -> dict[str, Any]:
-    result = search_semantic.run(snap, params, CancelToken(), semantic=index)
+    result = run_tool(search_semantic, snap, params, CancelToken(), semantic=index)
     CONTRACTS.check_output("search_semantic", result)
     return result
 

@@ -189,13 +189,13 @@ async def test_real_tools_advertise_their_contract_files(real_client: Client) ->
         assert tool.input_schema == advertised_input_schema(
             contract(f"{tool.name}.input.schema.json")
         )
-        assert tool.title == REAL_TOOLS[tool.name].TITLE
+        assert tool.title == REAL_TOOLS[tool.name].title
         # The output contract OR the envelope, both from their files (test_advertised_schemas.py).
         assert tool.output_schema == advertised_output_schema(
             contract(f"{tool.name}.output.schema.json"), contract("error.schema.json")
         )
         assert tool.annotations is not None
-        expected = READ_ANNOTATIONS if REAL_TOOLS[tool.name].READ_ONLY else WRITE_ANNOTATIONS
+        expected = READ_ANNOTATIONS if REAL_TOOLS[tool.name].read_only else WRITE_ANNOTATIONS
         assert tool.annotations.model_dump(exclude_none=True) == {"title": tool.title, **expected}
 
 

@@ -29,6 +29,7 @@ from bundle_mcp.loader.document import parse_document
 from bundle_mcp.model import Snapshot, canonical_json, revision_of
 from bundle_mcp.tools import query_subgraph, visualize_graph
 from bundle_mcp.tools._extraction import field_matches, token_cost
+from toolcall import run_tool
 
 REPO = Path(__file__).resolve().parent.parent
 GRAPH = os.path.realpath(REPO / "testdata" / "bundles" / "subgraph-graph")
@@ -59,7 +60,7 @@ def note(type_: str = "Note", title: str = "", extra: str = "", body: str = "") 
 
 
 def run(snapshot: Snapshot, **params: Any) -> dict[str, Any]:
-    result = query_subgraph.run(snapshot, params, CancelToken())
+    result = run_tool(query_subgraph, snapshot, params, CancelToken())
     CONTRACTS.check_output("query_subgraph", result)
     return result
 
@@ -286,13 +287,13 @@ def test_field_matching(fm: dict, field: str, value: Any, matches: bool) -> None
 
 def test_blank_seed_is_invalid_request(graph: Snapshot) -> None:
     with pytest.raises(BundleError) as info:
-        query_subgraph.run(graph, {"seed_ids": ["  "]}, CancelToken())
+        run_tool(query_subgraph, graph, {"seed_ids": ["  "]}, CancelToken())
     assert info.value.code == "invalid_request"
 
 
 def test_non_finite_weight_is_invalid_request(graph: Snapshot) -> None:
     with pytest.raises(BundleError) as info:
-        query_subgraph.run(
+        run_tool(query_subgraph,
             graph, {"seed_ids": ["a"], "type_weights": {"Note": float("nan")}}, CancelToken()
         )
     assert info.value.code == "invalid_request"
@@ -302,7 +303,7 @@ def test_cancelled_walk_returns_nothing() -> None:
     token = CancelToken()
     token.cancel()
     with pytest.raises(BundleError) as info:
-        query_subgraph.run(star(10), {"seed_ids": ["hub"]}, token)
+        run_tool(query_subgraph, star(10), {"seed_ids": ["hub"]}, token)
     assert info.value.code == "operation_cancelled"
 
 
@@ -313,11 +314,13 @@ import json, sys
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.tools import query_subgraph, visualize_graph
+from bundle_mcp.toolspec import CallContext
+
 snapshot, _ = load_bundle(sys.argv[1])
 args = {"seed_ids": ["hub", "island"], "depth": 3, "max_objects": 5,
         "include_relation_types": ["LINKS_TO", "calls", "SHARES_COMMUNITY", "PART_OF"]}
-out = [query_subgraph.run(snapshot, args, CancelToken()),
-       visualize_graph.run(snapshot, {"max_objects": 4}, CancelToken())]
+out = [query_subgraph.SPEC.run(CallContext(snapshot, CancelToken(), ""), args),
+       visualize_graph.SPEC.run(CallContext(snapshot, CancelToken(), ""), {"max_objects": 4})]
 sys.stdout.write(json.dumps(out, ensure_ascii=False))
 """
 
@@ -443,7 +446,7 @@ def test_every_answer_respects_every_bound_it_reports(
     same = {k: v for k, v in params.items() if k != "compact_mode"}
     same["max_objects"] = params.get("max_objects", 20)
     compact = run(snapshot, **same, compact_mode=True)
-    drawn = visualize_graph.run(snapshot, same, CancelToken())
+    drawn = run_tool(visualize_graph, snapshot, same, CancelToken())
     CONTRACTS.check_output("visualize_graph", drawn)
     for key in (
         "total_found_nodes",

@@ -35,7 +35,8 @@ from bundle_mcp.contracts import (
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError
 from bundle_mcp.server import INSTRUCTIONS, build_server
-from bundle_mcp.tools import TOOLSETS, load_tools
+from bundle_mcp.tools import load_tools
+from bundle_mcp.toolspec import TOOLSETS
 
 try:
     from tests import golden_runner
@@ -142,8 +143,8 @@ def test_the_instructions_stay_short_and_carry_the_shared_definitions() -> None:
 def test_every_tool_has_a_title_for_people() -> None:
     for tool in WIRE:
         module = REAL_TOOLS[tool["name"]]
-        assert tool["title"] == module.TITLE
-        assert tool["annotations"]["title"] == module.TITLE
+        assert tool["title"] == module.title
+        assert tool["annotations"]["title"] == module.title
         assert tool["title"][0].isupper() and "_" not in tool["title"]
 
 
@@ -156,7 +157,7 @@ def test_previews_are_read_only_and_writes_destructive_and_idempotent() -> None:
     for tool in WIRE:
         name, hints = tool["name"], tool["annotations"]
         changes = name in CHANGES_THE_BUNDLE
-        assert REAL_TOOLS[name].READ_ONLY is (not changes)
+        assert REAL_TOOLS[name].read_only is (not changes)
         assert hints["readOnlyHint"] is (not changes), name
         assert hints["destructiveHint"] is changes, name
         assert hints["idempotentHint"] is True, name
@@ -421,7 +422,7 @@ def test_every_tool_belongs_to_one_named_toolset() -> None:
     assert list(TOOLSETS) == ["read", "walk", "write", "semantic"]
     by_set: dict[str, set[str]] = {name: set() for name in TOOLSETS}
     for name, module in REAL_TOOLS.items():
-        by_set[module.TOOLSET].add(name)
+        by_set[module.toolset].add(name)
     assert by_set == TOOLSET_MEMBERS
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from bundle_mcp.tools import TOOL_MODULES
+from bundle_mcp.toolspec import ToolSpec
 
 REPO = Path(__file__).resolve().parent.parent
 CONTRACTS = REPO / "contracts"
@@ -28,17 +29,17 @@ def _names() -> list[str]:
 
 @pytest.mark.parametrize("name", _names())
 def test_tool_module_has_the_interface(name: str) -> None:
-    """Contract-mandated module shape: NAME, READ_ONLY, DESCRIPTION, NEEDS_PARSEABLE, run."""
+    """Each tool module declares one typed spec, and the registry reads nothing else."""
     module = importlib.import_module(f"bundle_mcp.tools.{name}")
-    assert module.NAME == name
-    assert isinstance(module.READ_ONLY, bool)
-    assert isinstance(module.NEEDS_PARSEABLE, bool)
-    assert isinstance(module.DESCRIPTION, str) and len(module.DESCRIPTION) > 40
-    assert callable(module.run)
-    budget = getattr(module, "OUTPUT_BUDGET", 64 * MIB)
-    assert isinstance(budget, int) and 0 < budget <= 64 * MIB
-    text = getattr(module, "text", None)
-    assert text is None or callable(text)
+    spec = module.SPEC
+    assert isinstance(spec, ToolSpec) and spec.name == name
+    assert isinstance(spec.read_only, bool) and isinstance(spec.needs_parseable, bool)
+    assert isinstance(spec.description, str) and len(spec.description) > 40
+    assert callable(spec.run) and (spec.text is None or callable(spec.text))
+    assert isinstance(spec.output_budget, int) and 0 < spec.output_budget <= 64 * MIB
+    for legacy in ("READ_ONLY", "NEEDS_PARSEABLE", "NEEDS_BUNDLE_PATH", "NEEDS_SEMANTIC_INDEX",
+                   "TOOLSET", "TITLE", "OUTPUT_BUDGET"):
+        assert not hasattr(module, legacy), f"{name}.{legacy}: declare it in SPEC"
 
 
 @pytest.mark.parametrize("name", _names())

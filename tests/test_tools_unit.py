@@ -24,6 +24,7 @@ from bundle_mcp.tools import (
 from bundle_mcp.tools._common import citation_sources
 from bundle_mcp.tools.read_concept import normalise_label
 from bundle_mcp.tools.search_sections import query_terms, snippet, tokens
+from toolcall import run_tool
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
@@ -64,7 +65,7 @@ def test_fold_is_nfc_of_casefold(text: str, folded: str) -> None:
 def test_search_concepts_matches_decomposed_and_composed_forms(tmp_bundle) -> None:
     root = tmp_bundle({"a.md": note("Caf\u00e9"), "b.md": note("x", "CAFE\u0301 sign")})
     snapshot, _ = load_bundle(root)
-    result = search_concepts.run(snapshot, {"query": "cafe\u0301"}, CancelToken())
+    result = run_tool(search_concepts, snapshot, {"query": "cafe\u0301"}, CancelToken())
     assert [(h["concept"]["id"], h["match"]) for h in result["hits"]] == [
         ("a", "title"), ("b", "body")]
 
@@ -100,7 +101,7 @@ def test_bm25_score_of_a_single_section_is_its_idf(tmp_bundle) -> None:
     """One section of average length, tf 1: score = idf = ln(1 + 0.5/1.5)."""
     root = tmp_bundle({"only.md": "---\ntype: Note\n---\nalpha beta\n"})
     snapshot, _ = load_bundle(root)
-    result = search_sections.run(snapshot, {"query": "alpha"}, CancelToken())
+    result = run_tool(search_sections, snapshot, {"query": "alpha"}, CancelToken())
     assert result["hits"][0]["score"] == round(math.log(1 + 0.5 / 1.5), 6)
 
 
@@ -114,7 +115,7 @@ def test_bm25_weights_heading_over_body_and_short_over_long(tmp_bundle) -> None:
         }
     )
     snapshot, _ = load_bundle(root)
-    result = search_sections.run(snapshot, {"query": "espresso"}, CancelToken())
+    result = run_tool(search_sections, snapshot, {"query": "espresso"}, CancelToken())
     assert [h["concept_id"] for h in result["hits"]] == ["heading", "body", "long"]
     scores = [h["score"] for h in result["hits"]]
     assert scores == sorted(scores, reverse=True) and len(set(scores)) == 3
@@ -128,7 +129,7 @@ def test_bm25_requires_every_term_and_counts_the_title(tmp_bundle) -> None:
         }
     )
     snapshot, _ = load_bundle(root)
-    result = search_sections.run(snapshot, {"query": "grinder burrs"}, CancelToken())
+    result = run_tool(search_sections, snapshot, {"query": "grinder burrs"}, CancelToken())
     assert [(h["concept_id"], h["heading"]) for h in result["hits"]] == [("titled", "Burrs")]
 
 
@@ -136,7 +137,7 @@ def test_equal_scores_sort_by_concept_id_then_line(tmp_bundle) -> None:
     body = "# One\n\nkettle\n\n# Two\n\nkettle\n"
     root = tmp_bundle({"b.md": note("", body), "a.md": note("", body)})
     snapshot, _ = load_bundle(root)
-    hits = search_sections.run(snapshot, {"query": "kettle"}, CancelToken())["hits"]
+    hits = run_tool(search_sections, snapshot, {"query": "kettle"}, CancelToken())["hits"]
     assert [(h["concept_id"], h["line_start"]) for h in hits] == [
         ("a", 4), ("a", 8), ("b", 4), ("b", 8)]
 
@@ -187,7 +188,8 @@ def test_relation_edges_keep_escaped_references_and_cards_hold_plain_ids(tmp_bun
         }
     )
     snapshot, _ = load_bundle(root)
-    result = get_neighbors.run(snapshot, {"concept_id": "x#y", "direction": "in"}, CancelToken())
+    params = {"concept_id": "x#y", "direction": "in"}
+    result = run_tool(get_neighbors, snapshot, params, CancelToken())
     edges = [(e["from"], e["to"], e["relation_type"], e["source"]["id"], e["target"]["id"])
              for e in result["edges"]]
     assert edges == [
@@ -200,7 +202,7 @@ def test_self_link_is_one_edge_in_every_direction(tmp_bundle) -> None:
     root = tmp_bundle({"loop.md": note("Loop", "[me](loop.md) and [again](./loop.md#x)\n")})
     snapshot, _ = load_bundle(root)
     for direction in ("in", "out", "both"):
-        result = get_neighbors.run(
+        result = run_tool(get_neighbors,
             snapshot, {"concept_id": "loop", "direction": direction}, CancelToken())
         assert [(e["from"], e["to"]) for e in result["edges"]] == [("loop", "loop")]
 
@@ -212,13 +214,14 @@ def test_sources_are_outbound_and_sorted_with_empty_strings_for_missing(tmp_bund
     )
     root = tmp_bundle({"c.md": note("C", "", extra)})
     snapshot, _ = load_bundle(root)
-    out = get_neighbors.run(snapshot, {"concept_id": "c"}, CancelToken())
+    out = run_tool(get_neighbors, snapshot, {"concept_id": "c"}, CancelToken())
     assert out["sources"] == [
         {"id": "", "resource": "https://z.example", "title": ""},
         {"id": "a", "resource": "https://a.example", "title": "A"},
         {"id": "b", "resource": "https://b.example", "title": ""},
     ]
-    inbound = get_neighbors.run(snapshot, {"concept_id": "c", "direction": "in"}, CancelToken())
+    params = {"concept_id": "c", "direction": "in"}
+    inbound = run_tool(get_neighbors, snapshot, params, CancelToken())
     assert inbound["sources"] == []
 
 
@@ -227,10 +230,10 @@ def test_non_canonical_and_missing_ids(tmp_bundle) -> None:
     for concept_id, code in (("../a", "invalid_request"), ("a.md", "invalid_request"),
                              ("b", "concept_not_found")):
         with pytest.raises(BundleError) as info:
-            read_concept.run(snapshot, {"concept_id": concept_id}, CancelToken())
+            run_tool(read_concept, snapshot, {"concept_id": concept_id}, CancelToken())
         assert info.value.code == code
     with pytest.raises(BundleError) as info:
-        get_neighbors.run(snapshot, {"concept_id": "a", "kinds": ["relation", "relation"]},
+        run_tool(get_neighbors, snapshot, {"concept_id": "a", "kinds": ["relation", "relation"]},
                           CancelToken())
     assert info.value.code == "invalid_request"
 
@@ -267,7 +270,7 @@ def test_read_concept_text_block_is_the_raw_file() -> None:
 def test_unknown_keys_are_preserved_as_json(tmp_bundle) -> None:
     extra = "owner: {team: data, size: 3}\nflags: [true, null, 1.5]\n"
     snapshot, _ = load_bundle(tmp_bundle({"u.md": note("U", "", extra)}))
-    result = read_concept.run(snapshot, {"concept_id": "u"}, CancelToken())
+    result = run_tool(read_concept, snapshot, {"concept_id": "u"}, CancelToken())
     assert result["projection"]["unknown"] == {
         "owner": {"team": "data", "size": 3}, "flags": [True, None, 1.5]}
 
@@ -276,7 +279,7 @@ def test_a_projected_list_over_the_contract_size_fails_instead_of_being_cut(tmp_
     tags = "tags: [" + ", ".join(f"t{n}" for n in range(10_001)) + "]\n"
     snapshot, _ = load_bundle(tmp_bundle({"many.md": note("Many", "", tags)}))
     with pytest.raises(BundleError) as info:
-        read_concept.run(snapshot, {"concept_id": "many"}, CancelToken())
+        run_tool(read_concept, snapshot, {"concept_id": "many"}, CancelToken())
     assert info.value.code == "resource_limit"
 
 
@@ -302,7 +305,7 @@ def test_a_cancelled_call_raises_instead_of_returning_partial_data(module) -> No
     token = CancelToken()
     token.cancel()
     with pytest.raises(BundleError) as info:
-        module.run(snapshot, dict(READ_TOOLS[module.NAME]), token)
+        run_tool(module, snapshot, dict(READ_TOOLS[module.NAME]), token)
     assert info.value.code == "operation_cancelled"
     assert info.value.retryable
 

@@ -32,6 +32,7 @@ from bundle_mcp.okf.names import concept_name
 from bundle_mcp.okf.sections import section_text
 from bundle_mcp.tools import expand_neighbors, fetch_slice
 from bundle_mcp.tools.fetch_slice import share, window_start
+from toolcall import run_tool
 
 try:
     from tests import golden_runner
@@ -78,7 +79,7 @@ def call(tool: str, snapshot: Snapshot, **params: Any) -> dict[str, Any]:
     """Run a tool on a snapshot and check its result against the output contract."""
     module = expand_neighbors if tool == "expand_neighbors" else fetch_slice
     CONTRACTS.check_input(tool, params)
-    result = module.run(snapshot, params, CancelToken())
+    result = run_tool(module, snapshot, params, CancelToken())
     CONTRACTS.check_output(tool, result)
     return result
 
@@ -256,7 +257,7 @@ def test_cancelled_call_returns_nothing() -> None:
         (fetch_slice, {"entity_id": "a"}),
     ):
         with pytest.raises(BundleError) as caught:
-            module.run(snap, params, token)
+            run_tool(module, snap, params, token)
         assert caught.value.code == "operation_cancelled"
 
 

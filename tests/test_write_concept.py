@@ -20,6 +20,7 @@ from bundle_mcp.errors import (
 )
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.tools import write_concept
+from toolcall import run_tool
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
@@ -35,7 +36,7 @@ BUNDLE = {
 def call(root: str, **params: Any) -> dict[str, Any]:
     """Run the tool as the dispatcher will: on a fresh snapshot, with the resolved bundle path."""
     snapshot = load_bundle(root)[0]
-    result = write_concept.run(snapshot, {"bundle_path": root, **params}, CancelToken())
+    result = run_tool(write_concept, snapshot, params, CancelToken(), bundle_path=root)
     CONTRACTS.check_output(write_concept.NAME, result)
     return result
 
@@ -152,14 +153,9 @@ def test_unpaired_surrogates_are_an_invalid_request(bundle: str) -> None:
 def test_a_bundle_that_moved_on_since_the_snapshot_is_a_conflict(bundle: str) -> None:
     snapshot = load_bundle(bundle)[0]
     Path(bundle, "cache.md").write_text("---\ntype: Note\n---\nedited by a person\n", "utf-8")
-    params = {
-        "bundle_path": bundle,
-        "concept_id": "cache",
-        "frontmatter": "type: Note\n",
-        "body": "mine\n",
-    }
+    params = {"concept_id": "cache", "frontmatter": "type: Note\n", "body": "mine\n"}
     with pytest.raises(BundleError) as caught:
-        write_concept.run(snapshot, params, CancelToken())
+        run_tool(write_concept, snapshot, params, CancelToken(), bundle_path=bundle)
     assert caught.value.code == REVISION_CONFLICT
     assert Path(bundle, "cache.md").read_text("utf-8").endswith("edited by a person\n")
 

@@ -19,7 +19,7 @@ from ._version import __version__
 from .dispatch import Dispatcher, ServeConfig, UnknownTool
 from .errors import BundleError
 from .storage.handles import pin_root
-from .tools import TOOLSETS
+from .toolspec import TOOLSETS
 
 __all__ = ["main"]
 

@@ -14,7 +14,6 @@ import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from .cancel import CancelToken
@@ -35,9 +34,10 @@ from .model import Document, Snapshot
 from .observe import Notice
 from .snapshots import SnapshotCache
 from .storage.handles import check_bundle_path
-from .tools import TOOLSETS, load_tools
+from .tools import load_tools
+from .toolspec import TOOLSETS, CallContext, ToolSpec
 
-__all__ = ["Dispatcher", "Outcome", "ServeConfig", "ToolSpec", "UnknownTool", "to_json"]
+__all__ = ["Dispatcher", "Outcome", "ServeConfig", "ServedTool", "UnknownTool", "to_json"]
 
 if TYPE_CHECKING:
     from .semantic import SemanticIndex
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
-DEFAULT_OUTPUT_BUDGET = 64 * MIB
 TEXT_BUDGET = 64 * MIB
 
 _BUNDLE_FIELD = "$.bundle_path"
@@ -53,22 +52,26 @@ _BUNDLE_FIELD = "$.bundle_path"
 
 @dataclass(frozen=True)
 class ServeConfig:
+    """What the operator decided at start-up: which bundles may be read and which tools served."""
+
     bundles: tuple[str, ...] = ()  # allow-list of absolute clean bundle paths from the command line
     allow_any_bundle: bool = False  # reference behaviour: any absolute bundle_path
     skip_unparseable: bool = False
-    read_only: bool = False  # leave out the tools that change the bundle (READ_ONLY = False)
-    toolsets: frozenset[str] | None = None  # serve only these toolsets (tools.TOOLSETS); None: all
+    read_only: bool = False  # leave out the tools that change the bundle (read_only=False)
+    toolsets: frozenset[str] | None = None  # serve only these (toolspec.TOOLSETS); None: all
 
 
 @dataclass(frozen=True)
 class Outcome:
+    """One finished call: the structured result or error envelope, and its text block."""
+
     structured: dict[str, Any]  # the result object, or the error envelope
     text: str  # JSON text of ``structured``, or the tool's own text (read_concept: the raw file)
     is_error: bool
 
 
 @dataclass(frozen=True)
-class ToolSpec:
+class ServedTool:
     """What a transport advertises for one tool."""
 
     name: str
@@ -85,10 +88,8 @@ class UnknownTool(KeyError):
 
 @dataclass(frozen=True)
 class _Tool:
+    served: ServedTool
     spec: ToolSpec
-    module: ModuleType
-    needs_parseable: bool
-    output_budget: int
 
 
 def to_json(value: Any) -> str:
@@ -97,37 +98,39 @@ def to_json(value: Any) -> str:
 
 
 class Dispatcher:
+    """Runs tools: contracts, bundle allow-list, snapshot cache, budgets (the module docstring)."""
+
     def __init__(
         self,
         config: ServeConfig,
         contracts: ContractSet | None = None,
         *,
-        tools: Mapping[str, ModuleType] | None = None,
+        tools: Mapping[str, ToolSpec] | None = None,
         cache: SnapshotCache | None = None,
         semantic: SemanticIndex | None = None,
     ) -> None:
         self.config = config
         self.contracts = contracts if contracts is not None else ContractSet()
-        modules = tools if tools is not None else load_tools()
+        specs = tools if tools is not None else load_tools()
         unknown = sorted((config.toolsets or frozenset()) - set(TOOLSETS))
         if unknown:
             raise ValueError(f"unknown toolset(s): {', '.join(unknown)}")
         self._tools = {
-            name: self._bind(name, module)
-            for name, module in sorted(modules.items())
-            if _selected(module, config)
+            name: self._bind(name, spec)
+            for name, spec in sorted(specs.items())
+            if _selected(spec, config)
         }
         self._cache = cache if cache is not None else SnapshotCache()
-        # The embedding index is a server-level service (a worker thread and its vectors); tools
-        # that declare NEEDS_SEMANTIC_INDEX receive it. None means "semantic search is off".
+        # The embedding index is a server-level service (a worker thread and its vectors); every
+        # call's context carries it. None means "semantic search is off".
         self._semantic = semantic
         self._reported_lock = threading.Lock()
         # (what, bundle path) → the revision whose broken files or stuck write were logged
         self._reported: dict[tuple[str, str], str] = {}
 
-    def tools(self) -> list[ToolSpec]:
+    def tools(self) -> list[ServedTool]:
         """The served tools, sorted by name (the selected toolsets, less writes when read-only)."""
-        return [tool.spec for tool in self._tools.values()]
+        return [tool.served for tool in self._tools.values()]
 
     def call(
         self, name: str, arguments: Mapping[str, Any] | None, token: CancelToken | None = None
@@ -148,7 +151,8 @@ class Dispatcher:
     # -- the pipeline
 
     def _run(self, tool: _Tool, arguments: Any, token: CancelToken) -> Outcome:
-        name = tool.spec.name
+        spec = tool.spec
+        name = spec.name
         token.check()
         self.contracts.check_input(name, arguments)
         token.check()
@@ -156,26 +160,20 @@ class Dispatcher:
         snapshot = self._cache.get(bundle_path, token)
         token.check()
         self._report_pending(bundle_path, snapshot, token)
-        if snapshot.broken and tool.needs_parseable:
+        if snapshot.broken and spec.needs_parseable:
             if not self.config.skip_unparseable:
                 raise _parse_rejection(snapshot.broken)
             self._report_skipped(bundle_path, snapshot, token)
         params = {k: v for k, v in arguments.items() if k != "bundle_path"}
-        if getattr(tool.module, "NEEDS_BUNDLE_PATH", False):
-            # Write tools re-plan against the disk and publish there: they need the pinned path.
-            params["bundle_path"] = bundle_path
-        if getattr(tool.module, "NEEDS_SEMANTIC_INDEX", False):
-            result = tool.module.run(snapshot, params, token, semantic=self._semantic)
-        else:
-            result = tool.module.run(snapshot, params, token)
+        call = CallContext(snapshot, token, bundle_path, self._semantic)
+        result = spec.run(call, params)
         self._cache.persist(bundle_path, snapshot)
-        if tool.module.READ_ONLY:
+        if spec.read_only:
             # A write that has committed is reported as done, never as cancelled.
             token.check()
         structured_text = to_json(result)
-        _check_budget(structured_text, tool.output_budget, "structured result")
-        text_of = getattr(tool.module, "text", None)
-        text = structured_text if text_of is None else text_of(result, snapshot)
+        _check_budget(structured_text, spec.output_budget, "structured result")
+        text = structured_text if spec.text is None else spec.text(result, snapshot)
         _check_budget(text, TEXT_BUDGET, "text block")
         self.contracts.check_output(name, result)
         return Outcome(structured=result, text=text, is_error=False)
@@ -281,28 +279,26 @@ class Dispatcher:
             envelope = broken.envelope()
         return Outcome(structured=envelope, text=envelope["message"], is_error=True)
 
-    def _bind(self, name: str, module: ModuleType) -> _Tool:
+    def _bind(self, name: str, spec: ToolSpec) -> _Tool:
         if name not in self.contracts.tool_names():
             raise ValueError(f"tool {name} has no input/output contract pair")
         return _Tool(
-            spec=ToolSpec(
+            served=ServedTool(
                 name=name,
-                title=getattr(module, "TITLE", None) or name.replace("_", " ").capitalize(),
-                description=module.DESCRIPTION,
-                read_only=bool(module.READ_ONLY),
+                title=spec.title,
+                description=spec.description,
+                read_only=spec.read_only,
                 input_schema=self.contracts.advertised_input_schema(name),
                 output_schema=self.contracts.advertised_output_schema(name),
             ),
-            module=module,
-            needs_parseable=bool(module.NEEDS_PARSEABLE),
-            output_budget=int(getattr(module, "OUTPUT_BUDGET", DEFAULT_OUTPUT_BUDGET)),
+            spec=spec,
         )
 
 
-def _selected(module: ModuleType, config: ServeConfig) -> bool:
-    if config.read_only and not module.READ_ONLY:
+def _selected(spec: ToolSpec, config: ServeConfig) -> bool:
+    if config.read_only and not spec.read_only:
         return False
-    return config.toolsets is None or getattr(module, "TOOLSET", None) in config.toolsets
+    return config.toolsets is None or spec.toolset in config.toolsets
 
 
 def _bundle_diagnostic(message: str) -> Diagnostic:

@@ -26,7 +26,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from ._version import __version__
 from .cancel import CancelToken
 from .contracts import internal_error
-from .dispatch import Dispatcher, Outcome, ToolSpec, UnknownTool
+from .dispatch import Dispatcher, Outcome, ServedTool, UnknownTool
 from .observe import CallObserver
 from .readiness import Readiness
 from .resources import DEFAULT_PAGE_SIZE
@@ -79,7 +79,7 @@ its result instead of writing twice.
 """
 
 
-def _annotations(spec: ToolSpec) -> types.ToolAnnotations:
+def _annotations(spec: ServedTool) -> types.ToolAnnotations:
     # Previews are read-only: they write nothing. Every write replaces or edits files
     # (destructive), and an identical request replays its receipt instead of writing again
     # (idempotent).
@@ -92,7 +92,7 @@ def _annotations(spec: ToolSpec) -> types.ToolAnnotations:
     )
 
 
-def _tool(spec: ToolSpec) -> types.Tool:
+def _tool(spec: ServedTool) -> types.Tool:
     return types.Tool(
         name=spec.name,
         title=spec.title,

@@ -10,7 +10,7 @@ contract.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -51,8 +51,8 @@ class CallContext:
     semantic: SemanticIndex | None = None  # the embedding index; None when semantic search is off
 
 
-Runner = Callable[[CallContext, Mapping[str, Any]], dict[str, Any]]
-TextRenderer = Callable[[Mapping[str, Any], Snapshot], str]
+Runner = Callable[[CallContext, dict[str, Any]], dict[str, Any]]
+TextRenderer = Callable[[dict[str, Any], Snapshot], str]
 
 
 @dataclass(frozen=True)

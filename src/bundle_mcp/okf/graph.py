@@ -23,9 +23,9 @@ everything within depth.
 
 Caching. What depends on the snapshot alone (the concept entities, each concept's sections, each
 concept's tags, the tag index per project, the known types) lives in one :class:`BundleGraph` per
-snapshot, kept in the snapshot index (:data:`bundle_mcp.derived.GRAPH`, :func:`graph_of`)
-and built part by part on first use. Every call on that snapshot shares it and it goes with the
-snapshot: a new snapshot builds its own, so no call ever sees another snapshot's graph. What depends on a
+snapshot, kept in the snapshot index (:data:`bundle_mcp.derived.GRAPH`, :func:`graph_of`) and built
+part by part on first use. Every call on that snapshot shares it and it goes with the snapshot: a
+new snapshot builds its own, so no call ever sees another snapshot's graph. What depends on a
 call's arguments (the selection, the budget, the visited set) lives in that call only.
 """
 

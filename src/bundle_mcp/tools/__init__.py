@@ -1,26 +1,18 @@
 """The tool registry: one module per tool, named like its contract files (sorted by name).
 
-A tool module exposes ``NAME``, ``TITLE`` (for people), ``TOOLSET`` (one of :data:`TOOLSETS`),
-``READ_ONLY`` (true when it writes nothing: ``serve --read-only`` keeps only these, and only these
-are checked for cancellation after they ran), ``DESCRIPTION``, ``NEEDS_PARSEABLE``,
-``OUTPUT_BUDGET`` (optional; 64 MiB by default) and ``run(snapshot, params, token) -> dict``,
-and optionally ``text(result, snapshot) -> str`` when its text block is not the JSON of the result.
+A tool module ends with ``SPEC = ToolSpec(...)`` (:mod:`bundle_mcp.toolspec`): its name, title,
+toolset, flags, description, output budget, the function it runs and, when its text block is not
+the JSON of the result, the function that renders it. The registry reads nothing else from it.
+Modules whose name starts with ``_`` are helpers shared by tools, never tools.
 """
 
 from __future__ import annotations
 
 import importlib
-from types import ModuleType
+
+from ..toolspec import TOOLSETS, ToolSpec
 
 __all__ = ["TOOLSETS", "TOOL_MODULES", "load_tools"]
-
-# What `serve --tools` selects from, in the order the help lists them.
-TOOLSETS: dict[str, str] = {
-    "read": "search, read and list concepts, their neighbours, the graph, validation",
-    "walk": "bounded widening: expand_neighbors, fetch_slice, query_subgraph, visualize_graph",
-    "write": "write_concept and the preview_*/apply_* pairs",
-    "semantic": "search_semantic (needs the semantic extra)",
-}
 
 TOOL_MODULES: tuple[str, ...] = (
     "apply_concept_patch",
@@ -45,16 +37,17 @@ TOOL_MODULES: tuple[str, ...] = (
 )
 
 
-def load_tools(names: tuple[str, ...] = TOOL_MODULES) -> dict[str, ModuleType]:
-    """Import ``bundle_mcp.tools.<name>`` for each name, keyed by the module's ``NAME``.
+def load_tools(names: tuple[str, ...] = TOOL_MODULES) -> dict[str, ToolSpec]:
+    """Import ``bundle_mcp.tools.<name>`` for each name: its ``SPEC``, keyed by name.
 
-    Every listed module must import: a failure is a bug and propagates.
+    Every listed module must import and declare a spec of its own name: anything else is a bug
+    and propagates.
     """
-    modules: dict[str, ModuleType] = {}
+    specs: dict[str, ToolSpec] = {}
     for name in names:
         qualified = f"{__name__}.{name}"
-        module = importlib.import_module(qualified)
-        if getattr(module, "NAME", None) != name:
-            raise ImportError(f"{qualified}.NAME must be {name!r}")
-        modules[name] = module
-    return modules
+        spec = importlib.import_module(qualified).SPEC
+        if not isinstance(spec, ToolSpec) or spec.name != name:
+            raise ImportError(f"{qualified}.SPEC must be the ToolSpec of {name!r}")
+        specs[name] = spec
+    return specs

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
-from ..model import Snapshot
+from ..toolspec import CallContext, ToolSpec
 from ..writes.apply import ApplyCall, apply_plan
 from ..writes.patch_ops import replan, request_of
 from ..writes.plan import require_utf8
 
 NAME = "apply_concept_patch"
-TITLE = "Apply concept patch"
-TOOLSET = "write"
-READ_ONLY = False
-NEEDS_PARSEABLE = True
-NEEDS_BUNDLE_PATH = True
-OUTPUT_BUDGET = 4 * 1024 * 1024
 PREVIEW = "preview_concept_patch"
 DESCRIPTION = (
     "Write a patch previewed with preview_concept_patch: the same actor, temporal_profile and "
@@ -27,11 +20,24 @@ DESCRIPTION = (
 )
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     require_utf8(params)
     request = request_of(params)
-    call = ApplyCall.previewed(NAME, PREVIEW, request, params, "expected_revision",
+    apply_call = ApplyCall.previewed(NAME, PREVIEW, request, params, "expected_revision",
                                "expected_plan_digest")
-    applied = apply_plan(call, snapshot, params["bundle_path"],
+    applied = apply_plan(apply_call, snapshot, call.bundle_path,
                          lambda: replan(snapshot, request, token), token)
     return applied.receipt(params["expected_plan_digest"])
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Apply concept patch",
+    toolset="write",
+    read_only=False,
+    needs_parseable=True,
+    output_budget=4 * 1024 * 1024,
+    description=DESCRIPTION,
+    run=run,
+)

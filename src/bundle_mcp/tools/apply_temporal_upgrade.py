@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
-from ..model import Snapshot
+from ..toolspec import CallContext, ToolSpec
 from ..writes.apply import APPLIED, ApplyCall, apply_plan
 from ..writes.plan import require_utf8
 from ..writes.temporal_upgrade import replan, request_of
 
 NAME = "apply_temporal_upgrade"
-TITLE = "Apply temporal upgrade"
-TOOLSET = "write"
-READ_ONLY = False
-NEEDS_PARSEABLE = True
-NEEDS_BUNDLE_PATH = True
-OUTPUT_BUDGET = 1024 * 1024
 PREVIEW = "preview_temporal_upgrade"
 DESCRIPTION = (
     "Write a temporal upgrade whose preview was ready: the same id, actor and mappings plus "
@@ -27,15 +20,28 @@ DESCRIPTION = (
 )
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     require_utf8(params)
     request = request_of(params)
-    call = ApplyCall.previewed(NAME, PREVIEW, request, params, "base_revision", "plan_digest")
-    applied = apply_plan(call, snapshot, params["bundle_path"],
+    apply_call = ApplyCall.previewed(NAME, PREVIEW, request, params, "base_revision", "plan_digest")
+    applied = apply_plan(apply_call, snapshot, call.bundle_path,
                          lambda: replan(snapshot, request, PREVIEW, token), token)
     # a ready plan rewrites at least one date, so what it published is always applied
     return {
         "status": APPLIED,
-        "request_digest": call.request_digest,
+        "request_digest": apply_call.request_digest,
         "result_revision": applied.result_revision,
     }
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Apply temporal upgrade",
+    toolset="write",
+    read_only=False,
+    needs_parseable=True,
+    output_budget=1024 * 1024,
+    description=DESCRIPTION,
+    run=run,
+)

@@ -4,19 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
-from ..model import Snapshot
+from ..toolspec import CallContext, ToolSpec
 from ..writes.apply import NOOP, Applied, ApplyCall, apply_plan
 from ..writes.migration import TARGET_NOOP, normalized, replan, require_source, resolve_source
 from ..writes.plan import digest, require_utf8, revision_of_snapshot
 
 NAME = "apply_v02_migration"
-TITLE = "Apply v0.2 migration"
-TOOLSET = "write"
-READ_ONLY = False
-NEEDS_PARSEABLE = True
-NEEDS_BUNDLE_PATH = True
-OUTPUT_BUDGET = 4 * 1024 * 1024
 PREVIEW = "preview_v02_migration"
 DESCRIPTION = (
     "Write a migration previewed with preview_v02_migration: the same arguments plus "
@@ -27,7 +20,8 @@ DESCRIPTION = (
 )
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     require_utf8(params)
     request = normalized(params)
     expected_source = params["expected_source"]
@@ -39,7 +33,7 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         return Applied(NOOP, base, base, ()).receipt(None, source=source)
     account = params["proof"]
     expected_digest = params["expected_plan_digest"]
-    call = ApplyCall.of(
+    apply_call = ApplyCall.of(
         NAME,
         PREVIEW,
         {"request": request, "expected_source": expected_source, "proof": account,
@@ -47,6 +41,18 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         account["base_revision"],
         (expected_digest, digest(account)),
     )
-    applied = apply_plan(call, snapshot, params["bundle_path"],
+    applied = apply_plan(apply_call, snapshot, call.bundle_path,
                          lambda: replan(snapshot, request, expected_source, PREVIEW, token), token)
     return applied.receipt(expected_digest, source=expected_source)
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Apply v0.2 migration",
+    toolset="write",
+    read_only=False,
+    needs_parseable=True,
+    output_budget=4 * 1024 * 1024,
+    description=DESCRIPTION,
+    run=run,
+)

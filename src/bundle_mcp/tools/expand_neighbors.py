@@ -23,16 +23,11 @@ from ..okf.graph import (
 from ..okf.properties import tags as concept_tags
 from ..okf.properties import text_field
 from ..okf.sections import body_text, breadcrumb, is_sliced, section_text
+from ..toolspec import CallContext, ToolSpec
 from ._common import MIB
 from ._walk_params import clamped, project_from
 
 NAME = "expand_neighbors"
-TITLE = "Expand neighbors"
-TOOLSET = "walk"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-# 24 rows of bounded previews are small; the budget covers pathological IDs, names and tags.
-OUTPUT_BUDGET = 16 * MIB
 DESCRIPTION = (
     "Widen concepts or sections you already hold, breadth-first, with a preview per "
     "neighbour. Edges: LINKS_TO (links), typed relations, PART_OF (a section and its "
@@ -67,7 +62,8 @@ def score(found: Found) -> float:
     return round(found.step.weight * DEPTH_DECAY ** (found.distance - 1), 6)
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     depth = clamped(params, "depth", DEFAULT_DEPTH, 1, MAX_DEPTH)
     limit = clamped(params, "limit", DEFAULT_LIMIT, 1, MAX_LIMIT)
     content_max = clamped(params, "content_max_chars", DEFAULT_CONTENT_CHARS, 0, MAX_CONTENT_CHARS)
@@ -180,3 +176,16 @@ def _neighbor(snapshot: Snapshot, found: Found, content_max: int) -> dict[str, A
             "widen_with": "fetch_slice" if section is not None else None,
         },
     }
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Expand neighbors",
+    toolset="walk",
+    read_only=True,
+    needs_parseable=True,
+    # 24 rows of bounded previews are small; the budget covers pathological IDs, names and tags.
+    output_budget=16 * MIB,
+    description=DESCRIPTION,
+    run=run,
+)

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import CONCEPT_NOT_FOUND, BundleError, recovery_step
-from ..model import Document, Section, Snapshot
+from ..model import Document, Section
 from ..okf.graph import clip, project_id, resolve
 from ..okf.names import concept_name
 from ..okf.properties import text_field
@@ -18,15 +18,11 @@ from ..okf.sections import (
     section_name,
     section_text,
 )
+from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._walk_params import clamped, project_from
 
 NAME = "fetch_slice"
-TITLE = "Fetch slice"
-TOOLSET = "walk"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-OUTPUT_BUDGET = 4 * MIB
 DESCRIPTION = (
     "Adjacent sections of one concept: a section locator centres the window on it, a concept "
     "ID starts at the first section. content_max_chars is shared by the window; a cut passage "
@@ -41,7 +37,8 @@ DEFAULT_WINDOW, MAX_WINDOW = 3, 64
 DEFAULT_CONTENT_CHARS, MAX_CONTENT_CHARS = 18_000, 100_000
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     token.check()
     entity_id = params["entity_id"]
     if not isinstance(entity_id, str) or not entity_id.strip():
@@ -177,3 +174,15 @@ def _not_found() -> BundleError:
             ),
         ),
     )
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Fetch slice",
+    toolset="walk",
+    read_only=True,
+    needs_parseable=True,
+    output_budget=4 * MIB,
+    description=DESCRIPTION,
+    run=run,
+)

@@ -8,14 +8,10 @@ from ..cancel import CancelToken
 from ..errors import resource_limit
 from ..model import Edge, Snapshot
 from ..okf.temporal import reference_from
+from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, Cards, frontmatter_sources, invalid_field, limit_from, require_concept
 
 NAME = "get_neighbors"
-TITLE = "Get neighbors"
-TOOLSET = "read"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-OUTPUT_BUDGET = 64 * MIB
 DESCRIPTION = (
     "The resolved edges of one concept: navigation (Markdown links) and relation (typed "
     "relations), in, out or both, plus its provenance sources (outbound, under sources). "
@@ -30,7 +26,8 @@ MAX_SOURCES = 100
 MAX_CANDIDATE_EDGES = 100_000
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     doc = require_concept(snapshot, params["concept_id"])
     concept_id = doc.concept_id
     assert concept_id is not None
@@ -140,3 +137,15 @@ def provenance_sources(fm: Any, token: CancelToken) -> list[dict[str, str]]:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Get neighbors",
+    toolset="read",
+    read_only=True,
+    needs_parseable=True,
+    output_budget=64 * MIB,
+    description=DESCRIPTION,
+    run=run,
+)

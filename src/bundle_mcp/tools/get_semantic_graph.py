@@ -34,14 +34,10 @@ from ..errors import resource_limit
 from ..model import Document, Snapshot
 from ..okf.temporal import INSTANT_PROFILE, Reference, parse_value, reference_from
 from ..okf.versions import resolve_version
+from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, Cards
 
 NAME = "get_semantic_graph"
-TITLE = "Get semantic graph"
-TOOLSET = "read"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-OUTPUT_BUDGET = 16 * MIB
 DESCRIPTION = (
     "The whole bundle as one JSON-LD graph: one node per concept (by ID) with card fields, "
     "link targets (broken ones with exists: false) and typed relations. For a complete "
@@ -82,7 +78,8 @@ CONTEXT: dict[str, Any] = {
 }
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     ref = reference_from(params)
     if len(snapshot.concepts) + 1 > MAX_NODES:
         raise resource_limit(
@@ -180,3 +177,15 @@ def concept_node(
         ],
         "relations": relations,
     }
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Get semantic graph",
+    toolset="read",
+    read_only=True,
+    needs_parseable=True,
+    output_budget=16 * MIB,
+    description=DESCRIPTION,
+    run=run,
+)

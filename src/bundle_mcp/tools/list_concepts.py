@@ -6,12 +6,12 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ..cancel import CancelToken
 from ..derived import LIST_ENTRY, of_document
-from ..model import Document, Snapshot
+from ..model import Document
 from ..okf.properties import stale_after, status_state, text_field, trust
 from ..okf.temporal import Reference, parse_value, reference_from
 from ..okf.versions import resolve_version, version_declaration
+from ..toolspec import CallContext, ToolSpec
 from ._common import (
     MIB,
     citation_sources,
@@ -21,11 +21,6 @@ from ._common import (
 )
 
 NAME = "list_concepts"
-TITLE = "List concepts"
-TOOLSET = "read"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-OUTPUT_BUDGET = 64 * MIB
 DESCRIPTION = (
     "Every concept, sorted by ID, with its card fields (type, title, path, status, trust, "
     "staleness, source count), plus the bundle's OKF version. The WHOLE list in one response, "
@@ -36,7 +31,8 @@ DESCRIPTION = (
 COMPUTATION_KEYS = ("runtime", "parameters", "computation", "executor", "attester")
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     ref = reference_from(params)
     version = resolve_version(snapshot)
     legacy = version["effective"] == "0.1"
@@ -114,3 +110,15 @@ def _resource(value: Any) -> str | None:
     if isinstance(value, Mapping):
         return string_or(value.get("resource"), None)
     return None
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="List concepts",
+    toolset="read",
+    read_only=True,
+    needs_parseable=True,
+    output_budget=64 * MIB,
+    description=DESCRIPTION,
+    run=run,
+)

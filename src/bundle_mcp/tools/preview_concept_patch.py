@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
-from ..model import Snapshot
+from ..toolspec import CallContext, ToolSpec
 from ..writes.patch_ops import REJECTED, plan_of, request_of
 from ..writes.plan import preview_fields, require_utf8, unified_diff
 
 NAME = "preview_concept_patch"
-TITLE = "Preview concept patch"
-TOOLSET = "write"
-READ_ONLY = True  # a preview writes nothing
-NEEDS_PARSEABLE = True
-NEEDS_BUNDLE_PATH = True
-OUTPUT_BUDGET = 8 * 1024 * 1024
 DESCRIPTION = (
     "Preview typed frontmatter operations (see operations for each kind's fields) without "
     "writing. Returns status applicable, noop or rejected, a unified diff, base_revision and "
@@ -23,7 +16,8 @@ DESCRIPTION = (
 )
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     require_utf8(params)
     plan, digest = plan_of(snapshot, request_of(params), token)
     diff, truncated = unified_diff(plan.changes)  # a rejected plan has no changes: no diff
@@ -36,3 +30,15 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         "diagnostics": [d.envelope_json() for d in plan.diagnostics],
         "unknown_preserved": plan.status != REJECTED,
     }
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Preview concept patch",
+    toolset="write",
+    read_only=True,  # a preview writes nothing
+    needs_parseable=True,
+    output_budget=8 * 1024 * 1024,
+    description=DESCRIPTION,
+    run=run,
+)

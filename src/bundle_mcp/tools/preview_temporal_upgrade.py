@@ -4,18 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
-from ..model import Snapshot
+from ..toolspec import CallContext, ToolSpec
 from ..writes.plan import preview_fields, require_utf8
 from ..writes.temporal_upgrade import plan_of, request_of
 
 NAME = "preview_temporal_upgrade"
-TITLE = "Preview temporal upgrade"
-TOOLSET = "write"
-READ_ONLY = True  # a preview writes nothing
-NEEDS_PARSEABLE = True
-NEEDS_BUNDLE_PATH = True
-OUTPUT_BUDGET = 16 * 1024 * 1024
 DESCRIPTION = (
     "Preview upgrading an OKF 0.2 bundle from dates (YYYY-MM-DD) to RFC 3339 instants, "
     "without writing. Every date in stale_after, usage_window and sources needs an explicit "
@@ -26,7 +19,8 @@ DESCRIPTION = (
 )
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     require_utf8(params)
     plan, digest = plan_of(snapshot, request_of(params), token)
     return {
@@ -34,3 +28,15 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         **preview_fields(snapshot, plan.changes, digest),
         "unresolved": [o.wire() for o in plan.unresolved],
     }
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Preview temporal upgrade",
+    toolset="write",
+    read_only=True,  # a preview writes nothing
+    needs_parseable=True,
+    output_budget=16 * 1024 * 1024,
+    description=DESCRIPTION,
+    run=run,
+)

@@ -4,17 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
-from ..model import Snapshot
+from ..toolspec import CallContext, ToolSpec
 from ..writes.migration import BLOCKED, normalized, plan_of
 from ..writes.plan import preview_fields, require_utf8, unified_diff
 
 NAME = "preview_v02_migration"
-TITLE = "Preview v0.2 migration"
-TOOLSET = "write"
-READ_ONLY = True  # a preview writes nothing
-NEEDS_PARSEABLE = True
-NEEDS_BUNDLE_PATH = True
 DESCRIPTION = (
     "Preview migrating an OKF v0.1 bundle to v0.2 without writing: timestamp becomes "
     "generated {by: generated_by, at}, each '# Citations' section becomes footnotes and "
@@ -24,7 +18,8 @@ DESCRIPTION = (
 )
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     require_utf8(params)
     plan, planned, account = plan_of(snapshot, normalized(params), token)
     diff, truncated = unified_diff(plan.changes)
@@ -40,3 +35,14 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         "manual_actions": list(plan.manual_actions),
         "diagnostics": [],
     }
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Preview v0.2 migration",
+    toolset="write",
+    read_only=True,  # a preview writes nothing
+    needs_parseable=True,
+    description=DESCRIPTION,
+    run=run,
+)

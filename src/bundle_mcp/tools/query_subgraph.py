@@ -4,20 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
 from ..model import Snapshot
+from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._extraction import Extraction, extract
 from ._walk_params import parse_query, seed_list
 
 NAME = "query_subgraph"
-TITLE = "Query subgraph"
-TOOLSET = "walk"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-# The subgraph is bounded by max_tokens (at most 100,000 x 4 characters); the echoed
-# unresolved seeds (at most 200 IDs of 4096 characters) are the rest.
-OUTPUT_BUDGET = 8 * MIB
 DEFAULT_DEPTH = 1
 DEFAULT_MAX_OBJECTS = 50
 DESCRIPTION = (
@@ -29,7 +22,8 @@ DESCRIPTION = (
 )
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     seeds = seed_list(params)
     if not seeds:
         raise invalid_field("$.seed_ids", "seed_ids must name at least one object")
@@ -53,3 +47,17 @@ def result(snapshot: Snapshot, found: Extraction) -> dict[str, Any]:
         "subgraph_root_hash": found.root_hash,
         **found.budget_report(),
     }
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Query subgraph",
+    toolset="walk",
+    read_only=True,
+    needs_parseable=True,
+    # The subgraph is bounded by max_tokens (at most 100,000 x 4 characters); the echoed
+    # unresolved seeds (at most 200 IDs of 4096 characters) are the rest.
+    output_budget=8 * MIB,
+    description=DESCRIPTION,
+    run=run,
+)

@@ -11,6 +11,7 @@ from ..model import Document, Snapshot, thaw
 from ..okf.properties import stale_after, status_state, tags, trust, verifications
 from ..okf.temporal import DATE_PROFILE
 from ..okf.versions import resolve_version, version_declaration
+from ..toolspec import CallContext, ToolSpec
 from ._common import (
     MIB,
     citation_sources,
@@ -21,11 +22,6 @@ from ._common import (
 )
 
 NAME = "read_concept"
-TITLE = "Read concept"
-TOOLSET = "read"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-OUTPUT_BUDGET = 16 * MIB
 DESCRIPTION = (
     "One concept by concept_id: its raw frontmatter, Markdown body and a projection of the "
     "known OKF fields (sources with their footnotes, generated, verified and trust, status, "
@@ -44,7 +40,8 @@ MAX_COMPUTATION_ITEMS = 256
 MAX_PROJECTED_ITEMS = 10_000  # every projected list of the read contract
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     doc = require_concept(snapshot, params["concept_id"])
     profile = params.get("temporal_profile") or DATE_PROFILE
     version = resolve_version(snapshot)
@@ -273,3 +270,16 @@ def computation(fm: Mapping[str, Any]) -> dict[str, Any] | None:
         "executor": executor,
         "attester": attester,
     }
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Read concept",
+    toolset="read",
+    read_only=True,
+    needs_parseable=True,
+    output_budget=16 * MIB,
+    description=DESCRIPTION,
+    run=run,
+    text=text,
+)

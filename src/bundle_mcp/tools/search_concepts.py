@@ -4,18 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
-from ..model import Snapshot
 from ..okf.folding import fold
 from ..okf.temporal import reference_from
+from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, Cards, invalid_field, limit_from
 
 NAME = "search_concepts"
-TITLE = "Search concepts"
-TOOLSET = "read"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-OUTPUT_BUDGET = 64 * MIB
 DESCRIPTION = (
     "Start here: concepts whose ID, title, description, a tag or body contains ONE literal "
     "substring, caseless: not an AND of words, not fuzzy or semantic ('roast profile' matches "
@@ -32,7 +26,8 @@ MATCH_NAMES = {
 }
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     query = params["query"]
     if not query.strip():
         raise invalid_field("$.query", "query must contain a non-whitespace character")
@@ -79,3 +74,15 @@ def match_priority(needle: str, concept_id: str, doc: Any) -> int:
     if needle in folded.body:
         return BODY
     return 0
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Search concepts",
+    toolset="read",
+    read_only=True,
+    needs_parseable=True,
+    output_budget=64 * MIB,
+    description=DESCRIPTION,
+    run=run,
+)

@@ -26,14 +26,10 @@ from ..model import Document, Snapshot
 from ..okf.folding import fold
 from ..okf.properties import text_field
 from ..okf.sections import locator, span_text
+from ..toolspec import CallContext, ToolSpec
 from ._common import limit_from
 
 NAME = "search_sections"
-TITLE = "Search sections"
-TOOLSET = "read"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-OUTPUT_BUDGET = 1024 * 1024
 DESCRIPTION = (
     "Passages: BM25 over every concept's sections. Every query word must occur in the "
     "section, its heading or the concept title (AND; no stemming or synonyms, so use the "
@@ -144,7 +140,8 @@ class _Section:
     tf: dict[str, int]
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     query = params["query"]
     terms = query_terms(query)
     limit = limit_from(params)
@@ -392,3 +389,15 @@ def snippet(raw: str, wanted: set[str]) -> str:
             start = max(0, match.start() - SNIPPET_LEAD)
             break
     return raw[start : start + SNIPPET_LENGTH]
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Search sections",
+    toolset="read",
+    read_only=True,
+    needs_parseable=True,
+    output_budget=1024 * 1024,
+    description=DESCRIPTION,
+    run=run,
+)

@@ -10,22 +10,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from ..cancel import CancelToken
 from ..errors import OPERATION_REJECTED, BundleError, recovery_step
-from ..model import Snapshot
-from ..semantic import NOT_READY, UNAVAILABLE, SemanticIndex
+from ..semantic import NOT_READY, UNAVAILABLE
 from ..semantic.embedder import INSTALL_HINT
+from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._extraction import extract
 from ._walk_params import clamped, parse_query, seed_list
 
 NAME = "search_semantic"
-TITLE = "Semantic search"
-TOOLSET = "semantic"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-NEEDS_SEMANTIC_INDEX = True  # the dispatcher passes its SemanticIndex as ``semantic=``
-OUTPUT_BUDGET = 8 * MIB
 DEFAULT_TOP_K = 3
 MAX_TOP_K = 20
 DEFAULT_DEPTH = 1
@@ -40,13 +33,8 @@ DESCRIPTION = (
 )
 
 
-def run(
-    snapshot: Snapshot,
-    params: dict[str, Any],
-    token: CancelToken,
-    *,
-    semantic: SemanticIndex | None = None,
-) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token, semantic = call.snapshot, call.token, call.semantic
     query = params.get("query")
     if not isinstance(query, str) or not query.strip():
         raise invalid_field("$.query", "query must be a non-blank string")
@@ -121,3 +109,15 @@ def _unavailable(message: str) -> BundleError:
             ),
         ),
     )
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Semantic search",
+    toolset="semantic",
+    read_only=True,
+    needs_parseable=True,
+    output_budget=8 * MIB,
+    description=DESCRIPTION,
+    run=run,
+)

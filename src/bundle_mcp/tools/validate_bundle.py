@@ -5,17 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
-from ..model import Snapshot
 from ..okf.temporal import reference_from
+from ..toolspec import CallContext, ToolSpec
 from ..validation import ValidateOptions, validate
 
 NAME = "validate_bundle"
-TITLE = "Validate bundle"
-TOOLSET = "read"
-READ_ONLY = True
-NEEDS_PARSEABLE = False
-OUTPUT_BUDGET = 64 * 1024 * 1024
 DESCRIPTION = (
     "Validate the bundle against OKF v0.2, like bundle-mcp validate: conformance errors "
     "(unparseable files, missing type, malformed index.md/log.md) and guidance warnings and "
@@ -24,7 +18,8 @@ DESCRIPTION = (
 )
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     options = ValidateOptions(
         reference=reference_from(params),
         strict=bool(params.get("strict", False)),
@@ -33,3 +28,15 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         target_version=params.get("target_version", "auto"),
     )
     return validate(snapshot, options, token)
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Validate bundle",
+    toolset="read",
+    read_only=True,
+    needs_parseable=False,
+    output_budget=64 * 1024 * 1024,
+    description=DESCRIPTION,
+    run=run,
+)

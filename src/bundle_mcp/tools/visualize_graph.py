@@ -13,19 +13,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..cancel import CancelToken
-from ..model import Snapshot
+from ..toolspec import CallContext, ToolSpec
 from ._common import MIB
 from ._extraction import extract
 from ._walk_params import parse_query, seed_list
 
 NAME = "visualize_graph"
-TITLE = "Visualize graph"
-TOOLSET = "walk"
-READ_ONLY = True
-NEEDS_PARSEABLE = True
-# max_tokens bounds the compact subgraph (400,000 characters); escaping can grow a label about
-# sixfold, and labels are cut to LABEL_LIMIT characters before that.
-OUTPUT_BUDGET = 8 * MIB
 DEFAULT_DEPTH = 1
 DEFAULT_MAX_OBJECTS = 20
 LABEL_LIMIT = 80
@@ -58,7 +51,8 @@ _BREAKS = {chr(c) for c in range(0x20)} | {chr(c) for c in range(0x7F, 0xA0)}
 _BREAKS |= {"\u2028", "\u2029"}
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     seeds = seed_list(params) if "seed_ids" in params else None
     query = parse_query(
         params,
@@ -111,3 +105,17 @@ def cut(text: str, limit: int) -> str:
     if space > limit // 2:
         head = head[:space]
     return head.rstrip() + "…"
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Visualize graph",
+    toolset="walk",
+    read_only=True,
+    needs_parseable=True,
+    # max_tokens bounds the compact subgraph (400,000 characters); escaping can grow a label about
+    # sixfold, and labels are cut to LABEL_LIMIT characters before that.
+    output_budget=8 * MIB,
+    description=DESCRIPTION,
+    run=run,
+)

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cancel import CancelToken
 from ..errors import Diagnostic
-from ..model import Snapshot
 from ..okf.ids import concept_id_problem, path_for_concept_id
+from ..toolspec import CallContext, ToolSpec
 from ..validation.concepts import guidance
 from ..writes.apply import ApplyCall, Replanned, apply_plan
 from ..writes.concept_file import checked_concept_file
@@ -24,12 +23,6 @@ from ..writes.plan import FileChange, require_utf8, revision_of_snapshot
 from ._common import invalid_field
 
 NAME = "write_concept"
-TITLE = "Write concept"
-TOOLSET = "write"
-READ_ONLY = False
-NEEDS_PARSEABLE = False  # replacing a broken file is how a broken bundle gets fixed
-NEEDS_BUNDLE_PATH = True  # the dispatcher passes the resolved root as params["bundle_path"]
-OUTPUT_BUDGET = 1 << 20
 DESCRIPTION = (
     "Replace (or create) one whole concept file from YAML frontmatter and a Markdown body, "
     "validated first: a rejected write changes nothing and returns diagnostics. Atomic; if "
@@ -41,7 +34,8 @@ DESCRIPTION = (
 MAX_SUCCESS_DIAGNOSTICS = 10_000
 
 
-def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
+    snapshot, token = call.snapshot, call.token
     concept_id = params["concept_id"]
     problem = concept_id_problem(concept_id)
     if problem is not None:
@@ -59,13 +53,15 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
         else FileChange(path, current.text, text, current.record.sha256)
     )
     # no preview and no plan digest: the request itself is the plan, against this snapshot
-    call = ApplyCall.of(
+    apply_call = ApplyCall.of(
         NAME,
         None,
         {"concept_id": concept_id, "frontmatter": params["frontmatter"], "body": body},
         revision_of_snapshot(snapshot),
     )
-    applied = apply_plan(call, snapshot, params["bundle_path"], lambda: Replanned((change,)), token)
+    applied = apply_plan(
+        apply_call, snapshot, call.bundle_path, lambda: Replanned((change,)), token
+    )
     findings = sorted(guidance(doc), key=Diagnostic.sort_key)
     return {
         "status": "success",
@@ -77,3 +73,15 @@ def run(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[
             for d in findings[:MAX_SUCCESS_DIAGNOSTICS]
         ],
     }
+
+
+SPEC = ToolSpec(
+    name=NAME,
+    title="Write concept",
+    toolset="write",
+    read_only=False,
+    needs_parseable=False,  # replacing a broken file is how a broken bundle gets fixed
+    output_budget=1 << 20,
+    description=DESCRIPTION,
+    run=run,
+)
