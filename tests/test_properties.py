@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from typing import Any
 
 import pytest
@@ -226,7 +225,6 @@ def _known_tag_crash(text: str) -> bool:
 @example("---\n<<: {a: 1}\nb: 2\n---\n")
 def test_frontmatter_parser_raises_only_frontmatter_error(text: str) -> None:
     assume(not _known_tag_crash(text))
-    started = time.monotonic()
     try:
         split = split_frontmatter(text)
     except FrontmatterError as exc:
@@ -244,7 +242,6 @@ def test_frontmatter_parser_raises_only_frontmatter_error(text: str) -> None:
         assert isinstance(value, dict)
         _json_native(value)
         json.dumps(value, allow_nan=False)
-    assert time.monotonic() - started < 5
 
 
 @pytest.mark.slow

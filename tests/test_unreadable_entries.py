@@ -22,7 +22,6 @@ import shutil
 import stat
 import subprocess
 import textwrap
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -50,7 +49,7 @@ READ_TOOLS: dict[str, dict[str, Any]] = {
 }
 # What a call on a tree we do not control may answer: a result, or one of these envelopes.
 DOCUMENTED_FAILURES = {"invalid_request", "resource_limit", "operation_rejected"}
-WALK_SECONDS = 60  # generous: the walks below take well under a second on an idle machine
+WALK_SECONDS = 60  # a cancellation deadline: the walks below take well under a second
 CONTRACTS = ContractSet()
 # The module, not the function ``bundle_mcp.loader.capture`` that shadows it on the package.
 capture_module = importlib.import_module("bundle_mcp.loader.capture")
@@ -374,7 +373,7 @@ SYSTEM_TREES = [p for p in ("/proc", "/sys") if os.path.isdir(p) and not os.path
 @pytest.mark.skipif(not SYSTEM_TREES, reason="no /proc or /sys on this system")
 @pytest.mark.parametrize("tree", SYSTEM_TREES)
 def test_loading_a_system_tree_ends_in_a_result_or_a_documented_error(tree: str) -> None:
-    started = time.monotonic()
+    # The token's deadline, not a clock assertion, is what keeps a runaway walk from hanging.
     try:
         snapshot, _ = load_bundle(tree, CancelToken(WALK_SECONDS))
     except BundleError as exc:
@@ -383,18 +382,15 @@ def test_loading_a_system_tree_ends_in_a_result_or_a_documented_error(tree: str)
         codes = {d.code for d in snapshot.skipped}
         assert codes <= {"symlink_skipped", "special_file_skipped", "unreadable_entry",
                          "path_changed", "invalid_path_encoding"}
-    assert time.monotonic() - started < WALK_SECONDS
 
 
 @pytest.mark.skipif(not SYSTEM_TREES, reason="no /proc or /sys on this system")
 @pytest.mark.parametrize("tree", SYSTEM_TREES)
 @pytest.mark.parametrize("tool", sorted(READ_TOOLS))
 def test_read_tools_on_a_system_tree_never_fail_internally(tree: str, tool: str) -> None:
-    started = time.monotonic()
     outcome = Dispatcher(ServeConfig(allow_any_bundle=True)).call(
-        tool, {"bundle_path": tree, **READ_TOOLS[tool]}
+        tool, {"bundle_path": tree, **READ_TOOLS[tool]}, CancelToken(WALK_SECONDS)
     )
-    assert time.monotonic() - started < WALK_SECONDS
     if outcome.is_error:
         assert outcome.structured["code"] in DOCUMENTED_FAILURES, outcome.structured
         CONTRACTS.check_envelope(outcome.structured)
