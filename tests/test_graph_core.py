@@ -7,13 +7,10 @@ tests/test_subgraph.py; this module checks the core itself and the layering arou
 from __future__ import annotations
 
 import ast
-import types
 from pathlib import Path
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.derived import GRAPH, of_snapshot
-from bundle_mcp.loader.document import parse_document
-from bundle_mcp.model import Snapshot, revision_of
 from bundle_mcp.okf.graph import (
     UNBOUNDED,
     BundleGraph,
@@ -24,30 +21,13 @@ from bundle_mcp.okf.graph import (
 )
 from bundle_mcp.okf.sections import locator, parse_locator
 from bundle_mcp.tools import TOOL_MODULES, expand_neighbors, query_subgraph
-from toolcall import run_tool
+from toolcall import run_tool, snapshot_of
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "bundle_mcp"
 # The tools the graph core serves (locator: search_sections); they share it, not each other.
 GRAPH_TOOLS = ("expand_neighbors", "fetch_slice", "query_subgraph", "search_sections",
                "search_semantic", "visualize_graph")
 OUTSIDE_THE_CORE = ("tools", "writes", "dispatch", "server", "surfaces", "stdio", "cli")
-
-
-def snapshot_of(files: dict[str, str]) -> Snapshot:
-    documents = {path: parse_document(path, text.encode("utf-8")) for path, text in files.items()}
-    concepts = {
-        d.concept_id: d
-        for d in documents.values()
-        if d.concept_id is not None and d.parse_error is None
-    }
-    return Snapshot(
-        revision=revision_of([d.record for d in documents.values()]),
-        documents=types.MappingProxyType(documents),
-        concepts=types.MappingProxyType(dict(sorted(concepts.items()))),
-        assets=frozenset(),
-        directories=frozenset({""}),
-        skipped=(),
-    )
 
 
 def note(body: str = "", extra: str = "") -> str:
