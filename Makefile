@@ -14,7 +14,7 @@ EXTRAS ?= dev
 TS_DIR := tests/ts
 TS_STAMP := $(TS_DIR)/node_modules/.package-lock.json
 
-.PHONY: install ts-deps run test lint bench update-goldens clean
+.PHONY: install ts-deps run test lint bench bench-all update-goldens clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,7 +49,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
+# The performance targets (issue 13): raw JSON-RPC, 1,000 and ~10,000 concepts, a table of
+# met/missed with the Go reference beside it. bench-all: every loader and server section.
 bench: $(STAMP)
+	$(BIN)/python bench/targets.py
+
+bench-all: $(STAMP)
 	$(BIN)/python bench/run.py
 
 update-goldens: $(STAMP)

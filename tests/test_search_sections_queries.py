@@ -13,11 +13,14 @@ from typing import Any
 import jsonschema
 import jsonschema_rs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader import load_bundle
+from bundle_mcp.okf.folding import fold
 from bundle_mcp.tools import search_sections
 from toolcall import run_tool
 
@@ -80,3 +83,11 @@ def test_blank_query_is_still_refused_by_the_contract() -> None:
     outcome = Dispatcher(ServeConfig(bundles=(EXAMPLE,))).call("search_sections", {"query": "  "})
     assert outcome.is_error
     assert outcome.structured["code"] == "invalid_request"
+
+
+# The ASCII fast path of the tokenizer must find exactly the words of the full Unicode class.
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)) | st.text())
+def test_ascii_word_fast_path_agrees_with_the_unicode_class(text: str) -> None:
+    folded = fold(text)
+    assert search_sections.tokens(text) == search_sections.word_pattern().findall(folded)

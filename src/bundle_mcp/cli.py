@@ -37,10 +37,17 @@ class UsageError(Exception):
     """A command line that cannot run; reported on stderr with exit code 2."""
 
 
+def _log_level() -> int:
+    """``BUNDLE_MCP_LOG_LEVEL`` (``debug``, ``info``, ``warning``, ``error``), else warnings."""
+    named = os.environ.get("BUNDLE_MCP_LOG_LEVEL", "").strip().upper()
+    level = logging.getLevelName(named) if named else logging.WARNING
+    return level if isinstance(level, int) else logging.WARNING
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args_list = list(sys.argv[1:] if argv is None else argv)
     logging.basicConfig(
-        level=logging.WARNING, stream=sys.stderr, format="bundle-mcp: %(levelname)s: %(message)s"
+        level=_log_level(), stream=sys.stderr, format="bundle-mcp: %(levelname)s: %(message)s"
     )
     try:
         if args_list[:1] == ["validate"]:

@@ -23,12 +23,14 @@ from typing import Any, Generic, Literal, TypeVar
 from .model import Document, Snapshot
 
 __all__ = [
+    "ANSWERS",
     "BUNDLE_FINDINGS",
     "COMPLETION_IDS",
     "CONCEPT_IDS_BY_CASEFOLD",
     "DOCUMENT_FINDINGS",
     "GRAPH",
     "INDEX_FINDINGS",
+    "INDEX_OUTLINE",
     "LINK_FINDINGS",
     "LIST_ENTRY",
     "ORPHAN_FINDINGS",
@@ -93,6 +95,10 @@ DOCUMENT_FINDINGS: Slot[Any] = Slot(
     "document_findings", "document", "bundle_mcp.validation",
     "the findings of the rules that read one document, per strictness and OKF version",
 )
+INDEX_OUTLINE: Slot[Any] = Slot(
+    "index_outline", "document", "bundle_mcp.validation.reserved",
+    "an index.md file's headings and top-level list entries (validation.reserved.IndexOutline)",
+)
 INDEX_FINDINGS: Slot[Any] = Slot(
     "index_findings", "snapshot", "bundle_mcp.validation",
     "strict-mode index.md description mismatches, per index file",
@@ -118,6 +124,11 @@ RESOURCE_ENTRIES: Slot[Any] = Slot(
     "the okf:// resources of the snapshot, per bundle label",
 )
 
+ANSWERS: Slot[Any] = Slot(
+    "answers", "snapshot", "bundle_mcp.dispatch",
+    "finished answers of the tools that keep them (ToolSpec.cache_results), by arguments",
+)
+
 SLOTS: tuple[Slot[Any], ...] = (
     GRAPH,
     SECTION_WORDS,
@@ -127,33 +138,48 @@ SLOTS: tuple[Slot[Any], ...] = (
     SEMANTIC_GRAPH_NODES,
     CONCEPT_IDS_BY_CASEFOLD,
     DOCUMENT_FINDINGS,
+    INDEX_OUTLINE,
     INDEX_FINDINGS,
     LINK_FINDINGS,
     ORPHAN_FINDINGS,
     BUNDLE_FINDINGS,
     COMPLETION_IDS,
     RESOURCE_ENTRIES,
+    ANSWERS,
 )
 
 
 def of_snapshot(
-    snapshot: Snapshot, slot: Slot[T], build: Callable[[], T], variant: Hashable = None
+    snapshot: Snapshot,
+    slot: Slot[T],
+    build: Callable[[], T],
+    variant: Hashable = None,
+    check: Callable[[], None] | None = None,
 ) -> T:
     """The snapshot's structure ``slot`` (for ``variant``: a profile, a file, a label), built by
-    ``build`` on first use. ``build`` must be a pure function of the snapshot and the variant."""
+    ``build`` on first use. ``build`` must be a pure function of the snapshot and the variant.
+
+    When another thread is building it (the background warm-up, say), this waits for that build;
+    ``check`` (a call's ``CancelToken.check``) runs meanwhile, so a cancelled call stops waiting.
+    """
     if slot.owner != "snapshot":
         raise ValueError(f"{slot.name} is kept per document")
-    return snapshot.memo.get((slot, variant), build)
+    return snapshot.memo.get((slot, variant), build, check)
 
 
 def of_document(
-    doc: Document, slot: Slot[T], build: Callable[[], T], variant: Hashable = None
+    doc: Document,
+    slot: Slot[T],
+    build: Callable[[], T],
+    variant: Hashable = None,
+    check: Callable[[], None] | None = None,
 ) -> T:
     """The document's structure ``slot`` for ``variant``, built by ``build`` on first use;
-    ``build`` must be a pure function of the document and the variant."""
+    ``build`` must be a pure function of the document and the variant; ``check`` as in
+    :func:`of_snapshot`."""
     if slot.owner != "document":
         raise ValueError(f"{slot.name} is kept per snapshot")
-    return doc.memo.get((slot, variant), build)
+    return doc.memo.get((slot, variant), build, check)
 
 
 def built(snapshot: Snapshot) -> dict[str, int]:

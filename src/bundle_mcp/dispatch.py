@@ -12,12 +12,13 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .cancel import CancelToken
 from .contracts import ContractSet, internal_error
+from .derived import ANSWERS, of_snapshot
 from .errors import (
     ERROR,
     INVALID_YAML_GRAPH,
@@ -30,7 +31,7 @@ from .errors import (
     resource_limit,
 )
 from .loader import PENDING_WRITE
-from .model import Document, Snapshot
+from .model import Document, Memo, Snapshot, canonical_json
 from .observe import Notice
 from .snapshots import SnapshotCache
 from .storage.handles import check_bundle_path
@@ -46,6 +47,9 @@ log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 TEXT_BUDGET = 64 * MIB
+# Finished answers kept per snapshot (ToolSpec.cache_results): the default call of each large
+# tool and a few variants. Each may be megabytes, so the number is small.
+MAX_KEPT_ANSWERS = 6
 
 _BUNDLE_FIELD = "$.bundle_path"
 
@@ -125,8 +129,31 @@ class Dispatcher:
         # call's context carries it. None means "semantic search is off".
         self._semantic = semantic
         self._reported_lock = threading.Lock()
+        # Told of every new snapshot a call captures (the warm-up follows the bundles with it).
+        self._capture_listeners: list[Callable[[str, Snapshot], None]] = []
+        self._last_capture: dict[str, Snapshot] = {}
+        self._capture_lock = threading.Lock()
         # (what, bundle path) → the revision whose broken files or stuck write were logged
         self._reported: dict[tuple[str, str], str] = {}
+
+    def on_capture(self, listener: Callable[[str, Snapshot], None]) -> None:
+        """Call ``listener(bundle_path, snapshot)`` whenever a call sees a bundle's snapshot
+        change. It runs in the calling thread, so it must only take note and return."""
+        with self._capture_lock:
+            self._capture_listeners.append(listener)
+
+    def _snapshot(self, bundle_path: str, token: CancelToken) -> Snapshot:
+        snapshot = self._cache.get(bundle_path, token)
+        if bundle_path not in self.config.bundles:
+            return snapshot  # only the bundles named at start-up are followed (bounded)
+        with self._capture_lock:
+            new = self._last_capture.get(bundle_path) is not snapshot
+            if new:
+                self._last_capture[bundle_path] = snapshot
+            listeners = tuple(self._capture_listeners) if new else ()
+        for listener in listeners:
+            listener(bundle_path, snapshot)
+        return snapshot
 
     def tools(self) -> list[ServedTool]:
         """The served tools, sorted by name (the selected toolsets, less writes when read-only)."""
@@ -157,7 +184,7 @@ class Dispatcher:
         self.contracts.check_input(name, arguments)
         token.check()
         bundle_path = self._resolve_bundle(arguments.get("bundle_path"))
-        snapshot = self._cache.get(bundle_path, token)
+        snapshot = self._snapshot(bundle_path, token)
         token.check()
         self._report_pending(bundle_path, snapshot, token)
         if snapshot.broken and spec.needs_parseable:
@@ -166,8 +193,21 @@ class Dispatcher:
             self._report_skipped(bundle_path, snapshot, token)
         params = {k: v for k, v in arguments.items() if k != "bundle_path"}
         call = CallContext(snapshot, token, bundle_path, self._semantic)
-        result = spec.run(call, params)
+        if spec.cache_results:
+            answers = of_snapshot(snapshot, ANSWERS, lambda: Memo(MAX_KEPT_ANSWERS))
+            outcome: Outcome = answers.get(
+                (name, canonical_json(params)),
+                lambda: self._answer(spec, call, params),
+                token.check,
+            )
+        else:
+            outcome = self._answer(spec, call, params)
         self._cache.persist(bundle_path, snapshot)
+        return outcome
+
+    def _answer(self, spec: ToolSpec, call: CallContext, params: dict[str, Any]) -> Outcome:
+        name, snapshot, token = spec.name, call.snapshot, call.token
+        result = spec.run(call, params)
         if spec.read_only:
             # A write that has committed is reported as done, never as cancelled.
             token.check()
@@ -248,7 +288,7 @@ class Dispatcher:
                 cancellation).
         """
         resolved = self._resolve_bundle(bundle_path)
-        snapshot = self._cache.get(resolved, token)
+        snapshot = self._snapshot(resolved, token)
         token.check()
         self._report_pending(resolved, snapshot, token)
         if snapshot.broken:
@@ -266,7 +306,7 @@ class Dispatcher:
         """
         if not self._cache.loaded(bundle_path):
             return None
-        snapshot = self._cache.get(bundle_path, token)
+        snapshot = self._snapshot(bundle_path, token)
         self._report_pending(bundle_path, snapshot, token)
         return snapshot
 

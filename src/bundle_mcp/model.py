@@ -68,19 +68,42 @@ def canonical_json(value: Any) -> str:
 _T = TypeVar("_T")
 
 
+# How often a call waiting for another thread's build looks at its own cancellation.
+BUILD_WAIT_POLL_SECONDS = 0.05
+
+
+class _Build:
+    """A value one thread is computing; the others wait for ``done`` instead of computing too."""
+
+    __slots__ = ("thread", "done")
+
+    def __init__(self) -> None:
+        self.thread = threading.get_ident()
+        self.done = threading.Event()
+
+
 class Memo:
     """Derived data kept with a frozen object: ``get(key, factory)`` computes once, then reuses.
 
     Only pure functions of the owner's frozen fields may be stored here, so a memoised value is
     the value any later call would compute: memoising changes speed, never an answer. The
-    factory runs outside the lock (it may be slow and may consult other memos); two threads
-    racing on one key both compute, and the first stored result wins.
+    factory runs outside the lock (it may be slow and may consult other memos). While one
+    thread computes a key, another thread asking for it waits for that build rather than
+    computing it a second time (both would share the interpreter lock, so a second build only
+    slows the first); the waiter calls ``check`` every few milliseconds, so its own cancellation
+    still ends the wait. When the build fails (the builder was cancelled, or the value cannot be
+    built), a waiter builds it itself and meets the same outcome the builder met.
+
+    ``max_values`` bounds what is kept: past it, the value stored first is dropped (and is
+    built again if asked for later).
     """
 
-    __slots__ = ("_values", "_lock")
+    __slots__ = ("_values", "_building", "_lock", "_max_values")
 
-    def __init__(self) -> None:
+    def __init__(self, max_values: int | None = None) -> None:
+        self._max_values = max_values
         self._values: dict[Any, Any] = {}
+        self._building: dict[Any, _Build] = {}
         self._lock = threading.Lock()
 
     def keys(self) -> tuple[Any, ...]:
@@ -88,16 +111,43 @@ class Memo:
         with self._lock:
             return tuple(self._values)
 
-    def get(self, key: Any, factory: Callable[[], _T]) -> _T:
+    def get(
+        self, key: Any, factory: Callable[[], _T], check: Callable[[], None] | None = None
+    ) -> _T:
         # cast: each key is only ever stored with one factory (the callers' contract above), so
         # the stored value has that factory's type.
+        while True:
+            try:
+                return cast(_T, self._values[key])
+            except KeyError:
+                pass
+            with self._lock:
+                if key in self._values:
+                    return cast(_T, self._values[key])
+                build = self._building.get(key)
+                mine = build is None
+                if build is None:
+                    build = self._building[key] = _Build()
+            if mine:
+                return self._build(key, factory, build)
+            if build.thread == threading.get_ident():
+                raise RuntimeError(f"{key!r} is needed by its own factory")
+            while not build.done.wait(BUILD_WAIT_POLL_SECONDS):
+                if check is not None:
+                    check()
+
+    def _build(self, key: Any, factory: Callable[[], _T], build: _Build) -> _T:
         try:
-            return cast(_T, self._values[key])
-        except KeyError:
-            pass
-        value = factory()
-        with self._lock:
-            return cast(_T, self._values.setdefault(key, value))
+            value = factory()
+            with self._lock:
+                kept = self._values.setdefault(key, value)
+                if self._max_values is not None and len(self._values) > self._max_values:
+                    del self._values[next(iter(self._values))]
+                return cast(_T, kept)
+        finally:
+            with self._lock:
+                del self._building[key]
+            build.done.set()
 
 
 @dataclass(frozen=True, slots=True)

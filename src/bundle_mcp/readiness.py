@@ -1,17 +1,25 @@
-"""Readiness for HTTP deployments: warm every served bundle in the background, then say so.
+"""The warm-up: build every derived structure of each served bundle in the background.
 
-``serve --http`` starts a :class:`Readiness` next to the server. Its daemon thread loads each
-bundle named on the command line through the dispatcher's snapshot cache (the same allow-list,
-no-symlink loader and parse policy as a tool call), then runs the read tools once with cheap
-arguments, so that what the first calls would otherwise build is already memoised with the
-snapshot: the list entries, the search folds, the section word index and its totals, the edges
-and JSON-LD nodes, the validation findings. Only then does ``/readyz`` answer 200.
+``serve`` (stdio and HTTP) starts a :class:`Readiness` next to the server. Its daemon thread
+loads each bundle named on the command line through the dispatcher's snapshot cache (the same
+allow-list, no-symlink loader and parse policy as a tool call), then runs the read tools once
+with cheap arguments, so that what the first calls would otherwise build is already built with
+the snapshot: the Markdown facts, the list entries, the search folds, the section word index and
+its totals, the edges and the graph, the JSON-LD nodes, the validation findings, and the kept
+answers of the large tools' default calls (``ToolSpec.cache_results``). Over HTTP ``/readyz``
+answers 200 only then.
 
-The event loop never waits for it: ``/healthz``, ``/readyz`` and early tool calls are served
-meanwhile (a tool call for a bundle still loading waits for that load, as it would anyway, and
-reuses it). A bundle that cannot be loaded keeps the server not ready; the reason is logged once
-and the load is retried every :data:`RETRY_SECONDS` (a bundle being synced into place, a broken
-file fixed). Once ready, the server stays ready: later changes are picked up call by call.
+Calls are served meanwhile. A call that needs a structure the warm-up is building waits for that
+build (:class:`~bundle_mcp.model.Memo`), not for the whole warm-up, and its cancellation still
+ends the wait; a call that needs nothing new (``read_concept``) waits for nothing but its turn
+at the interpreter lock.
+
+After that, the thread follows the bundles: every time a call captures a new snapshot of a
+served bundle (a file was edited, created or deleted), the warm-up runs again for it. The
+documents that did not change keep their structures, so it rebuilds only the changed files' and
+the whole-snapshot ones. A bundle that cannot be loaded keeps the server not ready; the reason is
+logged once and the load is retried every :data:`RETRY_SECONDS` (a bundle being synced into
+place, a broken file fixed). Once ready, the server stays ready.
 """
 
 from __future__ import annotations
@@ -19,14 +27,16 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .cancel import CancelToken
 from .dispatch import Dispatcher, UnknownTool
 from .errors import BundleError
+from .model import Snapshot
 
-__all__ = ["RETRY_SECONDS", "WARM_CALLS", "Readiness"]
+__all__ = ["RETRY_SECONDS", "WARM_CALLS", "WARM_CONCEPT_CALLS", "Readiness"]
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +45,19 @@ RETRY_SECONDS = 10.0
 # Read tools and arguments whose first run builds the memoised data of a whole snapshot. A tool
 # left out by --tools is skipped; a warm call that fails (a cap, say) does not stop readiness:
 # the bundle loaded, and the client will get the same answer.
+# Cheap first: the structures most first calls need come ready soonest.
 WARM_CALLS: tuple[tuple[str, Mapping[str, Any]], ...] = (
     ("list_concepts", {}),
     ("search_concepts", {"query": "a", "limit": 1}),
     ("search_sections", {"query": "a", "limit": 1}),
-    ("get_semantic_graph", {}),
+    ("validate_bundle", {}),
     ("validate_bundle", {"check_links": True, "check_orphans": True}),
+    ("get_semantic_graph", {}),
+)
+# Calls on one concept of the bundle (its first ID): they build the edges and the graph.
+WARM_CONCEPT_CALLS: tuple[tuple[str, str, Mapping[str, Any]], ...] = (
+    ("get_neighbors", "concept_id", {"limit": 1}),
+    ("expand_neighbors", "entity_ids", {"depth": 1, "limit": 1}),
 )
 
 
@@ -53,14 +70,22 @@ class Readiness:
         bundles: Sequence[str] | None = None,
         *,
         retry_seconds: float = RETRY_SECONDS,
+        follow: bool = True,
     ) -> None:
         self._dispatcher = dispatcher
         self._bundles = tuple(dispatcher.config.bundles if bundles is None else bundles)
         self._retry_seconds = retry_seconds
+        self._follow = follow
         self._ready = threading.Event()
         self._stopped = threading.Event()
         self._token = CancelToken()
         self._thread: threading.Thread | None = None
+        # Bundles a call captured a new snapshot of, waiting for their next warm-up.
+        self._changed: set[str] = set()
+        self._changed_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._warmed: dict[str, Snapshot] = {}  # only the warm-up thread touches it
+        self._idle = threading.Event()  # set while nothing is waiting to be warmed
 
     def is_ready(self) -> bool:
         return self._ready.is_set()
@@ -69,12 +94,19 @@ class Readiness:
         """Block until ready (or ``timeout`` seconds); True when ready."""
         return self._ready.wait(timeout)
 
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Block until ready and every captured snapshot is warm; True when so (tests, bench)."""
+        return self._ready.wait(timeout) and self._idle.wait(timeout)
+
     def start(self) -> None:
         """Start the warm-up thread (a daemon: it never keeps the process alive)."""
         if not self._bundles:
             # --allow-any-bundle without bundles: nothing to load, ready once serving.
             self._ready.set()
+            self._idle.set()
             return
+        if self._follow:
+            self._dispatcher.on_capture(self._captured)
         self._thread = threading.Thread(target=self._run, name="bundle-mcp-warm-up", daemon=True)
         self._thread.start()
 
@@ -82,6 +114,16 @@ class Readiness:
         """Cancel the warm-up (the server is shutting down); it stops at its next check."""
         self._stopped.set()
         self._token.cancel()
+        self._wake.set()
+
+    def _captured(self, bundle: str, snapshot: Snapshot) -> None:
+        """The dispatcher's capture listener: runs in the calling thread, so it only takes note."""
+        if bundle not in self._bundles:
+            return
+        with self._changed_lock:
+            self._changed.add(bundle)
+            self._idle.clear()
+        self._wake.set()
 
     def _run(self) -> None:
         waiting = list(self._bundles)
@@ -93,11 +135,24 @@ class Readiness:
             if waiting and self._stopped.wait(self._retry_seconds):
                 return
         self._ready.set()
+        while self._follow and not self._stopped.is_set():
+            with self._changed_lock:
+                changed, self._changed = sorted(self._changed), set()
+                if not changed:
+                    self._idle.set()
+                    self._wake.clear()
+            if not changed:
+                self._wake.wait()
+                continue
+            for bundle in changed:
+                if self._stopped.is_set():
+                    return
+                self._warm(bundle, reported)
 
     def _warm(self, bundle: str, reported: set[str]) -> bool:
         """Load and warm one bundle; False when it could not be loaded (retried later)."""
         try:
-            self._dispatcher.served_snapshot(bundle, self._token)
+            snapshot = self._dispatcher.served_snapshot(bundle, self._token)
         except BundleError as exc:
             if not self._stopped.is_set() and bundle not in reported:
                 reported.add(bundle)
@@ -109,7 +164,10 @@ class Readiness:
                     self._retry_seconds,
                 )
             return False
-        for name, arguments in WARM_CALLS:
+        if self._warmed.get(bundle) is snapshot:
+            return True  # the calls of the last warm-up captured nothing new
+        started = time.perf_counter()
+        for name, arguments in self._calls(snapshot):
             if self._stopped.is_set():
                 return False
             try:
@@ -120,10 +178,31 @@ class Readiness:
                 continue  # not served (--tools)
             if outcome.is_error:
                 log.debug("warm-up %s on %s: %s", name, bundle, outcome.text)
+        first = bundle not in self._warmed
+        self._warmed[bundle] = snapshot
+        log.info(
+            "%s is warm: %d concepts, revision %s, built in %.3f s",
+            bundle,
+            len(snapshot.concepts),
+            snapshot.revision[:12],
+            time.perf_counter() - started,
+        )
         if bundle in reported:
+            reported.discard(bundle)
             log.warning("%s loaded: no longer waiting for it", bundle)
-        self._note_read_only(bundle)
+        if first:
+            self._note_read_only(bundle)
         return True
+
+    @staticmethod
+    def _calls(snapshot: Snapshot) -> list[tuple[str, Mapping[str, Any]]]:
+        calls = list(WARM_CALLS)
+        first = next(iter(snapshot.concepts), None)
+        if first is not None:
+            for name, field, arguments in WARM_CONCEPT_CALLS:
+                value: Any = [first] if field == "entity_ids" else first
+                calls.append((name, {field: value, **arguments}))
+        return calls
 
     def _note_read_only(self, bundle: str) -> None:
         if all(spec.read_only for spec in self._dispatcher.tools()):

@@ -200,6 +200,9 @@ def build_server(
 
 
 def serve_stdio(dispatcher: Dispatcher) -> None:
+    """Serve one client on stdin/stdout; the served bundles are loaded and warmed in the
+    background from the start (:mod:`bundle_mcp.readiness`), so the first calls find them built.
+    """
     server = build_server(dispatcher)
 
     async def run() -> None:
@@ -208,7 +211,12 @@ def serve_stdio(dispatcher: Dispatcher) -> None:
         async with stdio_transport() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    anyio.run(run)
+    readiness = Readiness(dispatcher)
+    readiness.start()
+    try:
+        anyio.run(run)
+    finally:
+        readiness.stop()
 
 
 class BearerTokenMiddleware:

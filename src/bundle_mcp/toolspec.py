@@ -69,9 +69,16 @@ class ToolSpec:
     run: Runner
     text: TextRenderer | None = None  # the text block, when it is not the JSON of the result
     output_budget: int = DEFAULT_OUTPUT_BUDGET  # bytes of the structured result's JSON
+    # Keep the finished answer per snapshot and arguments, so a repeat costs no run, encode or
+    # output check. Only for a read-only tool whose answer is a pure function of the snapshot
+    # and the arguments (no clock, no server state such as the embedding index), and worth it:
+    # answers of megabytes.
+    cache_results: bool = False
 
     def __post_init__(self) -> None:
         if self.toolset not in TOOLSETS:
             raise ValueError(f"{self.name}: unknown toolset {self.toolset!r}")
+        if self.cache_results and not self.read_only:
+            raise ValueError(f"{self.name}: only a read-only tool's answers can be kept")
         if self.output_budget <= 0:
             raise ValueError(f"{self.name}: the output budget must be positive")

@@ -188,4 +188,5 @@ SPEC = ToolSpec(
     output_budget=16 * MIB,
     description=DESCRIPTION,
     run=run,
+    cache_results=True,
 )

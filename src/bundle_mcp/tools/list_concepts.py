@@ -121,4 +121,5 @@ SPEC = ToolSpec(
     output_budget=64 * MIB,
     description=DESCRIPTION,
     run=run,
+    cache_results=True,
 )

@@ -72,9 +72,17 @@ def word_pattern() -> re.Pattern[str]:
     return re.compile(f"[{body}]+")
 
 
+# In ASCII the letters and digits are the only code points in categories L, N and M, so this
+# small class finds exactly the words the full pattern finds, several times faster.
+_ASCII_WORD = re.compile(r"[0-9a-z]+")
+
+
 def tokens(text: str) -> list[str]:
     """The folded words of ``text``."""
-    return word_pattern().findall(fold(text))
+    folded = fold(text)
+    if folded.isascii():
+        return _ASCII_WORD.findall(folded)
+    return word_pattern().findall(folded)
 
 
 def query_terms(query: str) -> list[str]:
@@ -258,7 +266,9 @@ def collect_sections(
     the query terms with the same weights. Each document's words are indexed once and kept
     with the document; a term's postings are kept with the snapshot for later queries.
     """
-    totals: _Totals = of_snapshot(snapshot, SECTION_WORD_TOTALS, lambda: _totals(snapshot, token))
+    totals: _Totals = of_snapshot(
+        snapshot, SECTION_WORD_TOTALS, lambda: _totals(snapshot, token), check=token.check
+    )
     cache: _PostingCache = of_snapshot(snapshot, SECTION_POSTINGS, _PostingCache)
     postings = {t: cache.get(t, functools.partial(_postings, snapshot, t, token)) for t in terms}
     for term, found in postings.items():
@@ -336,7 +346,8 @@ def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> tuple[_Posti
 
 
 def _delimited(words: list[str]) -> str:
-    return "".join(f"{_SEP}{w}{_SEP}" for w in words)
+    """``SEP w1 SEP SEP w2 SEP ...``: every word between two separators."""
+    return f"{_SEP}{(_SEP * 2).join(words)}{_SEP}" if words else ""
 
 
 def _index(doc: Any) -> _DocumentIndex:

@@ -39,4 +39,5 @@ SPEC = ToolSpec(
     output_budget=64 * 1024 * 1024,
     description=DESCRIPTION,
     run=run,
+    cache_results=True,
 )

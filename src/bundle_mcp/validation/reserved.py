@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from markdown_it.token import Token
 
+from ..derived import INDEX_OUTLINE, of_document
 from ..errors import Diagnostic
 from ..model import INDEX, Document, Snapshot
 from ..okf.markdown import markdown_parser, resolve_link
@@ -56,13 +58,39 @@ def _index_frontmatter(doc: Document) -> Iterator[Diagnostic]:
                     field="okf_version", spec_ref=SPEC_INDEX)
 
 
-def index_entries(doc: Document) -> list[tuple[int, str | None, str | None, str]]:
+IndexEntry = tuple[int, str | None, str | None, str]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexOutline:
+    """What the index rules read from an index file: its headings and top-level list entries."""
+
+    headings: tuple[tuple[int, int, str], ...]  # (line, level, text)
+    entries: tuple[IndexEntry, ...]  # (line, heading, link destination, description)
+
+
+def index_entries(doc: Document) -> tuple[IndexEntry, ...]:
     """Top-level list entries of an index: (line, heading, link destination, description)."""
-    entries: list[tuple[int, str | None, str | None, str]] = []
+    return index_outline(doc).entries
+
+
+def index_outline(doc: Document) -> IndexOutline:
+    """The index's outline, parsed once per document (an index of a big bundle lists thousands
+    of entries, and three rules read it)."""
+    outline: IndexOutline = of_document(doc, INDEX_OUTLINE, lambda: _outline(doc))
+    return outline
+
+
+def _outline(doc: Document) -> IndexOutline:
+    entries: list[IndexEntry] = []
+    headings: list[tuple[int, int, str]] = []
     heading: str | None = None
     tokens = _tokens(doc)
     depth = 0
     for i, tok in enumerate(tokens):
+        if tok.type == "heading_open" and tok.map is not None:
+            headings.append((tok.map[0] + doc.body_line, int(tok.tag[1:]),
+                             tokens[i + 1].content.strip()))
         if tok.type == "heading_open" and depth == 0:
             heading = tokens[i + 1].content.strip()
         elif tok.type in ("bullet_list_open", "ordered_list_open"):
@@ -73,17 +101,12 @@ def index_entries(doc: Document) -> list[tuple[int, str | None, str | None, str]
             inline = next((t for t in tokens[i:] if t.type == "inline"), None)
             href, text = _first_link(inline)
             entries.append((tok.map[0] + doc.body_line, heading, href, text))
-    return entries
+    return IndexOutline(tuple(headings), tuple(entries))
 
 
 def _index_structure(doc: Document) -> Iterator[Diagnostic]:
-    tokens = _tokens(doc)
-    headings = [
-        (t.map[0] + doc.body_line, int(t.tag[1:]), tokens[i + 1].content.strip())
-        for i, t in enumerate(tokens)
-        if t.type == "heading_open" and t.map is not None
-    ]
-    entries = index_entries(doc)
+    outline = index_outline(doc)
+    headings, entries = outline.headings, outline.entries
     linked_by_heading: dict[str, int] = {}
     for line, heading, href, _ in entries:
         if heading is None:

@@ -1,0 +1,205 @@
+"""The background warm-up, single-flight builds and kept answers (issue 13).
+
+Behaviour only: what is built, who waits for whom, what is reused. No test here reads a clock to
+judge speed; the figures live in ``make bench``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundle_mcp import derived
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.errors import BundleError, resource_limit
+from bundle_mcp.model import Memo, Snapshot
+from bundle_mcp.readiness import Readiness
+from conftest import FakeTools, fake_spec
+
+WAIT_SECONDS = 60
+INDEX = "# Shop\n\n- [Orders](orders.md)\n- [Returns](returns.md)\n"
+ORDERS = (
+    "---\ntype: table\ntitle: Orders\n---\n# Orders\n\nOne row per order, see [r](returns.md).\n"
+)
+RETURNS = "---\ntype: table\ntitle: Returns\n---\n# Returns\n\nOne row per return.\n"
+
+
+# ------------------------------------------------------------------------- single-flight memo
+
+
+def test_a_second_thread_waits_for_the_build_instead_of_building_again() -> None:
+    memo = Memo()
+    started, release = threading.Event(), threading.Event()
+    builds: list[str] = []
+
+    def slow() -> str:
+        builds.append("slow")
+        started.set()
+        release.wait(WAIT_SECONDS)
+        return "value"
+
+    first = threading.Thread(target=lambda: memo.get("k", slow))
+    first.start()
+    assert started.wait(WAIT_SECONDS)
+    got: list[str] = []
+    second = threading.Thread(target=lambda: got.append(memo.get("k", lambda: "other")))
+    second.start()
+    second.join(0.2)
+    assert second.is_alive(), "the second caller should wait for the running build"
+    release.set()
+    first.join(WAIT_SECONDS)
+    second.join(WAIT_SECONDS)
+    assert got == ["value"] and builds == ["slow"]
+
+
+def test_a_cancelled_waiter_stops_waiting_and_the_build_goes_on() -> None:
+    memo = Memo()
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> int:
+        started.set()
+        release.wait(WAIT_SECONDS)
+        return 1
+
+    builder = threading.Thread(target=lambda: memo.get("k", slow))
+    builder.start()
+    assert started.wait(WAIT_SECONDS)
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(BundleError) as caught:
+        memo.get("k", lambda: 2, token.check)
+    assert caught.value.code == "operation_cancelled"
+    release.set()
+    builder.join(WAIT_SECONDS)
+    assert memo.get("k", lambda: 3) == 1
+
+
+def test_when_the_build_fails_a_waiter_builds_it_itself() -> None:
+    memo = Memo()
+    started, release = threading.Event(), threading.Event()
+
+    def failing() -> int:
+        started.set()
+        release.wait(WAIT_SECONDS)
+        raise ValueError("the builder's own failure")
+
+    errors: list[BaseException] = []
+
+    def build() -> None:
+        try:
+            memo.get("k", failing)
+        except ValueError as exc:
+            errors.append(exc)
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    assert started.wait(WAIT_SECONDS)
+    got: list[int] = []
+    waiter = threading.Thread(target=lambda: got.append(memo.get("k", lambda: 7)))
+    waiter.start()
+    release.set()
+    builder.join(WAIT_SECONDS)
+    waiter.join(WAIT_SECONDS)
+    assert len(errors) == 1 and got == [7]
+
+
+def test_a_factory_that_needs_its_own_key_is_an_error_not_a_deadlock() -> None:
+    memo = Memo()
+    with pytest.raises(RuntimeError, match="its own factory"):
+        memo.get("k", lambda: memo.get("k", lambda: 1))
+
+
+def test_a_bounded_memo_drops_the_oldest_value() -> None:
+    memo = Memo(max_values=2)
+    for key in "abc":
+        memo.get(key, lambda key=key: key)  # type: ignore[misc]
+    assert memo.keys() == ("b", "c")
+
+
+# ------------------------------------------------------------------------- kept answers
+
+
+def test_a_repeat_of_a_large_read_returns_the_kept_answer(
+    tmp_bundle: Callable[..., str],
+) -> None:
+    bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    first = dispatcher.call("list_concepts", {})
+    assert not first.is_error
+    assert dispatcher.call("list_concepts", {}) is first
+    # Other arguments are another answer; a tool that does not keep answers recomputes.
+    other = dispatcher.call("list_concepts", {"as_of": "2026-01-01"})
+    assert other is not first and other.structured != first.structured
+    read = dispatcher.call("read_concept", {"concept_id": "orders"})
+    assert dispatcher.call("read_concept", {"concept_id": "orders"}) is not read
+
+    # A changed bundle is a new snapshot: the answer is computed again, and it changed.
+    Path(bundle, "returns.md").write_text(RETURNS.replace("Returns", "Refunds"), encoding="utf-8")
+    changed = dispatcher.call("list_concepts", {})
+    assert changed is not first
+    assert changed.structured != first.structured
+
+
+def test_an_error_is_never_kept(fake_tools: FakeTools, simple_bundle: str) -> None:
+    attempts: list[int] = []
+
+    def flaky(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise resource_limit("the first attempt fails", "try again")
+        return {"word": "ok", "concepts": list(snapshot.concepts), "revision": snapshot.revision}
+
+    def bad(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+        attempts.append(2)
+        return {"word": 5, "concepts": [], "revision": snapshot.revision}
+
+    fake_tools.modules["echo"] = fake_spec("echo", flaky, cache_results=True)
+    fake_tools.modules["bad"] = fake_spec("bad", bad, cache_results=True)
+    dispatcher = fake_tools.dispatcher(bundles=(simple_bundle,))
+    assert dispatcher.call("echo", {}).is_error
+    ok = dispatcher.call("echo", {})
+    assert not ok.is_error and dispatcher.call("echo", {}) is ok
+    assert attempts == [1, 1]
+    # An answer that breaks its output contract is an internal error, and is run again.
+    assert dispatcher.call("bad", {}).is_error and dispatcher.call("bad", {}).is_error
+    assert attempts.count(2) == 2
+
+
+def test_only_a_read_only_tool_may_keep_answers() -> None:
+    with pytest.raises(ValueError, match="read-only"):
+        fake_spec("write_thing", lambda *args: {}, read_only=False, cache_results=True)
+
+
+# ------------------------------------------------------------------------- following the bundle
+
+
+def test_the_warm_up_follows_an_edit(tmp_bundle: Callable[..., str]) -> None:
+    bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    readiness = Readiness(dispatcher)
+    readiness.start()
+    try:
+        assert readiness.wait_idle(WAIT_SECONDS)
+        before = dispatcher.served_snapshot(bundle, CancelToken())
+        orders = Path(bundle, "orders.md")
+        orders.write_text(ORDERS + "\nMore about orders.\n", encoding="utf-8")
+        stat = orders.stat()
+        os.utime(orders, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+        # A call sees the change: the warm-up builds the new snapshot behind it.
+        assert not dispatcher.call("read_concept", {"concept_id": "orders"}).is_error
+        assert readiness.wait_idle(WAIT_SECONDS)
+        after = dispatcher.served_snapshot(bundle, CancelToken())
+        assert after is not before
+        counts = derived.built(after)
+        for slot in (derived.SECTION_WORD_TOTALS, derived.ORPHAN_FINDINGS, derived.ANSWERS):
+            assert counts[slot.name] > 0, f"the follow-up warm-up should have built {slot.name}"
+        # The unchanged document kept its structures: the same object, not a rebuild.
+        assert after.concepts["returns"] is before.concepts["returns"]
+    finally:
+        readiness.stop()
