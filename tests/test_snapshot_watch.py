@@ -110,3 +110,58 @@ def test_editing_okfignore_walks_again(bundle: Path) -> None:
     assert "sub/b" in _warm(cache, bundle).concepts
     (bundle / ".okfignore").write_text("sub/\n")
     assert "sub/b" not in cache.get(str(bundle), CancelToken()).concepts
+
+
+def _same_as_a_full_load(snapshot, root: Path) -> None:
+    fresh = load_bundle(str(root))[0]
+    assert list(snapshot.documents) == list(fresh.documents)  # the walk's order
+    assert list(snapshot.concepts) == list(fresh.concepts)
+    assert snapshot.revision == fresh.revision
+    assert snapshot.assets == fresh.assets
+    assert snapshot.directories == fresh.directories
+    assert snapshot.skipped == fresh.skipped
+
+
+NOTE = "---\ntype: Note\n---\nNew.\n"
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda root: (root / "sub" / "c.md").write_text(NOTE),
+        lambda root: (root / "a-b.md").write_text(NOTE),  # sorts between "a.md" and "sub/"
+        lambda root: (root / "sub" / "b.md").unlink(),
+        lambda root: os.replace(root / "sub" / "b.md", root / "b2.md"),
+        lambda root: (root / "sub" / "diagram.png").write_bytes(b"\x89PNG"),
+        lambda root: (root / "sub" / "ignored.md").write_text(NOTE),
+        lambda root: (root / ".hidden.md").write_text(NOTE),
+        lambda root: ((root / "sub" / "c.md").write_text(NOTE), (root / "sub" / "c.md").unlink()),
+    ],
+    ids=["create", "create-ordered", "delete", "rename", "asset", "ignored", "hidden",
+         "create-then-delete"],
+)
+def test_a_created_or_deleted_file_is_looked_at_alone(bundle: Path, change) -> None:
+    (bundle / ".okfignore").write_text("sub/ignored.md\n")
+    (bundle / "sub" / "old.png").write_bytes(b"\x89PNG")
+    loader = CountingLoader()
+    cache = SnapshotCache(loader)
+    before = _warm(cache, bundle)
+    calls = loader.calls
+    change(bundle)
+    after = cache.get(str(bundle), CancelToken())
+    assert loader.calls == calls, "a file created or deleted in a watched folder costs no walk"
+    _same_as_a_full_load(after, bundle)
+    assert after.concepts["a"] is before.concepts["a"]
+    assert cache.get(str(bundle), CancelToken()) is after  # the watch stays armed
+
+
+def test_a_created_symlink_still_walks_and_is_skipped(bundle: Path) -> None:
+    loader = CountingLoader()
+    cache = SnapshotCache(loader)
+    _warm(cache, bundle)
+    calls = loader.calls
+    os.symlink(bundle / "a.md", bundle / "sub" / "link.md")
+    after = cache.get(str(bundle), CancelToken())
+    assert loader.calls == calls + 1
+    assert any(d.code == "symlink_skipped" for d in after.skipped)
+    _same_as_a_full_load(after, bundle)

@@ -155,6 +155,11 @@ class Dispatcher:
             listener(bundle_path, snapshot)
         return snapshot
 
+    def save_parse_cache(self, bundle_path: str, snapshot: Snapshot) -> None:
+        """Consider saving what ``snapshot`` has parsed to the persistent cache now (the
+        warm-up's last step), rather than at the next call."""
+        self._cache.persist(bundle_path, snapshot, now=True)
+
     def tools(self) -> list[ServedTool]:
         """The served tools, sorted by name (the selected toolsets, less writes when read-only)."""
         return [tool.served for tool in self._tools.values()]

@@ -246,6 +246,16 @@ class FoldedFields:
     body: str
 
 
+class Lines(Sequence[str]):
+    """The physical lines of a text (without terminators), as ``Document.lines`` gives them."""
+
+    __slots__ = ()
+
+    def span(self, first: int, last: int) -> str:
+        """``"\\n".join(self[first:last])``; an implementation may cut it out in one piece."""
+        return "\n".join(self[first:last])
+
+
 @dataclass(frozen=True, slots=True)
 class FormatRules:
     """The format's rules a document's derived data is computed by, handed in by its builder.
@@ -256,7 +266,7 @@ class FormatRules:
 
     markdown: Callable[[Document], MarkdownFacts]  # links, sections, anchors, footnotes
     fold: Callable[[str], str]  # caseless matching, for the fields search compares
-    lines: Callable[[str], Sequence[str]]  # the physical lines every line number counts
+    lines: Callable[[str], Lines]  # the physical lines every line number counts
 
 
 @dataclass(frozen=True)
@@ -329,7 +339,7 @@ class Document:
         )
 
     @functools.cached_property
-    def lines(self) -> Sequence[str]:
+    def lines(self) -> Lines:
         """Physical lines of the file without their terminators (CRLF, CR and LF end a line)."""
         return self.rules.lines(self.text)
 

@@ -180,6 +180,7 @@ class Readiness:
                 log.debug("warm-up %s on %s: %s", name, bundle, outcome.text)
         first = bundle not in self._warmed
         self._warmed[bundle] = snapshot
+        self._dispatcher.save_parse_cache(bundle, snapshot)
         log.info(
             "%s is warm: %d concepts, revision %s, built in %.3f s",
             bundle,

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ Loader = Callable[
 
 DEFAULT_MAX_BUNDLES = 16
 PERSIST_DELAY_SECONDS = 1.0
+PERSIST_LOOK_SECONDS = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +47,14 @@ class _Cached:
 class _Slot:
     """Per-bundle state: a lock that serializes refreshes, and the last good capture."""
 
-    __slots__ = ("lock", "cached", "persisted", "saving")
+    __slots__ = ("lock", "cached", "persisted", "saving", "looked")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.cached: _Cached | None = None
         self.persisted: tuple[str, int] | None = None  # (revision, parsed bodies) last saved
         self.saving = False
+        self.looked: tuple[str, float] | None = None  # (revision, monotonic time) last counted
 
 
 class SnapshotCache:
@@ -153,18 +156,29 @@ class SnapshotCache:
         snapshot, stats = refreshed
         return _Cached(snapshot, stats, cached.watch, cached.root_identity)
 
-    def persist(self, bundle_path: str, snapshot: Snapshot) -> None:
+    def persist(self, bundle_path: str, snapshot: Snapshot, *, now: bool = False) -> None:
         """Save what this snapshot has parsed to the persistent cache, in the background.
 
         Called after each call. The pack is rewritten only when it would gain a lot: the
         first time, and when the parsed bodies grew by a twentieth of the bundle (at least 32
         files). One edited file is not worth rewriting a pack of tens of megabytes, whose
         serialisation holds the interpreter lock while the next calls wait; an entry the pack
-        misses only costs that one file's parse at the next start.
+        misses only costs that one file's parse at the next start. Counting the parsed bodies
+        is itself skipped within a second of the last count of the same revision, unless
+        ``now`` (the warm-up asks so once it has parsed everything).
         """
         if not self._parse_cache.enabled:
             return
         slot = self._slot(bundle_path)
+        clock = time.monotonic()
+        with slot.lock:
+            # Counting the parsed bodies looks at every document: at the file cap that costs
+            # more than a small call itself, so a busy client pays it once a second at most.
+            if not now and slot.looked is not None and slot.looked[0] == snapshot.revision and (
+                clock - slot.looked[1] < PERSIST_LOOK_SECONDS
+            ):
+                return
+            slot.looked = (snapshot.revision, clock)
         parsed = sum(1 for doc in snapshot.documents.values() if has_markdown(doc))
         threshold = max(32, len(snapshot.documents) // 20)
         with slot.lock:

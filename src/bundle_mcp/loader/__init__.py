@@ -11,13 +11,24 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic
+from ..limits import MAX_PATH_BYTES
 from ..model import Document, Snapshot, revision_of
 from ..observe import Notice
 from ..storage.handles import pin_root
 from ..storage.locks import ReadLock
 from ..storage.recovery import RecoveryFailed, pending, recover
 from ..storage.state_dir import JOURNAL_PATH
-from .capture import Capture, StatKey, capture, check_total, read_relative
+from .capture import (
+    MAX_FILES,
+    Capture,
+    StatKey,
+    capture,
+    check_total,
+    entry_kind,
+    has_surrogates,
+    read_ignore_rules,
+    read_relative,
+)
 from .document import parse_document
 from .parse_cache import decode
 
@@ -78,41 +89,82 @@ def refresh_files(
     paths: frozenset[str],
     token: CancelToken,
 ) -> tuple[Snapshot, dict[str, StatKey]] | None:
-    """Re-read only the files a folder watch saw written in place.
+    """Look again at only the files a folder watch named: written, created or deleted.
 
-    Returns ``None`` whenever the shortcut cannot be sure of the answer (a path it does not
-    know, a file that vanished or changed kind, a pending write journal), and the caller walks
-    the whole tree instead. Everything else about the capture (assets, folders, skipped
-    entries) is unchanged by in-place writes of existing Markdown files.
+    A file written in place is re-read; a new Markdown file is read and added, a deleted one
+    dropped; a new or deleted asset (any other file) is added to or dropped from the assets.
+    Each gets exactly the treatment the walk would give it (hidden names, ``.okfignore``, caps,
+    no symlinks), so the snapshot equals what a full load would capture, in the same order.
+
+    Returns ``None`` whenever the shortcut cannot be sure of the answer (``.okfignore`` itself
+    changed, an entry that is now neither a regular file nor absent, a name the walk would
+    report, an entry the last capture skipped, a cap reached, a pending write journal), and the
+    caller walks the whole tree instead.
     """
     if ".okfignore" in paths:
         return None  # the rules decide what is captured at all: walk again
-    wanted = sorted(p for p in paths if p.endswith(".md") and not _hidden(p))
-    if not wanted:
-        return previous, dict(previous_stats)
-    if any(p not in previous.documents for p in wanted):
+    wanted = sorted(p for p in paths if not _hidden(p))
+    skipped = {d.file for d in previous.skipped}
+    if any(p in skipped or not _plain_name(p) for p in wanted):
         return None
     fd = pin_root(bundle_path)
     try:
+        # Even when only hidden entries changed: an interrupted write leaves its staged files
+        # under hidden names, and the walk is what finishes or undoes it.
         if pending(fd):
             return None
+        if not wanted:
+            return previous, dict(previous_stats)
         documents = dict(previous.documents)
         stats = dict(previous_stats)
+        assets = set(previous.assets)
+        added = False
+        rules = None
         with ReadLock(fd, token):
             for path in wanted:
                 token.check()
+                kind = entry_kind(fd, path)
+                if kind == "other":
+                    return None
+                known = path in documents or path in assets
+                if kind == "absent":
+                    documents.pop(path, None)
+                    stats.pop(path, None)
+                    assets.discard(path)
+                    continue
+                if not known:
+                    rules = rules if rules is not None else read_ignore_rules(fd)
+                    if rules.ignored(path, is_dir=False):
+                        continue
+                if not path.endswith(".md"):
+                    assets.add(path)  # inert: never opened, as in the walk
+                    continue
                 read = read_relative(fd, path)
                 if read is None:
                     return None
                 data, key = read
                 if stats.get(path) == key:
                     continue  # touched, not changed
+                added = added or path not in documents
                 documents[path] = parse_document(path, data)
                 stats[path] = key
     finally:
         os.close(fd)
+    if len(documents) > MAX_FILES:
+        return None  # the walk reports the cap
     check_total(sum(d.record.size for d in documents.values()))
-    return _snapshot(documents, previous.assets, previous.directories, previous.skipped), stats
+    if added:
+        # The walk's order: each folder's entries sorted by name, depth first.
+        documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
+    return (
+        _snapshot(documents, frozenset(assets), previous.directories, previous.skipped),
+        stats,
+    )
+
+
+def _plain_name(path: str) -> bool:
+    """A path the walk would capture without a finding (no undecodable name, not too long)."""
+    return not has_surrogates(path) and len(path.encode("utf-8")) <= MAX_PATH_BYTES
 
 
 def _pending_write(exc: RecoveryFailed) -> Diagnostic:

@@ -121,7 +121,7 @@ def capture(
             if name.startswith("."):
                 continue
             path = prefix + _display_name(name)
-            if _has_surrogates(name):
+            if has_surrogates(name):
                 skip(_skip("invalid_path_encoding", path, "file name is not valid UTF-8"))
                 continue
             if len(path.encode("utf-8")) > MAX_PATH_BYTES:
@@ -231,21 +231,10 @@ def read_relative(root_fd: int, path: str) -> tuple[bytes, StatKey] | None:
     walks the whole tree, which reports why.
     """
     *folders, name = path.split("/")
-    fd = os.dup(root_fd)
+    fd = _open_folders(root_fd, folders)
+    if fd is None:
+        return None
     try:
-        for folder in folders:
-            try:
-                checked = os.stat(folder, dir_fd=fd, follow_symlinks=False)
-            except OSError:
-                return None
-            if not stat.S_ISDIR(checked.st_mode):
-                return None
-            try:
-                child = _open_checked(folder, fd, checked, DIR_FLAGS)
-            except _EntryFailure:
-                return None
-            os.close(fd)
-            fd = child
         try:
             checked = os.stat(name, dir_fd=fd, follow_symlinks=False)
         except OSError:
@@ -258,6 +247,42 @@ def read_relative(root_fd: int, path: str) -> tuple[bytes, StatKey] | None:
             return None
     finally:
         os.close(fd)
+
+
+def entry_kind(root_fd: int, path: str) -> str:
+    """``"absent"`` (no such entry, its folders there), ``"file"`` (a regular file) or
+    ``"other"`` (anything else, or a folder on the way that is not a plain folder), looked up
+    without following any symlink."""
+    *folders, name = path.split("/")
+    fd = _open_folders(root_fd, folders)
+    if fd is None:
+        return "other"
+    try:
+        checked = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return "absent"
+    except OSError:
+        return "other"
+    finally:
+        os.close(fd)
+    return "file" if stat.S_ISREG(checked.st_mode) else "other"
+
+
+def _open_folders(root_fd: int, folders: list[str]) -> int | None:
+    """The folder ``root/f1/f2/...`` opened with ``O_NOFOLLOW`` at each step, or ``None``."""
+    fd = os.dup(root_fd)
+    for folder in folders:
+        try:
+            checked = os.stat(folder, dir_fd=fd, follow_symlinks=False)
+            if not stat.S_ISDIR(checked.st_mode):
+                raise NotADirectoryError(folder)
+            child = _open_checked(folder, fd, checked, DIR_FLAGS)
+        except (OSError, _EntryFailure):
+            os.close(fd)
+            return None
+        os.close(fd)
+        fd = child
+    return fd
 
 
 class _EntryFailure(Exception):
@@ -416,13 +441,13 @@ def _unreadable_ignore_file(exc: OSError) -> NoReturn:
     ) from None
 
 
-def _has_surrogates(name: str) -> bool:
+def has_surrogates(name: str) -> bool:
     # Names that were not valid UTF-8 come back from the OS with lone surrogates.
     return not name.isascii() and any("\udc80" <= ch <= "\udcff" for ch in name)
 
 
 def _display_name(name: str) -> str:
-    if _has_surrogates(name):
+    if has_surrogates(name):
         return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     return name
 

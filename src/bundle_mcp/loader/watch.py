@@ -39,11 +39,16 @@ MAX_WATCHED_FOLDERS = 4096
 
 
 _EVENT = struct.Struct("iIII")
-_IN_PLACE = _IN_MODIFY | _IN_CLOSE_WRITE | _IN_ATTRIB
+# Events that name one file of a watched folder: written in place, created, deleted, renamed.
+# A folder's own events (IN_ISDIR, deleted or moved itself) and a queue overflow are not here.
+_FILE_EVENTS = (
+    _IN_MODIFY | _IN_CLOSE_WRITE | _IN_ATTRIB | _IN_CREATE | _IN_DELETE | _IN_MOVED_FROM
+    | _IN_MOVED_TO
+)
 
 
-def _modified_files(data: bytes, folders: dict[int, str]) -> set[str] | None:
-    """Paths of files written in place, or ``None`` if any event asks for a full walk."""
+def _changed_files(data: bytes, folders: dict[int, str]) -> set[str] | None:
+    """Paths of the files the events name, or ``None`` if any event asks for a full walk."""
     out: set[str] = set()
     offset = 0
     while offset + _EVENT.size <= len(data):
@@ -52,7 +57,7 @@ def _modified_files(data: bytes, folders: dict[int, str]) -> set[str] | None:
         offset += _EVENT.size + length
         name = raw.split(b"\0", 1)[0]
         folder = folders.get(wd)
-        if folder is None or not name or mask & _IN_ISDIR or mask & ~_IN_PLACE:
+        if folder is None or not name or mask & _IN_ISDIR or mask & ~_FILE_EVENTS:
             return None
         text = os.fsdecode(name)
         out.add(f"{folder}/{text}" if folder else text)
@@ -107,11 +112,12 @@ class FolderWatch:
 
     def poll(self) -> frozenset[str] | None:
         """What changed since the last poll: ``None`` means "walk everything", an empty set
-        means nothing changed, otherwise the bundle-relative paths of files modified in place.
+        means nothing changed, otherwise the bundle-relative paths of the files written,
+        created, deleted or renamed in the watched folders (the caller looks at each).
 
-        Only in-place writes of existing files are reported by name; a file or folder created,
-        deleted or renamed, an event on a folder itself, an unknown watch or a queue overflow
-        all answer ``None`` (and keep answering it: the watch is spent).
+        A folder created, deleted or renamed, an event on a watched folder itself, an unknown
+        watch or a queue overflow all answer ``None`` (and keep answering it: the watch is
+        spent).
         """
         with self._lock:
             if self._dirty or self._fd < 0:
@@ -127,7 +133,7 @@ class FolderWatch:
                     return None
                 if not data:
                     return frozenset(changed)
-                names = _modified_files(data, self._folders)
+                names = _changed_files(data, self._folders)
                 if names is None:
                     self._dirty = True
                     return None

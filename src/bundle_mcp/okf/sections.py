@@ -94,7 +94,7 @@ def breadcrumb(section: Section) -> str | None:
 
 def span_text(doc: Document, line_start: int, line_end: int) -> str:
     """Physical lines ``line_start..line_end`` (1-based, inclusive), joined with ``\\n``."""
-    return "\n".join(doc.lines[line_start - 1 : line_end])
+    return doc.lines.span(line_start - 1, line_end)
 
 
 def section_text(doc: Document, section: Section) -> str:
@@ -104,4 +104,4 @@ def section_text(doc: Document, section: Section) -> str:
 
 def body_text(doc: Document) -> str:
     """The body's physical lines (after the frontmatter), line ends normalised to ``\\n``."""
-    return "\n".join(doc.lines[doc.body_line - 1 :])
+    return doc.lines.span(doc.body_line - 1, len(doc.lines))
