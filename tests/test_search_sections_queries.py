@@ -13,7 +13,7 @@ from typing import Any
 import jsonschema
 import jsonschema_rs
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bundle_mcp.cancel import CancelToken
@@ -91,3 +91,40 @@ def test_blank_query_is_still_refused_by_the_contract() -> None:
 def test_ascii_word_fast_path_agrees_with_the_unicode_class(text: str) -> None:
     folded = fold(text)
     assert search_sections.tokens(text) == search_sections.word_pattern().findall(folded)
+
+
+# Sections of an ASCII body are counted in the folded body by offsets; other documents keep
+# each section's words. Both must give the same answer, byte for byte.
+_WORDS = st.sampled_from(["alpha", "Beta", "gamma", "pipe", "pipeline", "x1", "Straße", "ǅemal",
+                          "café", "K", "a_b", "α"])
+_LINE = st.lists(_WORDS, min_size=0, max_size=6).map(" ".join)
+_SECTION = st.tuples(st.sampled_from(["# ", "## ", "### "]), _LINE,
+                     st.lists(_LINE, min_size=0, max_size=4))
+
+
+# The patch is undone inside each example, so the function-scoped fixture is safe to share.
+@settings(max_examples=60, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.lists(_SECTION, min_size=0, max_size=4), min_size=1, max_size=4),
+    st.sampled_from(["\n", "\r\n"]),
+    st.lists(_WORDS, min_size=1, max_size=3).map(" ".join),
+)
+def test_offset_counts_agree_with_kept_words(
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+    docs: list[list[tuple[str, str, list[str]]]],
+    newline: str,
+    query: str,
+) -> None:
+    root = tmp_path_factory.mktemp("agree")
+    for n, sections in enumerate(docs):
+        lines = ["---", "type: note", f"title: Doc {n} alpha", "---", "intro pipe alpha"]
+        for mark, heading, body in sections:
+            lines += [f"{mark}{heading}".rstrip(), *body, ""]
+        (root / f"d{n}.md").write_bytes(newline.join(lines).encode("utf-8"))
+    with monkeypatch.context() as patched:
+        patched.setattr(search_sections, "counts_in_folded_body", lambda doc: False)
+        kept = run_tool(search_sections, load_bundle(str(root))[0], {"query": query})
+    by_offset = run_tool(search_sections, load_bundle(str(root))[0], {"query": query})
+    assert by_offset == kept

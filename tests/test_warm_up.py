@@ -6,6 +6,7 @@ judge speed; the figures live in ``make bench``.
 
 from __future__ import annotations
 
+import gc
 import os
 import threading
 from collections.abc import Callable
@@ -203,3 +204,16 @@ def test_the_warm_up_follows_an_edit(tmp_bundle: Callable[..., str]) -> None:
         assert after.concepts["returns"] is before.concepts["returns"]
     finally:
         readiness.stop()
+
+
+def test_a_serving_warm_up_freezes_what_it_built(tmp_bundle: Callable[..., str]) -> None:
+    bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
+    readiness = Readiness(Dispatcher(ServeConfig(bundles=(bundle,))), freeze_memory=True)
+    gc.unfreeze()
+    try:
+        readiness.start()
+        assert readiness.wait_idle(WAIT_SECONDS)
+        assert gc.get_freeze_count() > 0
+    finally:
+        readiness.stop()
+        gc.unfreeze()

@@ -226,6 +226,16 @@ class ContractSet:
             self._document(tool + OUTPUT_SUFFIX), self._document(ERROR_SCHEMA)
         )
 
+    def compile(self, tools: Iterable[str]) -> None:
+        """Build the validators of these tools' contracts and of the envelope now, so that no
+        call pays the compile of its tool's schemas (the serving warm-up calls this first)."""
+        for tool in tools:
+            for name in (tool + INPUT_SUFFIX, tool + OUTPUT_SUFFIX):
+                self._validator(name)
+                self._fast_validator(name)
+        self._validator(ERROR_SCHEMA)
+        self._fast_validator(ERROR_SCHEMA)
+
     # -- checks
 
     def check_input(self, tool: str, args: Any) -> None:

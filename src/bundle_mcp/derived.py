@@ -69,7 +69,8 @@ GRAPH: Slot[Any] = Slot(
 )
 SECTION_WORDS: Slot[Any] = Slot(
     "section_words", "document", "bundle_mcp.tools.search_sections",
-    "the words of each section of one document, folded, for search_sections",
+    "each section of one document for search_sections: its folded words, or (ASCII body) its "
+    "offsets in the folded body",
 )
 SECTION_WORD_TOTALS: Slot[Any] = Slot(
     "section_word_totals", "snapshot", "bundle_mcp.tools.search_sections",

@@ -14,6 +14,7 @@ The value objects own no format rule: whoever builds a :class:`Document` hands i
 
 from __future__ import annotations
 
+import abc
 import functools
 import hashlib
 import json
@@ -251,6 +252,11 @@ class Lines(Sequence[str]):
 
     __slots__ = ()
 
+    @abc.abstractmethod
+    def bounds(self, first: int, last: int) -> tuple[int, int]:
+        """The text offsets where line ``first`` starts and line ``last - 1`` ends (before its
+        terminator); ``first < last`` and both within the lines."""
+
     def span(self, first: int, last: int) -> str:
         """``"\\n".join(self[first:last])``; an implementation may cut it out in one piece."""
         return "\n".join(self[first:last])
@@ -359,16 +365,14 @@ def revision_of(records: list[FileRecord] | tuple[FileRecord, ...]) -> str:
     this runs on every reload, and the pieces are exactly what ``canonical_json`` would emit
     for ``[{"path": ..., "sha256": ..., "size": ...}, ...]`` (a test checks the two agree).
     """
-    digest = hashlib.sha256()
-    digest.update(b"[")
-    encode = json.JSONEncoder(ensure_ascii=False).encode
+    # The C string encoder JSONEncoder(ensure_ascii=False) uses for a str, called directly.
+    encode = json.encoder.encode_basestring
     ordered = records if _sorted_by_path(records) else sorted(records, key=lambda r: r.path)
-    for n, r in enumerate(ordered):
-        piece = f'{"," if n else ""}{{"path":{encode(r.path)},"sha256":{encode(r.sha256)},' \
-                f'"size":{r.size}}}'
-        digest.update(piece.encode("utf-8"))
-    digest.update(b"]")
-    return digest.hexdigest()
+    pieces = ",".join(
+        f'{{"path":{encode(r.path)},"sha256":{encode(r.sha256)},"size":{r.size}}}'
+        for r in ordered
+    )
+    return hashlib.sha256(f"[{pieces}]".encode()).hexdigest()
 
 
 def _sorted_by_path(records: list[FileRecord] | tuple[FileRecord, ...]) -> bool:

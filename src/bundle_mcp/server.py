@@ -211,7 +211,7 @@ def serve_stdio(dispatcher: Dispatcher) -> None:
         async with stdio_transport() as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
-    readiness = Readiness(dispatcher)
+    readiness = Readiness(dispatcher, freeze_memory=True)
     readiness.start()
     try:
         anyio.run(run)
@@ -326,7 +326,7 @@ def serve_http(
     (:mod:`bundle_mcp.readiness`); ``/readyz`` says when that is done.
     """
     host, port = sock.getsockname()[:2]
-    readiness = Readiness(dispatcher)
+    readiness = Readiness(dispatcher, freeze_memory=True)
     app = public_paths(
         build_http_app(dispatcher, host, port, token, allowed_hosts), readiness.is_ready
     )

@@ -76,6 +76,9 @@ class LineView(Lines):
         self._starts = starts
         self._ends = ends
 
+    def bounds(self, first: int, last: int) -> tuple[int, int]:
+        return self._starts[first], self._ends[last - 1]
+
     def span(self, first: int, last: int) -> str:
         """Lines ``first..last-1`` joined with LF; one slice of the text when it has no CR."""
         first, last, _ = slice(first, last).indices(len(self._starts))

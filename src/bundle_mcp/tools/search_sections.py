@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import functools
 import math
 import re
@@ -117,14 +118,21 @@ _SEP = "\x00"  # never inside a word: each token is stored as SEP word SEP
 
 @dataclass(frozen=True, slots=True)
 class _IndexedSection:
-    """One section as search sees it: its words (folded, delimited) and weighted length."""
+    """One section as search sees it: its words (folded, delimited) and weighted length.
+
+    ``words`` is ``None`` for a document whose body is ASCII: its folded body (kept for
+    search_concepts) has the same offsets as the text, so a term is counted there, between
+    ``start`` and ``end``, and the section's words are not kept a second time.
+    """
 
     heading: str
     line_start: int
     line_end: int
-    words: str  # SEP-delimited folded words of the raw text (heading line included)
+    words: str | None  # SEP-delimited folded words of the raw text (heading line included)
     heading_words: str
     length: int
+    start: int  # the raw text's offsets in the document's folded body (ASCII bodies only)
+    end: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,6 +141,7 @@ class _DocumentIndex:
     sections: tuple[_IndexedSection, ...]
     token_count: int
     total_length: int
+    ascii_body: bool  # sections are counted in the folded body, by offsets
 
 
 @dataclass(slots=True)
@@ -325,24 +334,70 @@ def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
 
 def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> tuple[_Posting, ...]:
     needle = f"{_SEP}{term}{_SEP}"
+    whole_word = _ascii_whole_word(term) if term.isascii() else None
     out: list[_Posting] = []
     for concept_id, doc in snapshot.concepts.items():
         token.check()
         # Folded text is a superset of the words: a term absent from it occurs in no section.
         folded = doc.folded
-        if term not in folded.body and term not in folded.title:
+        in_body = term in folded.body
+        if not in_body and term not in folded.title:
             continue
         index = _document_index(doc)
         in_title = index.title_words.count(needle)
+        raw_counts = (
+            _counts_by_offset(folded.body, index.sections, whole_word)
+            if index.ascii_body
+            else None
+        )
         for number, section in enumerate(index.sections):
+            if raw_counts is not None:
+                raw = raw_counts[number] if in_body else 0
+            else:
+                raw = section.words.count(needle) if section.words is not None else 0
             tf = (
-                RAW_WEIGHT * section.words.count(needle)
+                RAW_WEIGHT * raw
                 + HEADING_WEIGHT * section.heading_words.count(needle)
                 + TITLE_WEIGHT * in_title
             )
             if tf:
                 out.append(_Posting(concept_id, number, tf))
     return tuple(out)
+
+
+def counts_in_folded_body(doc: Document) -> bool:
+    """Whether the document's terms are counted in its folded body by offsets (an ASCII body
+    folds to its lowercase: same length, same offsets as the text). Otherwise each section's
+    words are kept; ``tests/test_search_sections_queries.py`` checks both give one answer."""
+    return doc.body.isascii()
+
+
+def _ascii_whole_word(term: str) -> re.Pattern[str]:
+    """The term not followed by a letter or digit of folded ASCII text. The character before
+    is checked by the caller: a leading look-behind would stop ``re`` from searching for the
+    literal first, which is several times slower."""
+    return re.compile(f"{re.escape(term)}(?![0-9a-z])")
+
+
+_ASCII_WORD_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
+
+
+def _counts_by_offset(
+    body: str, sections: tuple[_IndexedSection, ...], whole_word: re.Pattern[str] | None
+) -> list[int]:
+    """How often the term occurs as a word in each section of an ASCII body."""
+    counts = [0] * len(sections)
+    if whole_word is None or not sections:
+        return counts  # a term with non-ASCII letters cannot occur in an ASCII body
+    starts = [section.start for section in sections]
+    for match in whole_word.finditer(body, starts[0], sections[-1].end):
+        at = match.start()
+        if at and body[at - 1] in _ASCII_WORD_CHARS:
+            continue  # inside a longer word
+        n = bisect.bisect_right(starts, at) - 1
+        if n >= 0 and match.end() <= sections[n].end:
+            counts[n] += 1
+    return counts
 
 
 def _delimited(words: list[str]) -> str:
@@ -354,15 +409,26 @@ def _index(doc: Any) -> _DocumentIndex:
     title = text_field(doc.fm, "title")
     _check_label(title, "a concept title")
     title_tokens = tokens(title)
+    body = doc.folded.body
+    ascii_body = counts_in_folded_body(doc)
     sections = []
     token_count = 0
     for section in doc.markdown.sections:
-        raw = span_text(doc, section.line_start, section.line_end)
-        if not raw.strip():
-            continue
+        first, last = section.line_start - 1, section.line_end
+        if ascii_body:
+            start, end = doc.lines.bounds(first, last)
+            start, end = start - doc.body_start, end - doc.body_start
+            raw_tokens = _ASCII_WORD.findall(body, start, end)
+            if not raw_tokens and not body[start:end].strip():
+                continue
+        else:
+            raw = doc.lines.span(first, last)
+            if not raw.strip():
+                continue
+            raw_tokens = tokens(raw)
+            start = end = 0
         heading = section.heading or ""
         _check_label(heading, "a heading")
-        raw_tokens = tokens(raw)
         heading_tokens = tokens(heading)
         token_count += len(raw_tokens) + len(heading_tokens) + len(title_tokens)
         length = (
@@ -372,10 +438,11 @@ def _index(doc: Any) -> _DocumentIndex:
         )
         sections.append(
             _IndexedSection(heading, section.line_start, section.line_end,
-                            _delimited(raw_tokens), _delimited(heading_tokens), length)
+                            None if ascii_body else _delimited(raw_tokens),
+                            _delimited(heading_tokens), length, start, end)
         )
     return _DocumentIndex(_delimited(title_tokens), tuple(sections), token_count,
-                          sum(s.length for s in sections))
+                          sum(s.length for s in sections), ascii_body)
 
 
 def _check_label(text: str, what: str) -> None:
