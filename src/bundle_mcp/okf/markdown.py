@@ -12,6 +12,7 @@ import functools
 import posixpath
 import re
 import unicodedata
+from collections.abc import Callable
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
@@ -22,6 +23,7 @@ from ..model import Document, FootnoteDef, FootnoteRef, Link, MarkdownFacts, Sec
 
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _BREAKS = ("softbreak", "hardbreak")
+_NO_FACTS = MarkdownFacts((), (), frozenset(), (), ())
 
 
 @functools.lru_cache(maxsize=1)
@@ -34,9 +36,38 @@ def markdown_parser() -> MarkdownIt:
 
 
 def parse_markdown(doc: Document) -> MarkdownFacts:
-    """Parse ``doc.body``; every line number is a 1-based physical line of the whole file."""
+    """Parse ``doc.body``; every line number is a 1-based physical line of the whole file.
+
+    The compiled path (``markdown_fast``, markdown-it-pyrs) answers when it is installed and can
+    rebuild this document's facts; otherwise, and for every document it hands back, the
+    reference below does. Both give the same facts (tests/test_markdown_agreement.py).
+    """
     if doc.parse_error is not None or not doc.body:
-        return MarkdownFacts((), (), frozenset(), (), ())
+        return _NO_FACTS
+    fast = _fast_path()
+    if fast is not None:
+        facts = fast(doc)
+        if facts is not None:
+            return facts
+    return parse_markdown_reference(doc)
+
+
+@functools.lru_cache(maxsize=1)
+def _fast_path() -> Callable[[Document], MarkdownFacts | None] | None:
+    # Imported on first use: markdown_fast imports this module's rules (resolve_link,
+    # build_sections), and markdown-it-pyrs is optional at run time (a platform without a
+    # wheel still parses, with the reference).
+    try:
+        from .markdown_fast import parse_markdown_fast
+    except ImportError:
+        return None
+    return parse_markdown_fast
+
+
+def parse_markdown_reference(doc: Document) -> MarkdownFacts:
+    """The reference: markdown-it-py's token stream, read as the format's rules say."""
+    if doc.parse_error is not None or not doc.body:
+        return _NO_FACTS
     tokens = markdown_parser().parse(doc.body)
     offset = doc.body_line
     links: list[Link] = []
@@ -59,7 +90,7 @@ def parse_markdown(doc: Document) -> MarkdownFacts:
         if tok.type == "inline" and tok.children:
             base = (tok.map[0] if tok.map else 0) + offset
             _scan_inline(tok.children, base, source_dir, links, refs)
-    sections = _sections(doc, headings)
+    sections = build_sections(doc, headings)
     anchors = frozenset(s.anchor for s in sections if s.anchor is not None)
     return MarkdownFacts(tuple(links), sections, anchors, tuple(refs), tuple(defs))
 
@@ -187,7 +218,8 @@ class SlugCounter:
         return result
 
 
-def _sections(doc: Document, headings: list[tuple[int, int, str]]) -> tuple[Section, ...]:
+def build_sections(doc: Document, headings: list[tuple[int, int, str]]) -> tuple[Section, ...]:
+    """Sections from ``(file line, level, text)`` headings in document order; both paths use it."""
     last_line = doc.line_count
     sections: list[Section] = []
     first_heading = headings[0][0] if headings else last_line + 1
