@@ -313,7 +313,8 @@ def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, An
     all_cases = cases(bundle, info)
     cache_dir = str(workdir / f"cache{concepts}")
     os.makedirs(cache_dir)
-    result: dict[str, Any] = {"concepts": concepts, "bundle_bytes": bundle_bytes}
+    result: dict[str, Any] = {"concepts": concepts, "bundle_bytes": bundle_bytes,
+                              "cache_dir": cache_dir, "info": info}
 
     cold = Session(str(bundle), cache_dir)
     cold.start()
@@ -459,6 +460,55 @@ CASE_TARGETS = (
 )
 
 
+# --------------------------------------------------------------------------------------------
+# Profiles of what misses (stdlib cProfile in a fresh process: no extra dependency)
+
+PROFILE_SCRIPT = """
+import cProfile, io, json, os, pstats, sys
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.readiness import Readiness
+bundle, what, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+profile = cProfile.Profile()
+if what == "ready":
+    readiness = Readiness(dispatcher, follow=False)
+    profile.runcall(readiness._run)
+else:
+    Readiness(dispatcher, follow=False)._run()
+    dispatcher.call(what, args)
+    profile.runcall(dispatcher.call, what, args)
+out = io.StringIO()
+pstats.Stats(profile, stream=out).sort_stats("cumulative").print_stats(int(sys.argv[4]))
+print(out.getvalue())
+"""
+
+
+def profile_of(bundle: Path, cache_dir: str, what: str, arguments: dict[str, Any],
+               top: int = 14) -> str:
+    """The cumulative-time profile of one warm call (or of the whole warm-up: ``ready``)."""
+    env = {**os.environ, "BUNDLE_MCP_CACHE_DIR": cache_dir}
+    done = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT, str(bundle), what,
+                           json.dumps(arguments), str(top)],
+                          capture_output=True, text=True, env=env, check=False)
+    text = done.stdout if done.returncode == 0 else done.stderr[-3000:]
+    lines = text.splitlines()
+    start = next((n for n, line in enumerate(lines) if line.strip().startswith("ncalls")), 0)
+    return "\n".join(lines[start:start + top + 1])
+
+
+def misses(result: dict[str, Any], all_cases: list[Case]) -> list[tuple[str, dict[str, Any]]]:
+    """What to profile: the warm-up when a ready target was missed, and each missed warm call."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    if result["restart_ready_s"] > 1.0:
+        out.append(("ready", {}))
+    targets = dict(CASE_TARGETS)
+    for case in all_cases:
+        target = targets.get(case.label)
+        if target is not None and result["cold_calls"][case.label]["warm_median_s"] > target:
+            out.append((case.tool, case.arguments))
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,9978",
@@ -466,20 +516,40 @@ def main() -> int:
     parser.add_argument("--warm", type=int, default=15)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--output", default=None)
+    parser.add_argument("--no-profile", action="store_true",
+                        help="skip the profiles of the missed targets (largest size)")
     args = parser.parse_args()
     results = []
+    profiles: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bundle-mcp-targets-") as tmp:
         for size in (int(s) for s in args.sizes.split(",")):
             print(f"measuring {size} concepts ...", file=sys.stderr)
             results.append(run_size(size, Path(tmp), args.warm, args.seed))
+        if not args.no_profile and results:
+            largest = results[-1]
+            bundle = Path(tmp) / f"b{largest['concepts']}"
+            info = {"hub": "core/hub", "rare_word_example": largest.get("rare_word", "zq0")}
+            info.update(largest.get("info", {}))
+            for what, arguments in misses(largest, cases(bundle, info)):
+                print(f"profiling {what} ...", file=sys.stderr)
+                title = "the warm-up after a restart (cache)" if what == "ready" else (
+                    f"a warm {what} {json.dumps(arguments)}")
+                profiles.append(f"#### Profile: {title}\n\n```\n"
+                                f"{profile_of(bundle, largest['cache_dir'], what, arguments)}"
+                                f"\n```\n")
     print(render(results))
+    if profiles:
+        print(f"### Where the missed targets spend their time ({results[-1]['concepts']:,} "
+              "concepts, cProfile, cumulative)\n")
+        print("\n".join(profiles))
     output = Path(args.output) if args.output else (
         BENCH_DIR / "results" / f"{datetime.date.today().isoformat()}-targets.json")
     output.parent.mkdir(parents=True, exist_ok=True)
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True,
                             text=True, check=False).stdout.strip()
-    output.write_text(json.dumps({"commit": commit, "argv": sys.argv, "results": results},
-                                 indent=1), encoding="utf-8")
+    output.write_text(json.dumps({"commit": commit, "argv": sys.argv, "results": results,
+                                  "profiles": profiles}, indent=1, default=str),
+                      encoding="utf-8")
     print(f"raw samples: {output}", file=sys.stderr)
     return 0
 

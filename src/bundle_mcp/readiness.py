@@ -142,8 +142,6 @@ class Readiness:
         self._wake.set()
 
     def _run(self) -> None:
-        # The schemas first: otherwise the first call of each tool pays their compile.
-        self._dispatcher.contracts.compile(spec.name for spec in self._dispatcher.tools())
         waiting = list(self._bundles)
         reported: set[str] = set()
         while waiting:
@@ -152,6 +150,9 @@ class Readiness:
                 return
             if waiting and self._stopped.wait(self._retry_seconds):
                 return
+        # The schemas of the tools the warm calls did not use; otherwise the first call of each
+        # of them pays their compile (a second for all the contracts).
+        self._dispatcher.contracts.compile(spec.name for spec in self._dispatcher.tools())
         self._ready.set()
         while self._follow and not self._stopped.is_set():
             with self._changed_lock:
