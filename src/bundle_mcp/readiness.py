@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from .cancel import CancelToken
@@ -53,10 +53,14 @@ class Readiness:
         bundles: Sequence[str] | None = None,
         *,
         retry_seconds: float = RETRY_SECONDS,
+        on_warm: Callable[[], None] | None = None,
     ) -> None:
+        """``on_warm`` runs in the warm-up thread once every bundle is warm, just before
+        ``/readyz`` turns 200 (``serve --http`` freezes the warmed heap there)."""
         self._dispatcher = dispatcher
         self._bundles = tuple(dispatcher.config.bundles if bundles is None else bundles)
         self._retry_seconds = retry_seconds
+        self._on_warm = on_warm
         self._ready = threading.Event()
         self._stopped = threading.Event()
         self._token = CancelToken()
@@ -92,6 +96,8 @@ class Readiness:
                 return
             if waiting and self._stopped.wait(self._retry_seconds):
                 return
+        if self._on_warm is not None:
+            self._on_warm()
         self._ready.set()
 
     def _warm(self, bundle: str, reported: set[str]) -> bool:
