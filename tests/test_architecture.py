@@ -48,6 +48,7 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.surfaces": "surfaces",
     "bundle_mcp.stdio": "surfaces",
     "bundle_mcp.server": "surfaces",
+    "bundle_mcp.workers": "surfaces",
     "bundle_mcp.cli": "commands",
     "bundle_mcp.validate_cli": "commands",
     "bundle_mcp": "commands",  # the package itself re-exports the public API

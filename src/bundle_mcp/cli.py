@@ -11,8 +11,9 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ._version import __version__
@@ -99,6 +100,14 @@ def _parser() -> argparse.ArgumentParser:
         f"${HOSTS_ENV}, comma-separated). Loopback names are always accepted",
     )
     serve.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="over HTTP, serve from N processes on the one address (default 1); each loads "
+        "the bundles itself. A worker that dies stops the server with exit status 1",
+    )
+    serve.add_argument(
         "--allow-any-bundle",
         action="store_true",
         help="accept any absolute bundle_path, not only the BUNDLE arguments",
@@ -171,39 +180,94 @@ def _serve(args: argparse.Namespace) -> int:
         read_only=args.read_only,
         toolsets=_toolsets(args.tools),
     )
-    from .semantic import SemanticIndex
-
-    semantic = SemanticIndex.default()
-    dispatcher = Dispatcher(config, semantic=semantic)
+    if args.workers < 1:
+        raise UsageError("--workers wants a number of processes, 1 or more")
+    if args.workers > 1 and not args.http:
+        raise UsageError("--workers applies to --http only")
     # The SDK is imported here, not at the top, so that `call` and `validate` start quickly.
     from . import server
 
+    if args.http is None:
+        return _with_dispatcher(config, server.serve_stdio)
+    host, port = _host_port(args.http)
+    if not token and not host.startswith(_LOOPBACK):
+        log.warning(
+            "serving %s without a token: anyone who can reach this address can read the "
+            "bundle%s; set --token or $%s",
+            args.http,
+            "" if args.read_only else " and write to it",
+            TOKEN_ENV,
+        )
+    if args.workers > 1:
+        return _serve_workers(args, config, token, allowed_hosts, host, port)
     try:
-        if args.http is None:
-            server.serve_stdio(dispatcher)
-            return EXIT_OK
-        host, port = _host_port(args.http)
-        if not token and not host.startswith(_LOOPBACK):
-            log.warning(
-                "serving %s without a token: anyone who can reach this address can read the "
-                "bundle%s; set --token or $%s",
-                args.http,
-                "" if args.read_only else " and write to it",
-                TOKEN_ENV,
-            )
-        try:
-            sock = server.bind_http(host, port)
-        except OSError as exc:
-            reason = os.strerror(exc.errno or 0)
-            raise UsageError(f"--http {args.http}: cannot listen there ({reason})") from None
+        sock = server.bind_http(host, port)
+    except OSError as exc:
+        raise UsageError(_cannot_listen(args.http, exc)) from None
 
-        def ready(bound_host: str, bound_port: int) -> None:
-            _print_client_config(config, bound_host, bound_port, bool(token))
+    def ready(bound_host: str, bound_port: int) -> None:
+        _print_client_config(config, bound_host, bound_port, bool(token))
 
-        server.serve_http(dispatcher, sock, token, on_ready=ready, allowed_hosts=allowed_hosts)
+    return _with_dispatcher(
+        config,
+        lambda dispatcher: server.serve_http(
+            dispatcher, sock, token, on_ready=ready, allowed_hosts=allowed_hosts
+        ),
+    )
+
+
+def _with_dispatcher(config: ServeConfig, serve: Callable[[Dispatcher], None]) -> int:
+    """Run ``serve`` with this process's dispatcher and embedding index, then close the index."""
+    from .semantic import SemanticIndex
+
+    semantic = SemanticIndex.default()
+    try:
+        serve(Dispatcher(config, semantic=semantic))
         return EXIT_OK
     finally:
         semantic.close()
+
+
+def _serve_workers(
+    args: argparse.Namespace,
+    config: ServeConfig,
+    token: str | None,
+    allowed_hosts: tuple[str, ...],
+    host: str,
+    port: int,
+) -> int:
+    """``--workers N``: the sockets bound here, then N forked servers (bundle_mcp.workers).
+
+    Each worker builds its own dispatcher and embedding index after the fork: the parent
+    starts no thread, which a fork would not carry over.
+    """
+    from . import server, workers
+
+    try:
+        sockets = workers.bind_workers(host, port, args.workers)
+    except OSError as exc:
+        raise UsageError(_cannot_listen(args.http, exc)) from None
+    bound_host, bound_port = sockets[0].getsockname()[:2]
+
+    def serve(sock: socket.socket) -> int:
+        return _with_dispatcher(
+            config,
+            lambda dispatcher: server.serve_http(
+                dispatcher, sock, token, allowed_hosts=allowed_hosts
+            ),
+        )
+
+    def started(pids: list[int]) -> None:
+        # The sockets listen already: a client that connects now waits in the backlog.
+        print(f"bundle-mcp: {len(pids)} workers, pids {', '.join(map(str, pids))}",
+              file=sys.stderr)
+        _print_client_config(config, bound_host, bound_port, bool(token))
+
+    return workers.supervise(sockets, args.workers, serve, on_started=started)
+
+
+def _cannot_listen(address: str, exc: OSError) -> str:
+    return f"--http {address}: cannot listen there ({os.strerror(exc.errno or 0)})"
 
 
 def _allowed_hosts(values: list[str] | None, http: bool) -> tuple[str, ...]:

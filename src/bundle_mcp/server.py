@@ -330,7 +330,9 @@ def serve_http(
     app = public_paths(
         build_http_app(dispatcher, host, port, token, allowed_hosts), readiness.is_ready
     )
-    config = uvicorn.Config(app, log_level="warning", lifespan="on")
+    # No access log: a line per request costs more than a cached read_concept itself; the
+    # http and loop implementations stay "auto" (httptools and uvloop when installed).
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
     readiness.start()
     try:
         _Uvicorn(config, lambda: on_ready(host, port) if on_ready else None).run(sockets=[sock])

@@ -261,10 +261,18 @@ class Surfaces:
     # -- progress and notices of one request
 
     @asynccontextmanager
-    async def reporting(self, ctx: Context, what: str) -> AsyncIterator[CallObserver]:
+    async def reporting(self, ctx: Context, what: str) -> AsyncIterator[CallObserver | None]:
         """An observer for the worker of this request: progress (when the request carries a
         ``progressToken``) and notices (at the level the client asked for) ride the request's
-        own stream. Sends a start before the block and an end after it."""
+        own stream. Sends a start before the block and an end after it.
+
+        Without ``streams`` (stateless HTTP) every answer is one JSON body and the SDK has no
+        wire for anything else scoped to the request, so it gets no observer (``None``): no
+        pump task, no memory stream, nothing sent that would be dropped anyway.
+        """
+        if not self.streams:
+            yield None
+            return
         state = _state(ctx)
         threshold = _threshold(ctx, state)
         # A 2025 connection hears a notice once; a 2026-07-28 request that opts in, every time.
@@ -364,7 +372,7 @@ class Surfaces:
             resources=[_resource(entry) for entry in page.entries], next_cursor=page.next_cursor
         )
 
-    async def _captures(self, observer: CallObserver) -> list[tuple[ServedBundle, Snapshot]]:
+    async def _captures(self, observer: CallObserver | None) -> list[tuple[ServedBundle, Snapshot]]:
         def load(token: CancelToken) -> list[tuple[ServedBundle, Snapshot]]:
             return [
                 (served, self.dispatcher.served_snapshot(served.path, token))
@@ -677,7 +685,7 @@ def _threshold(ctx: Context, state: ConnectionState | None) -> str | None:
 
 
 async def _in_worker(
-    fn: Callable[[CancelToken], T], observer: CallObserver, *, raw: bool = False
+    fn: Callable[[CancelToken], T], observer: CallObserver | None, *, raw: bool = False
 ) -> T:
     """Run ``fn(token)`` in a worker thread; a cancelled request cancels the token.
 
