@@ -528,9 +528,7 @@ def main() -> int:
         if not args.no_profile and results:
             largest = results[-1]
             bundle = Path(tmp) / f"b{largest['concepts']}"
-            info = {"hub": "core/hub", "rare_word_example": largest.get("rare_word", "zq0")}
-            info.update(largest.get("info", {}))
-            for what, arguments in misses(largest, cases(bundle, info)):
+            for what, arguments in misses(largest, cases(bundle, largest["info"])):
                 print(f"profiling {what} ...", file=sys.stderr)
                 title = "the warm-up after a restart (cache)" if what == "ready" else (
                     f"a warm {what} {json.dumps(arguments)}")
