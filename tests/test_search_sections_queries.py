@@ -21,7 +21,7 @@ from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.okf.folding import fold
-from bundle_mcp.tools import search_sections
+from bundle_mcp.tools import _section_index, search_sections
 from toolcall import run_tool
 
 REPO = Path(__file__).resolve().parent.parent
@@ -90,7 +90,7 @@ def test_blank_query_is_still_refused_by_the_contract() -> None:
 @given(st.text(alphabet=st.characters(max_codepoint=0x7F)) | st.text())
 def test_ascii_word_fast_path_agrees_with_the_unicode_class(text: str) -> None:
     folded = fold(text)
-    assert search_sections.tokens(text) == search_sections.word_pattern().findall(folded)
+    assert _section_index.tokens(text) == _section_index.word_pattern().findall(folded)
 
 
 # Sections of an ASCII body are counted in the folded body by offsets; other documents keep
@@ -124,7 +124,7 @@ def test_offset_counts_agree_with_kept_words(
             lines += [f"{mark}{heading}".rstrip(), *body, ""]
         (root / f"d{n}.md").write_bytes(newline.join(lines).encode("utf-8"))
     with monkeypatch.context() as patched:
-        patched.setattr(search_sections, "counts_in_folded_body", lambda doc: False)
+        patched.setattr(_section_index, "counts_in_folded_body", lambda doc: False)
         kept = run_tool(search_sections, load_bundle(str(root))[0], {"query": query})
     by_offset = run_tool(search_sections, load_bundle(str(root))[0], {"query": query})
     assert by_offset == kept

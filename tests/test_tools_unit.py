@@ -22,8 +22,8 @@ from bundle_mcp.tools import (
     search_sections,
 )
 from bundle_mcp.tools._common import citation_sources
+from bundle_mcp.tools._section_index import query_terms, snippet, tokens
 from bundle_mcp.tools.read_concept import normalise_label
-from bundle_mcp.tools.search_sections import query_terms, snippet, tokens
 from toolcall import run_tool
 
 REPO = Path(__file__).resolve().parent.parent

@@ -68,16 +68,16 @@ GRAPH: Slot[Any] = Slot(
     "entities, adjacency and tag index of the traversal verbs (okf.graph.BundleGraph)",
 )
 SECTION_WORDS: Slot[Any] = Slot(
-    "section_words", "document", "bundle_mcp.tools.search_sections",
+    "section_words", "document", "bundle_mcp.tools._section_index",
     "each section of one document for search_sections: its folded words, or (ASCII body) its "
     "offsets in the folded body",
 )
 SECTION_WORD_TOTALS: Slot[Any] = Slot(
-    "section_word_totals", "snapshot", "bundle_mcp.tools.search_sections",
+    "section_word_totals", "snapshot", "bundle_mcp.tools._section_index",
     "section count and document frequencies over the whole bundle (BM25 statistics)",
 )
 SECTION_POSTINGS: Slot[Any] = Slot(
-    "section_postings", "snapshot", "bundle_mcp.tools.search_sections",
+    "section_postings", "snapshot", "bundle_mcp.tools._section_index",
     "per-term postings, filled as queries use terms",
 )
 LIST_ENTRY: Slot[Any] = Slot(

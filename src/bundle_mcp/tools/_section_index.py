@@ -1,0 +1,450 @@
+"""BM25 over sections: the index every section-level search shares (search_sections, context).
+
+Each document's sections are tokenized once and kept with the document (``SECTION_WORDS``); the
+bundle's BM25 statistics and each queried term's postings are kept with the snapshot. A tool
+asks :func:`rank_sections` for the scored sections of some terms, optionally only those of the
+concepts a filter admits: the corpus statistics (idf, average length) stay those of the whole
+bundle, so a filter never changes how two sections that both pass it compare.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import math
+import re
+import sys
+import threading
+import unicodedata
+from collections import OrderedDict
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from typing import Any
+
+from ..cancel import CancelToken
+from ..derived import (
+    SECTION_POSTINGS,
+    SECTION_WORD_TOTALS,
+    SECTION_WORDS,
+    of_document,
+    of_snapshot,
+)
+from ..errors import resource_limit
+from ..model import Document, Snapshot
+from ..okf.folding import fold
+from ..okf.properties import text_field
+
+K1 = 1.2
+B = 0.75
+RAW_WEIGHT, HEADING_WEIGHT, TITLE_WEIGHT = 1, 3, 2
+MAX_TERMS = 32
+MAX_TERM_LENGTH = 4096
+# The reference's 100,000 sections bounded per-call indexing too; real documentation folders
+# exceed it (9,746 C++ reference pages hold more). Sections are indexed once and kept.
+MAX_SECTIONS = 1_000_000
+# The reference caps one call's indexing at 1,000,000 tokens; here each document's words are
+# indexed once and kept, so the cap bounds memory, not per-call work (a bundle at the 64 MiB
+# cap holds at most ~16M words).
+MAX_TOKENS = 20_000_000
+MAX_LABEL_BYTES = 1024  # a heading or a concept title
+SNIPPET_LENGTH = 512
+SNIPPET_LEAD = 80  # characters of context kept before the first match
+
+
+@functools.lru_cache(maxsize=1)
+def word_pattern() -> re.Pattern[str]:
+    """Runs of letters, numbers and marks (Unicode categories L*, N*, M*), built once."""
+    ranges: list[tuple[int, int]] = []
+    for cp in range(sys.maxunicode + 1):
+        if unicodedata.category(chr(cp))[0] in "LNM":
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1] = (ranges[-1][0], cp)
+            else:
+                ranges.append((cp, cp))
+    body = "".join(
+        re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}"
+        for a, b in ranges
+    )
+    return re.compile(f"[{body}]+")
+
+
+# In ASCII the letters and digits are the only code points in categories L, N and M, so this
+# small class finds exactly the words the full pattern finds, several times faster.
+_ASCII_WORD = re.compile(r"[0-9a-z]+")
+
+
+def tokens(text: str) -> list[str]:
+    """The folded words of ``text``."""
+    folded = fold(text)
+    if folded.isascii():
+        return _ASCII_WORD.findall(folded)
+    return word_pattern().findall(folded)
+
+
+def query_terms(query: str) -> list[str]:
+    """Distinct folded words of the query in first-occurrence order; empty when it has none.
+
+    A query without words (``">"``, ``"¶"``) is not an error: the input contract accepts any
+    non-blank query, and no JSON Schema pattern can say "contains a letter" in exactly the
+    tokenizer's sense (``jsonschema`` runs patterns through Python's ``re``, which has no
+    ``\\p{L}``; ``jsonschema-rs`` knows ``\\p{L}`` but from a newer Unicode than
+    ``unicodedata``). So the contract alone judges validity, and a query with no words
+    matches nothing.
+
+    Raises:
+        BundleError: ``resource_limit`` beyond 32 terms or a term longer than 4096 characters.
+    """
+    terms = list(dict.fromkeys(tokens(query)))
+    if len(terms) > MAX_TERMS:
+        raise resource_limit(
+            f"the query has {len(terms)} distinct terms, more than {MAX_TERMS}",
+            f"use at most {MAX_TERMS} distinctive words",
+        )
+    if any(len(t) > MAX_TERM_LENGTH for t in terms):
+        raise resource_limit(
+            f"a query term is longer than {MAX_TERM_LENGTH} characters",
+            "use shorter words",
+        )
+    return terms
+
+
+_SEP = "\x00"  # never inside a word: each token is stored as SEP word SEP
+
+
+@dataclass(frozen=True, slots=True)
+class _IndexedSection:
+    """One section as search sees it: its words (folded, delimited) and weighted length.
+
+    ``words`` is ``None`` for a document whose body is ASCII: its folded body (kept for
+    search_concepts) has the same offsets as the text, so a term is counted there, between
+    ``start`` and ``end``, and the section's words are not kept a second time.
+    """
+
+    heading: str
+    line_start: int
+    line_end: int
+    words: str | None  # SEP-delimited folded words of the raw text (heading line included)
+    heading_words: str
+    length: int
+    start: int  # the raw text's offsets in the document's folded body (ASCII bodies only)
+    end: int
+
+
+@dataclass(frozen=True, slots=True)
+class _DocumentIndex:
+    title_words: str
+    sections: tuple[_IndexedSection, ...]
+    token_count: int
+    total_length: int
+    ascii_body: bool  # sections are counted in the folded body, by offsets
+
+
+@dataclass(slots=True)
+class _Section:
+    concept_id: str
+    path: str
+    heading: str
+    line_start: int
+    line_end: int
+    digest: str
+    raw: str
+    length: int
+    tf: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ScoredSection:
+    """One section holding every query term, with its BM25 score (rounded to 6 places)."""
+
+    score: float
+    concept_id: str
+    path: str
+    heading: str
+    line_start: int
+    line_end: int
+    digest: str  # the concept file's sha256
+
+
+def rank_sections(
+    snapshot: Snapshot,
+    terms: list[str],
+    token: CancelToken,
+    admitted: Collection[str] | None = None,
+) -> list[ScoredSection]:
+    """Every section holding all ``terms`` (AND), best first: score, then ID, then line.
+
+    ``admitted``, when given, keeps only sections of those concept IDs; BM25's statistics are
+    still those of the whole bundle. Rounded scores order the hits, so equal visible scores
+    always fall back to ID, then line.
+    """
+    df = dict.fromkeys(terms, 0)
+    sections, n, total_length = collect_sections(snapshot, terms, df, token)
+    avgdl = (total_length / n) if n else 0.0
+    if avgdl == 0:
+        avgdl = 1.0
+    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+    scored: list[ScoredSection] = []
+    for s in sections:
+        token.check()
+        if len(s.tf) != len(terms):  # AND: every term must occur
+            continue
+        if admitted is not None and s.concept_id not in admitted:
+            continue
+        score = 0.0
+        norm = K1 * (1 - B + B * s.length / avgdl)
+        for term in terms:
+            tf = s.tf[term]
+            score += idf[term] * tf * (K1 + 1) / (tf + norm)
+        scored.append(
+            ScoredSection(round(score, 6), s.concept_id, s.path, s.heading, s.line_start,
+                          s.line_end, s.digest)
+        )
+    scored.sort(key=lambda x: (-x.score, x.concept_id, x.line_start))
+    return scored
+
+
+@dataclass(frozen=True, slots=True)
+class _Totals:
+    sections: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Posting:
+    """A term's weighted count in one section (raw text, heading and concept title)."""
+
+    concept_id: str
+    section: int
+    tf: int
+
+
+class _PostingCache:
+    """Per-snapshot postings of recently queried terms (a bounded LRU).
+
+    Each term's postings are a pure function of the snapshot; keeping the last few means a
+    follow-up query that reuses a word costs a dictionary lookup instead of a scan.
+    """
+
+    def __init__(self, size: int = 256) -> None:
+        self._size = size
+        self._entries: OrderedDict[str, tuple[_Posting, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, term: str, compute: Callable[[], tuple[_Posting, ...]]) -> tuple[_Posting, ...]:
+        with self._lock:
+            found = self._entries.get(term)
+            if found is not None:
+                self._entries.move_to_end(term)
+                return found
+        value = compute()
+        with self._lock:
+            self._entries[term] = value
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+        return value
+
+
+def collect_sections(
+    snapshot: Snapshot, terms: list[str], df: dict[str, int], token: CancelToken
+) -> tuple[list[_Section], int, int]:
+    """The sections holding every query term, with weighted term counts; plus the number of
+    non-empty sections in the bundle and their total weighted length (for BM25's average).
+    ``df`` is filled with each term's document frequency (sections containing it).
+
+    A section's raw text is its physical lines (heading line included). Its length is the
+    weighted token count: raw tokens + 3 x heading tokens + 2 x title tokens; ``tf`` counts
+    the query terms with the same weights. Each document's words are indexed once and kept
+    with the document; a term's postings are kept with the snapshot for later queries.
+    """
+    totals: _Totals = of_snapshot(
+        snapshot, SECTION_WORD_TOTALS, lambda: _totals(snapshot, token), check=token.check
+    )
+    cache: _PostingCache = of_snapshot(snapshot, SECTION_POSTINGS, _PostingCache)
+    postings = {t: cache.get(t, functools.partial(_postings, snapshot, t, token)) for t in terms}
+    for term, found in postings.items():
+        df[term] = len(found)
+    # AND: only sections in every term's postings can be hits; start from the rarest term.
+    rarest = min(terms, key=lambda t: len(postings[t]))
+    counts = {(p.concept_id, p.section): {rarest: p.tf} for p in postings[rarest]}
+    for term in terms:
+        if term == rarest:
+            continue
+        for p in postings[term]:
+            entry = counts.get((p.concept_id, p.section))
+            if entry is not None:
+                entry[term] = p.tf
+    out: list[_Section] = []
+    for (concept_id, index), tf in counts.items():
+        token.check()
+        if len(tf) != len(terms):
+            continue
+        doc = snapshot.concepts[concept_id]
+        section = _document_index(doc).sections[index]
+        out.append(
+            _Section(concept_id, doc.path, section.heading, section.line_start,
+                     section.line_end, doc.record.sha256, "", section.length, tf)
+        )
+    return out, totals.sections, totals.length
+
+
+def _document_index(doc: Document) -> _DocumentIndex:
+    index: _DocumentIndex = of_document(doc, SECTION_WORDS, lambda: _index(doc))
+    return index
+
+
+def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
+    sections = length = words = 0
+    for doc in snapshot.concepts.values():
+        token.check()
+        index = _document_index(doc)
+        words += index.token_count
+        if words > MAX_TOKENS:
+            raise resource_limit(
+                f"the bundle has more than {MAX_TOKENS} searchable tokens",
+                "serve a smaller bundle; section search cannot narrow what it indexes",
+            )
+        sections += len(index.sections)
+        if sections > MAX_SECTIONS:
+            raise resource_limit(
+                f"the bundle has more than {MAX_SECTIONS} sections",
+                "serve a smaller bundle; section search cannot narrow what it indexes",
+            )
+        length += index.total_length
+    return _Totals(sections, length)
+
+
+def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> tuple[_Posting, ...]:
+    needle = f"{_SEP}{term}{_SEP}"
+    whole_word = _ascii_whole_word(term) if term.isascii() else None
+    out: list[_Posting] = []
+    for concept_id, doc in snapshot.concepts.items():
+        token.check()
+        # Folded text is a superset of the words: a term absent from it occurs in no section.
+        folded = doc.folded
+        in_body = term in folded.body
+        if not in_body and term not in folded.title:
+            continue
+        index = _document_index(doc)
+        in_title = index.title_words.count(needle)
+        raw_counts = (
+            _counts_by_offset(folded.body, index.sections, whole_word)
+            if index.ascii_body
+            else None
+        )
+        for number, section in enumerate(index.sections):
+            if raw_counts is not None:
+                raw = raw_counts[number] if in_body else 0
+            else:
+                raw = section.words.count(needle) if section.words is not None else 0
+            tf = (
+                RAW_WEIGHT * raw
+                + HEADING_WEIGHT * section.heading_words.count(needle)
+                + TITLE_WEIGHT * in_title
+            )
+            if tf:
+                out.append(_Posting(concept_id, number, tf))
+    return tuple(out)
+
+
+def counts_in_folded_body(doc: Document) -> bool:
+    """Whether the document's terms are counted in its folded body by offsets (an ASCII body
+    folds to its lowercase: same length, same offsets as the text). Otherwise each section's
+    words are kept; ``tests/test_search_sections_queries.py`` checks both give one answer."""
+    return doc.body.isascii()
+
+
+def _ascii_whole_word(term: str) -> re.Pattern[str]:
+    """The term not followed by a letter or digit of folded ASCII text. The character before
+    is checked by the caller: a leading look-behind would stop ``re`` from searching for the
+    literal first, which is several times slower."""
+    return re.compile(f"{re.escape(term)}(?![0-9a-z])")
+
+
+_ASCII_WORD_CHARS = frozenset("0123456789abcdefghijklmnopqrstuvwxyz")
+
+
+def _counts_by_offset(
+    body: str, sections: tuple[_IndexedSection, ...], whole_word: re.Pattern[str] | None
+) -> list[int]:
+    """How often the term occurs as a word in each section of an ASCII body."""
+    counts = [0] * len(sections)
+    if whole_word is None or not sections:
+        return counts  # a term with non-ASCII letters cannot occur in an ASCII body
+    starts = [section.start for section in sections]
+    for match in whole_word.finditer(body, starts[0], sections[-1].end):
+        at = match.start()
+        if at and body[at - 1] in _ASCII_WORD_CHARS:
+            continue  # inside a longer word
+        n = bisect.bisect_right(starts, at) - 1
+        if n >= 0 and match.end() <= sections[n].end:
+            counts[n] += 1
+    return counts
+
+
+def _delimited(words: list[str]) -> str:
+    """``SEP w1 SEP SEP w2 SEP ...``: every word between two separators."""
+    return f"{_SEP}{(_SEP * 2).join(words)}{_SEP}" if words else ""
+
+
+def _index(doc: Any) -> _DocumentIndex:
+    title = text_field(doc.fm, "title")
+    _check_label(title, "a concept title")
+    title_tokens = tokens(title)
+    body = doc.folded.body
+    ascii_body = counts_in_folded_body(doc)
+    sections = []
+    token_count = 0
+    for section in doc.markdown.sections:
+        first, last = section.line_start - 1, section.line_end
+        if ascii_body:
+            start, end = doc.lines.bounds(first, last)
+            start, end = start - doc.body_start, end - doc.body_start
+            raw_tokens = _ASCII_WORD.findall(body, start, end)
+            if not raw_tokens and not body[start:end].strip():
+                continue
+        else:
+            raw = doc.lines.span(first, last)
+            if not raw.strip():
+                continue
+            raw_tokens = tokens(raw)
+            start = end = 0
+        heading = section.heading or ""
+        _check_label(heading, "a heading")
+        heading_tokens = tokens(heading)
+        token_count += len(raw_tokens) + len(heading_tokens) + len(title_tokens)
+        length = (
+            RAW_WEIGHT * len(raw_tokens)
+            + HEADING_WEIGHT * len(heading_tokens)
+            + TITLE_WEIGHT * len(title_tokens)
+        )
+        sections.append(
+            _IndexedSection(heading, section.line_start, section.line_end,
+                            None if ascii_body else _delimited(raw_tokens),
+                            _delimited(heading_tokens), length, start, end)
+        )
+    return _DocumentIndex(_delimited(title_tokens), tuple(sections), token_count,
+                          sum(s.length for s in sections), ascii_body)
+
+
+def _check_label(text: str, what: str) -> None:
+    if len(text.encode("utf-8")) > MAX_LABEL_BYTES:
+        raise resource_limit(
+            f"{what} in the bundle is longer than {MAX_LABEL_BYTES} bytes",
+            "shorten the heading or title, or use search_concepts",
+        )
+
+
+def snippet(raw: str, wanted: set[str]) -> str:
+    """At most 512 characters of the section's original text around its first matching word.
+
+    Words are found in the original text and folded one by one, so the window's offsets are
+    offsets of the original (folding may change lengths: 'ß' folds to 'ss'). The window starts
+    80 characters before the first word whose fold is a query term; without one (the terms
+    matched only the title), it is the section's start.
+    """
+    start = 0
+    for match in word_pattern().finditer(raw):
+        if any(word in wanted for word in tokens(match.group())):
+            start = max(0, match.start() - SNIPPET_LEAD)
+            break
+    return raw[start : start + SNIPPET_LENGTH]
