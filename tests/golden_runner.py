@@ -2,8 +2,9 @@
 
 A case is ``{"description", "bundle", "arguments", "expected": {"is_error", "structured"}}``
 (plus an optional ``"setup"``). ``bundle`` is either the name of a folder under testdata/bundles/
-or ``{"generate": <generator>, ...}``: large bundles (1000 concepts, a 1000-link hub, a concept
-with 101 sources) are written into a temporary folder at run time instead of being committed.
+or ``{"generate": <generator>, ...}``: large bundles (1000 concepts, a 1000-link hub, a 160-node
+mesh, a concept with 101 sources) are written into a temporary folder at run time instead of
+being committed.
 Every case runs on a private temporary copy of its bundle, so a write tool's case never changes
 testdata. ``"setup": "symlink_secret"`` adds ``secret.md`` to that copy, a symlink to a file
 outside the bundle: symlinks are not committed (git and some checkouts do not keep them
@@ -83,6 +84,16 @@ def generate_hub(root: Path, count: int = 1000) -> None:
     _write(root, files)
 
 
+def generate_mesh(root: Path, count: int = 160) -> None:
+    """``node-000`` … each linking to every other node, plus ``island``, which nothing links to:
+    a dense graph where a walk that looks for the island runs into its edge budget."""
+    files = {"island.md": "---\ntype: Note\ntitle: Island\n---\nNothing links here.\n"}
+    for n in range(count):
+        links = "".join(f"[{m:03d}](node-{m:03d}.md)\n" for m in range(count) if m != n)
+        files[f"node-{n:03d}.md"] = f"---\ntype: Note\ntitle: Node {n:03d}\n---\n{links}"
+    _write(root, files)
+
+
 def generate_many_sources(root: Path, count: int = 101) -> None:
     """``cited``: one concept with ``count`` provenance sources."""
     entries = "".join(
@@ -94,6 +105,7 @@ def generate_many_sources(root: Path, count: int = 101) -> None:
 GENERATORS: dict[str, Callable[..., None]] = {
     "nodes": generate_nodes,
     "hub": generate_hub,
+    "mesh": generate_mesh,
     "many_sources": generate_many_sources,
 }
 

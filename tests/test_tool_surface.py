@@ -63,7 +63,13 @@ TOOLSET_MEMBERS = {
         "validate_bundle",
         "get_semantic_graph",
     },
-    "walk": {"expand_neighbors", "fetch_slice", "query_subgraph", "visualize_graph"},
+    "walk": {
+        "expand_neighbors",
+        "fetch_slice",
+        "find_path",
+        "query_subgraph",
+        "visualize_graph",
+    },
     "semantic": {"search_semantic"},
     "write": {
         "write_concept",

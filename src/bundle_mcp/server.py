@@ -54,7 +54,8 @@ frontmatter, links and typed relations.
 Work in a loop: 1. search_concepts with one distinctive literal from the question (an ID, title, \
 tag or phrase; not several words), or search_sections for passages; 2. read only the IDs you \
 picked with read_concept; 3. widen at most twice (get_neighbors, expand_neighbors, fetch_slice, \
-query_subgraph, visualize_graph), then answer. Never walk the whole graph.
+query_subgraph, visualize_graph; find_path links two concepts), then answer. Never walk the \
+whole graph.
 Terms:
 - concept_id: the bundle path without .md (tables/orders.md -> tables/orders); case-sensitive, \
 spaces and # allowed; no '.' or '..' segments, '\\', ':', control characters, or a last \

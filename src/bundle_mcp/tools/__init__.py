@@ -20,6 +20,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "apply_v02_migration",
     "expand_neighbors",
     "fetch_slice",
+    "find_path",
     "get_neighbors",
     "get_semantic_graph",
     "list_concepts",
