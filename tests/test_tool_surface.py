@@ -55,6 +55,7 @@ INSTRUCTIONS_BUDGET = 3 * 1024
 
 TOOLSET_MEMBERS = {
     "read": {
+        "context",
         "search_concepts",
         "search_sections",
         "read_concept",

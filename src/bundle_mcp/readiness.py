@@ -51,6 +51,7 @@ WARM_CALLS: tuple[tuple[str, Mapping[str, Any]], ...] = (
     ("list_concepts", {}),
     ("search_concepts", {"query": "a", "limit": 1}),
     ("search_sections", {"query": "a", "limit": 1}),
+    ("context", {"question": "a", "max_tokens": 256}),
     ("validate_bundle", {}),
     ("validate_bundle", {"check_links": True, "check_orphans": True}),
     ("get_semantic_graph", {}),

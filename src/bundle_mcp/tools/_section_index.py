@@ -170,15 +170,20 @@ def rank_sections(
     terms: list[str],
     token: CancelToken,
     admitted: Collection[str] | None = None,
+    *,
+    require_all: bool = True,
 ) -> list[ScoredSection]:
-    """Every section holding all ``terms`` (AND), best first: score, then ID, then line.
+    """Every section holding all ``terms`` (AND; any of them without ``require_all``, each
+    term it lacks adding nothing), best first: score, then ID, then line.
 
     ``admitted``, when given, keeps only sections of those concept IDs; BM25's statistics are
     still those of the whole bundle. Rounded scores order the hits, so equal visible scores
     always fall back to ID, then line.
     """
     df = dict.fromkeys(terms, 0)
-    sections, n, total_length = collect_sections(snapshot, terms, df, token)
+    sections, n, total_length = collect_sections(
+        snapshot, terms, df, token, require_all=require_all
+    )
     avgdl = (total_length / n) if n else 0.0
     if avgdl == 0:
         avgdl = 1.0
@@ -186,15 +191,16 @@ def rank_sections(
     scored: list[ScoredSection] = []
     for s in sections:
         token.check()
-        if len(s.tf) != len(terms):  # AND: every term must occur
+        if require_all and len(s.tf) != len(terms):  # AND: every term must occur
             continue
         if admitted is not None and s.concept_id not in admitted:
             continue
         score = 0.0
         norm = K1 * (1 - B + B * s.length / avgdl)
-        for term in terms:
-            tf = s.tf[term]
-            score += idf[term] * tf * (K1 + 1) / (tf + norm)
+        for term in terms:  # in query order, so a sum never depends on the postings' order
+            tf = s.tf.get(term, 0)
+            if tf:
+                score += idf[term] * tf * (K1 + 1) / (tf + norm)
         scored.append(
             ScoredSection(round(score, 6), s.concept_id, s.path, s.heading, s.line_start,
                           s.line_end, s.digest)
@@ -245,9 +251,15 @@ class _PostingCache:
 
 
 def collect_sections(
-    snapshot: Snapshot, terms: list[str], df: dict[str, int], token: CancelToken
+    snapshot: Snapshot,
+    terms: list[str],
+    df: dict[str, int],
+    token: CancelToken,
+    *,
+    require_all: bool = True,
 ) -> tuple[list[_Section], int, int]:
-    """The sections holding every query term, with weighted term counts; plus the number of
+    """The sections holding every query term (any of them, without ``require_all``), with
+    weighted term counts; plus the number of
     non-empty sections in the bundle and their total weighted length (for BM25's average).
     ``df`` is filled with each term's document frequency (sections containing it).
 
@@ -263,20 +275,27 @@ def collect_sections(
     postings = {t: cache.get(t, functools.partial(_postings, snapshot, t, token)) for t in terms}
     for term, found in postings.items():
         df[term] = len(found)
-    # AND: only sections in every term's postings can be hits; start from the rarest term.
-    rarest = min(terms, key=lambda t: len(postings[t]))
-    counts = {(p.concept_id, p.section): {rarest: p.tf} for p in postings[rarest]}
-    for term in terms:
-        if term == rarest:
-            continue
-        for p in postings[term]:
-            entry = counts.get((p.concept_id, p.section))
-            if entry is not None:
-                entry[term] = p.tf
+    counts: dict[tuple[str, int], dict[str, int]]
+    if require_all:
+        # AND: only sections in every term's postings can be hits; start from the rarest term.
+        rarest = min(terms, key=lambda t: len(postings[t]))
+        counts = {(p.concept_id, p.section): {rarest: p.tf} for p in postings[rarest]}
+        for term in terms:
+            if term == rarest:
+                continue
+            for p in postings[term]:
+                entry = counts.get((p.concept_id, p.section))
+                if entry is not None:
+                    entry[term] = p.tf
+    else:
+        counts = {}
+        for term in terms:
+            for p in postings[term]:
+                counts.setdefault((p.concept_id, p.section), {})[term] = p.tf
     out: list[_Section] = []
     for (concept_id, index), tf in counts.items():
         token.check()
-        if len(tf) != len(terms):
+        if require_all and len(tf) != len(terms):
             continue
         doc = snapshot.concepts[concept_id]
         section = _document_index(doc).sections[index]
