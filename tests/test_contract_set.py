@@ -118,8 +118,9 @@ def test_unknown_property_is_named_and_known_ones_listed(contracts: ContractSet)
     assert error.code == INVALID_REQUEST
     diags = errors_of(error)
     assert [d["field"] for d in diags] == ["$.alpha", "$.zeta"]
-    assert "Known arguments: as_of, bundle_path, limit, query, temporal_profile." in (
-        diags[0]["message"]
+    assert (
+        "Known arguments: as_of, bundle_path, exclude_stale, limit, min_trust, project, query, "
+        "status, tags, temporal_profile, types." in diags[0]["message"]
     )
 
 

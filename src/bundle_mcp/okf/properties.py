@@ -15,6 +15,8 @@ STATUSES = ("draft", "stable", "deprecated")
 UNVERIFIED = "unverified"
 MACHINE_CONFIRMED = "machine-confirmed"
 HUMAN_REVIEWED = "human-reviewed"
+# The trust tiers from least to most trusted: "at least this tier" compares positions here.
+TRUST_TIERS = (UNVERIFIED, MACHINE_CONFIRMED, HUMAN_REVIEWED)
 
 
 def scalar_text(value: Any) -> str:

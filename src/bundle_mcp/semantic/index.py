@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 
 from ..cancel import CancelToken
@@ -130,12 +131,21 @@ class SemanticIndex:
             return self._status_locked(revision)
 
     def search(
-        self, snapshot: Snapshot, query: str, top_k: int, min_score: float, token: CancelToken
+        self,
+        snapshot: Snapshot,
+        query: str,
+        top_k: int,
+        min_score: float,
+        token: CancelToken,
+        admitted: AbstractSet[str] | None = None,
     ) -> Matches:
         """The top_k concepts by cosine similarity to ``query`` (ties by ID).
 
         ``min_score`` 0 keeps every hit (cosine can be slightly negative); above 0 it drops
         hits below it. Searches what exists: a ``partial`` index answers from its subset.
+        ``admitted`` (a search filter's concept IDs) leaves every other concept out before it
+        is scored, so the top_k are the best admitted concepts, never fewer because better
+        concepts were filtered out afterwards.
         """
         if self._wait_seconds > 0:
             status = self.wait(snapshot, self._wait_seconds, token)
@@ -157,6 +167,8 @@ class SemanticIndex:
         scored = []
         for concept_id, other in items:
             token.check()
+            if admitted is not None and concept_id not in admitted:
+                continue
             # Float32 unit vectors can overshoot 1 by an ulp; the contract says [-1, 1].
             score = round(max(-1.0, min(1.0, cosine(vector, other))), SCORE_PLACES)
             if min_score <= 0 or score >= min_score:

@@ -11,9 +11,10 @@ The algorithm, and the faults of the reference it fixes (research/peers.md §1.2
 1. Walk: breadth-first from the seeds over the selected relation types, in both directions, to
    ``depth`` hops (clamped 0-3). Filters do not block the walk: an object behind a filtered
    hop stays reachable, as in the seeds' own systems.
-2. Filter *before* any budget is spent: ``include_object_types`` and ``structure_filters`` drop
-   non-seed objects, so the budget is never spent on something a filter removes and
-   ``suggested_next_seed`` never names an excluded object.
+2. Filter *before* any budget is spent: ``include_object_types``, ``structure_filters`` and
+   search_semantic's concept filter (``Query.admitted``) drop non-seed objects, so the budget
+   is never spent on something a filter removes and ``suggested_next_seed`` never names an
+   excluded object.
 3. Rank by one total order: seeds first, then distance ascending, then type weight descending,
    then ID ascending (never hash order).
 4. Take greedily: ``max_objects`` counts seeds too and stops the selection; a candidate whose
@@ -217,6 +218,8 @@ def field_matches(fm: Mapping[str, Any], field: str, expected: Any) -> bool:
 
 def passes(entity: Entity, query: Query) -> bool:
     if query.object_types is not None and entity_type(entity) not in query.object_types:
+        return False
+    if query.admitted is not None and entity.doc.concept_id not in query.admitted:
         return False
     fm = entity.doc.fm
     return all(field_matches(fm, field, value) for field, value in query.filters)

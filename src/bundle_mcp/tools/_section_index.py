@@ -182,7 +182,7 @@ def rank_sections(
     """
     df = dict.fromkeys(terms, 0)
     sections, n, total_length = collect_sections(
-        snapshot, terms, df, token, require_all=require_all
+        snapshot, terms, df, token, admitted, require_all=require_all
     )
     avgdl = (total_length / n) if n else 0.0
     if avgdl == 0:
@@ -192,8 +192,6 @@ def rank_sections(
     for s in sections:
         token.check()
         if require_all and len(s.tf) != len(terms):  # AND: every term must occur
-            continue
-        if admitted is not None and s.concept_id not in admitted:
             continue
         score = 0.0
         norm = K1 * (1 - B + B * s.length / avgdl)
@@ -255,6 +253,7 @@ def collect_sections(
     terms: list[str],
     df: dict[str, int],
     token: CancelToken,
+    admitted: Collection[str] | None = None,
     *,
     require_all: bool = True,
 ) -> tuple[list[_Section], int, int]:
@@ -262,6 +261,10 @@ def collect_sections(
     weighted term counts; plus the number of
     non-empty sections in the bundle and their total weighted length (for BM25's average).
     ``df`` is filled with each term's document frequency (sections containing it).
+
+    With ``admitted``, sections of other concepts are dropped before they become candidates
+    (nothing is scored for them), but ``df`` and the totals still count the whole bundle, so
+    no score depends on a filter.
 
     A section's raw text is its physical lines (heading line included). Its length is the
     weighted token count: raw tokens + 3 x heading tokens + 2 x title tokens; ``tf`` counts
@@ -279,7 +282,11 @@ def collect_sections(
     if require_all:
         # AND: only sections in every term's postings can be hits; start from the rarest term.
         rarest = min(terms, key=lambda t: len(postings[t]))
-        counts = {(p.concept_id, p.section): {rarest: p.tf} for p in postings[rarest]}
+        counts = {
+            (p.concept_id, p.section): {rarest: p.tf}
+            for p in postings[rarest]
+            if admitted is None or p.concept_id in admitted
+        }
         for term in terms:
             if term == rarest:
                 continue
@@ -291,7 +298,8 @@ def collect_sections(
         counts = {}
         for term in terms:
             for p in postings[term]:
-                counts.setdefault((p.concept_id, p.section), {})[term] = p.tf
+                if admitted is None or p.concept_id in admitted:
+                    counts.setdefault((p.concept_id, p.section), {})[term] = p.tf
     out: list[_Section] = []
     for (concept_id, index), tf in counts.items():
         token.check()

@@ -84,6 +84,9 @@ class Query:
     max_objects: int
     max_tokens: int
     compact: bool
+    # The concept IDs a search filter admits (search_semantic); None: no such filter. An
+    # object of another concept (a section: its concept's) is dropped like a filtered one.
+    admitted: frozenset[str] | None = None
 
 
 def subgraph_selection(names: list[str] | None) -> Selection:
@@ -125,6 +128,7 @@ def parse_query(
     default_depth: int,
     default_max_objects: int,
     compact: bool,
+    admitted: frozenset[str] | None = None,
 ) -> Query:
     depth = clamped(params, "depth", default_depth, 0, MAX_DEPTH)
     object_types = name_list(params, "include_object_types")
@@ -138,4 +142,5 @@ def parse_query(
         max_objects=clamped(params, "max_objects", default_max_objects, 1, MAX_OBJECTS),
         max_tokens=clamped(params, "max_tokens", DEFAULT_MAX_TOKENS, 1, MAX_TOKENS),
         compact=compact,
+        admitted=admitted,
     )

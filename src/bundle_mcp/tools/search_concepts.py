@@ -8,6 +8,7 @@ from ..okf.folding import fold
 from ..okf.temporal import reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, Cards, invalid_field, limit_from
+from ._filters import concept_filter_from
 
 NAME = "search_concepts"
 DESCRIPTION = (
@@ -33,10 +34,14 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         raise invalid_field("$.query", "query must contain a non-whitespace character")
     limit = limit_from(params)
     ref = reference_from(params)
+    concept_filter = concept_filter_from(snapshot, params, ref)
     needle = fold(query)  # never trimmed: leading or trailing spaces are part of the literal
     matches: list[tuple[int, str]] = []
     for concept_id, doc in snapshot.concepts.items():
         token.check()
+        # The filter comes before the match and the limit: total counts admitted matches only.
+        if concept_filter is not None and not concept_filter.admits(doc, ref):
+            continue
         priority = match_priority(needle, concept_id, doc)
         if priority:
             matches.append((priority, concept_id))
@@ -46,7 +51,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     for priority, concept_id in matches[:limit]:
         token.check()
         hits.append({"concept": cards.get(concept_id), "match": MATCH_NAMES[priority]})
-    return {
+    answer: dict[str, Any] = {
         "query": query,
         "as_of": ref.as_of,
         "temporal_profile": ref.profile,
@@ -54,6 +59,9 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         "truncated": len(matches) > limit,
         "hits": hits,
     }
+    if concept_filter is not None:  # without filters the answer keeps its old bytes
+        answer["filters"] = concept_filter.echo()
+    return answer
 
 
 def match_priority(needle: str, concept_id: str, doc: Any) -> int:

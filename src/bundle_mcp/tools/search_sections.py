@@ -4,10 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..model import Snapshot
+from ..okf.filters import ConceptFilter
 from ..okf.sections import locator, span_text
+from ..okf.temporal import Reference, reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import limit_from
-from ._section_index import query_terms, rank_sections, snippet
+from ._filters import admitted_concepts, concept_filter_from
+from ._section_index import ScoredSection, query_terms, rank_sections, snippet
 
 NAME = "search_sections"
 DESCRIPTION = (
@@ -24,17 +28,19 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     query = params["query"]
     terms = query_terms(query)
     limit = limit_from(params)
+    ref = reference_from(params)
+    concept_filter = concept_filter_from(snapshot, params, ref)
     if not terms:
-        return {
-            "query": query,
-            "terms": [],
-            "snapshot_revision": snapshot.revision,
-            "total": 0,
-            "truncated": False,
-            "hits": [],
-        }
+        return _answer(query, [], snapshot, [], limit, [], concept_filter, ref)
+    # Sections of other concepts are dropped before scoring; BM25's statistics stay those of
+    # the whole bundle, so a filter never changes how two admitted sections compare.
+    admitted = (
+        admitted_concepts(snapshot, concept_filter, ref, token)
+        if concept_filter is not None
+        else None
+    )
     wanted = set(terms)
-    scored = rank_sections(snapshot, terms, token)
+    scored = rank_sections(snapshot, terms, token, admitted)
     hits = []
     for s in scored[:limit]:
         token.check()
@@ -54,7 +60,20 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
                 "matched_terms": list(terms),
             }
         )
-    return {
+    return _answer(query, terms, snapshot, scored, limit, hits, concept_filter, ref)
+
+
+def _answer(
+    query: str,
+    terms: list[str],
+    snapshot: Snapshot,
+    scored: list[ScoredSection],
+    limit: int,
+    hits: list[dict[str, Any]],
+    concept_filter: ConceptFilter | None,
+    ref: Reference,
+) -> dict[str, Any]:
+    answer: dict[str, Any] = {
         "query": query,
         "terms": terms,
         "snapshot_revision": snapshot.revision,
@@ -62,6 +81,13 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         "truncated": len(scored) > limit,
         "hits": hits,
     }
+    if concept_filter is not None:
+        # Only a filtered call reports its reference time: nothing else here depends on it,
+        # and an unfiltered answer keeps its old bytes.
+        answer["as_of"] = ref.as_of
+        answer["temporal_profile"] = ref.profile
+        answer["filters"] = concept_filter.echo()
+    return answer
 
 
 SPEC = ToolSpec(

@@ -11,11 +11,13 @@ import math
 from typing import Any
 
 from ..errors import OPERATION_REJECTED, BundleError, recovery_step
+from ..okf.temporal import reference_from
 from ..semantic import NOT_READY, UNAVAILABLE
 from ..semantic.embedder import INSTALL_HINT
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._extraction import extract
+from ._filters import admitted_concepts, concept_filter_from
 from ._walk_params import clamped, parse_query, seed_list
 
 NAME = "search_semantic"
@@ -29,7 +31,8 @@ DESCRIPTION = (
     "min_score) seed a compact query_subgraph walk with its budgets. embedding_status: ready, "
     "partial, not_ready or unavailable. Before vectors exist (built in the background after "
     "the first call) or without the extra, a call without seed_ids is operation_rejected: "
-    "retry later, or pass seed_ids to expand from them (scores then empty)."
+    "retry later, or pass seed_ids to expand from them (scores then empty). Filter arguments "
+    "narrow the seeds and the returned objects (seed_ids are kept)."
 )
 
 
@@ -40,6 +43,15 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         raise invalid_field("$.query", "query must be a non-blank string")
     top_k = clamped(params, "top_k", DEFAULT_TOP_K, 1, MAX_TOP_K)
     min_score = _min_score(params)
+    ref = reference_from(params)
+    concept_filter = concept_filter_from(snapshot, params, ref)
+    # One pass over the concepts per call: the vector search scores only these, and the
+    # extraction drops every other object before its budgets are spent.
+    admitted = (
+        admitted_concepts(snapshot, concept_filter, ref, token)
+        if concept_filter is not None
+        else None
+    )
 
     scores: dict[str, float] = {}
     if "seed_ids" in params:
@@ -49,7 +61,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     else:
         if semantic is None:
             raise _unavailable("semantic search is not enabled in this server")
-        matches = semantic.search(snapshot, query, top_k, min_score, token)
+        matches = semantic.search(snapshot, query, top_k, min_score, token, admitted)
         status = matches.status
         if status == UNAVAILABLE:
             raise _unavailable("the embedding model is not installed or failed to load")
@@ -68,11 +80,12 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         default_depth=DEFAULT_DEPTH,
         default_max_objects=DEFAULT_MAX_OBJECTS,
         compact=True,
+        admitted=admitted,
     )
     found = extract(snapshot, subquery, token)
     unresolved = set(found.unresolved)
     resolved = [s for s in seeds if s not in unresolved]
-    return {
+    answer: dict[str, Any] = {
         "status": "success",
         "matched_seeds": resolved,
         "subgraph": found.subgraph,
@@ -89,6 +102,11 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         "scores": scores,
         "embedding_status": status,
     }
+    if concept_filter is not None:  # without filters the answer keeps its old bytes
+        answer["as_of"] = ref.as_of
+        answer["temporal_profile"] = ref.profile
+        answer["filters"] = concept_filter.echo()
+    return answer
 
 
 def _min_score(params: dict[str, Any]) -> float:
