@@ -153,3 +153,33 @@ def test_hybrid_fuses_embedding_ranks_and_adds_concepts_found_by_meaning(tmp_pat
     # Among the best embedding ranks without a question word: a whole-concept item.
     assert whys.get("other") == "semantic"
     assert "other" not in {i["parent_id"] for i in plain["items"]}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    types=st.lists(st.sampled_from(["roast profile", "bean", "equipment", "glossary term",
+                                    "procedure"]), max_size=2),
+    min_trust=st.sampled_from([None, "machine-confirmed", "human-reviewed"]),
+    words=st.lists(st.sampled_from(["roast", "espresso", "green", "guji", "price"]),
+                   min_size=1, max_size=3),
+)
+def test_every_item_passes_the_filter_linked_ones_included(
+    types: list[str], min_trust: str | None, words: list[str]
+) -> None:
+    arguments: dict[str, Any] = {"question": " ".join(words), "types": types,
+                                 "max_tokens": 8000}
+    if min_trust is not None:
+        arguments["min_trust"] = min_trust
+    answer = call(EXAMPLE, arguments)
+    tiers = ["unverified", "machine-confirmed", "human-reviewed"]
+    unfiltered = call(EXAMPLE, {"question": " ".join(words), "max_tokens": 8000})
+    for item in answer["items"]:
+        assert not types or item["type"].casefold() in types
+        assert min_trust is None or tiers.index(item["trust"]) >= tiers.index(min_trust)
+    # Filtering never invents a match: every matched section was a candidate without it.
+    everything = {(i["parent_id"], i["line_start"]) for i in unfiltered["items"]}
+    if not unfiltered["truncated"]:
+        matched = {(i["parent_id"], i["line_start"])
+                   for i in answer["items"] if i["why"] == "match"}
+        assert matched <= everything
+    assert answer["filters"]["types"] == sorted(set(types))

@@ -45,6 +45,12 @@ OPTIONAL_OUTPUT_KEYS = {
     ("search_concepts.output.schema.json", ""): {"filters"},
     ("search_sections.output.schema.json", ""): {"filters", "as_of", "temporal_profile"},
     ("search_semantic.output.schema.json", ""): {"filters", "as_of", "temporal_profile"},
+    ("context.output.schema.json", ""): {"filters"},
+    # suggested_next.arguments: the arguments of whichever tool it names.
+    ("context.output.schema.json", "/properties/suggested_next/properties/arguments"): {
+        "question", "max_tokens", "hybrid", "types", "tags", "project", "status", "min_trust",
+        "exclude_stale", "temporal_profile", "as_of", "concept_id", "entity_id",
+    },
 }
 
 FILES = sorted(CONTRACTS.glob("*.json"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -28,6 +29,7 @@ from ..semantic import PARTIAL, READY
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._extraction import token_cost
+from ._filters import admitted_concepts, concept_filter_from
 from ._section_index import query_terms, rank_sections
 from ._walk_params import clamped
 
@@ -97,9 +99,17 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     ref = reference_from(params)
     budget = clamped(params, "max_tokens", DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
     terms = content_terms(query_terms(question))
+    concept_filter = concept_filter_from(snapshot, params, ref)
+    admitted = (
+        admitted_concepts(snapshot, concept_filter, ref, token)
+        if concept_filter is not None
+        else None
+    )
 
     ranked = (
-        rank_sections(snapshot, terms, token, require_all=False)[:MAX_CANDIDATE_SECTIONS]
+        rank_sections(snapshot, terms, token, admitted, require_all=False)[
+            :MAX_CANDIDATE_SECTIONS
+        ]
         if terms
         else []
     )
@@ -108,7 +118,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     concept_rank = {cid: n for n, cid in enumerate(_by_score(matched), start=1)}
     semantic_rank: dict[str, int] = {}
     if params.get("hybrid"):
-        semantic_rank, note = _semantic_ranks(call, question)
+        semantic_rank, note = _semantic_ranks(call, question, admitted)
         if semantic_rank:
             ranking = "hybrid"
 
@@ -131,7 +141,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
                 _Candidate(_base_score(0.0, cid, concept_rank, semantic_rank), cid, 0, 0, None,
                            "semantic", None)
             )
-    candidates.extend(_linked(snapshot, candidates, token))
+    candidates.extend(_linked(snapshot, candidates, admitted, token))
     weighted = [replace(c, score=round(c.score * _weight(snapshot, c.concept_id, ref),
                                        SCORE_PLACES))
                 for c in candidates]
@@ -139,7 +149,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
 
     items, omitted, clipped_any, used = _pack(snapshot, weighted, budget, ref, token)
     truncated = omitted > 0 or clipped_any
-    return {
+    answer: dict[str, Any] = {
         "question": question,
         "terms": terms,
         "snapshot_revision": snapshot.revision,
@@ -155,6 +165,9 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         "suggested_next": _suggest_next(question, budget, weighted, items, truncated, params),
         "items": items,
     }
+    if concept_filter is not None:
+        answer["filters"] = concept_filter.echo()
+    return answer
 
 
 def content_terms(terms: list[str]) -> list[str]:
@@ -187,12 +200,16 @@ def _base_score(
     return fused * (1.0 + math.log1p(bm25))
 
 
-def _semantic_ranks(call: CallContext, question: str) -> tuple[dict[str, int], str | None]:
-    """Concept ranks by embedding similarity, or none and why."""
+def _semantic_ranks(
+    call: CallContext, question: str, admitted: AbstractSet[str] | None
+) -> tuple[dict[str, int], str | None]:
+    """Concept ranks by embedding similarity (among the admitted concepts), or none and why."""
     semantic = call.semantic
     if semantic is None:
         return {}, "hybrid asked for, but semantic search is not enabled: ranked by BM25 alone"
-    matches = semantic.search(call.snapshot, question, SEMANTIC_CANDIDATES, 0.0, call.token)
+    matches = semantic.search(
+        call.snapshot, question, SEMANTIC_CANDIDATES, 0.0, call.token, admitted
+    )
     if matches.status not in (READY, PARTIAL) or not matches.hits:
         return {}, (f"hybrid asked for, but the embedding index is {matches.status}: "
                     "ranked by BM25 alone")
@@ -201,8 +218,14 @@ def _semantic_ranks(call: CallContext, question: str) -> tuple[dict[str, int], s
     return ranks, note
 
 
-def _linked(snapshot: Snapshot, candidates: list[_Candidate], token: Any) -> list[_Candidate]:
-    """The neighbours of the best concepts that the question did not match themselves."""
+def _linked(
+    snapshot: Snapshot,
+    candidates: list[_Candidate],
+    admitted: AbstractSet[str] | None,
+    token: Any,
+) -> list[_Candidate]:
+    """The neighbours of the best concepts that the question did not match themselves (only
+    concepts the call's filter admits)."""
     best: dict[str, float] = {}
     for c in candidates:
         best[c.concept_id] = max(best.get(c.concept_id, 0.0), c.score)
@@ -220,6 +243,8 @@ def _linked(snapshot: Snapshot, candidates: list[_Candidate], token: Any) -> lis
                 else (edge.source_id, INCOMING)
             )
             if other in taken or other not in snapshot.concepts:
+                continue
+            if admitted is not None and other not in admitted:
                 continue
             relationship = LINKS_TO if edge.kind == NAVIGATION else (edge.relation_type or "")
             current = neighbours.get(other)
