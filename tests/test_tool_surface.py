@@ -61,17 +61,15 @@ TOOLSET_MEMBERS = {
         "read_concept",
         "get_neighbors",
         "list_concepts",
-        "validate_bundle",
-        "get_semantic_graph",
     },
     "walk": {
         "expand_neighbors",
         "fetch_slice",
         "find_path",
         "query_subgraph",
-        "visualize_graph",
     },
     "semantic": {"search_semantic"},
+    "views": {"validate_bundle", "get_semantic_graph", "visualize_graph"},
     "write": {
         "write_concept",
         "preview_concept_patch",
@@ -243,7 +241,7 @@ def test_the_advertised_schema_accepts_whatever_the_contract_accepts(tool: str) 
             assert not advertised.is_valid(arguments)
 
 
-@pytest.mark.parametrize("toolset", ["read", "walk", "semantic"])
+@pytest.mark.parametrize("toolset", ["read", "walk", "semantic", "views"])
 def test_the_read_walk_and_semantic_tools_advertise_every_constraint(toolset: str) -> None:
     """Only write tools fold (payloads echoed from a preview, deep shared definitions)."""
     for tool in TOOLSET_MEMBERS[toolset]:
@@ -426,7 +424,7 @@ def test_date_and_instant_patterns_agree_on_edge_cases(value: str) -> None:
 
 
 def test_every_tool_belongs_to_one_named_toolset() -> None:
-    assert list(TOOLSETS) == ["read", "walk", "write", "semantic"]
+    assert list(TOOLSETS) == ["read", "walk", "write", "semantic", "views"]
     by_set: dict[str, set[str]] = {name: set() for name in TOOLSETS}
     for name, module in REAL_TOOLS.items():
         by_set[module.toolset].add(name)

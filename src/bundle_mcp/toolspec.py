@@ -34,11 +34,12 @@ DEFAULT_OUTPUT_BUDGET = 64 * MIB
 
 # What `serve --tools` selects from, in the order the help lists them.
 TOOLSETS: dict[str, str] = {
-    "read": "search, read and list concepts, their neighbours, the graph, validation",
-    "walk": "bounded widening: expand_neighbors, fetch_slice, find_path, query_subgraph, "
-    "visualize_graph",
+    "read": "context, search, read and list concepts, their neighbours, the bundle summary",
+    "walk": "bounded widening: expand_neighbors, fetch_slice, find_path, query_subgraph",
     "write": "write_concept and the preview_*/apply_* pairs",
     "semantic": "search_semantic (needs the semantic extra)",
+    "views": "whole-bundle views for people and programs: validate_bundle, get_semantic_graph "
+    "(JSON-LD), visualize_graph (Mermaid)",
 }
 
 

@@ -35,13 +35,11 @@ from ._walk_params import clamped
 
 NAME = "context"
 DESCRIPTION = (
-    "What do we know about X: one call that packs the best passages and concepts for a "
-    "question under max_tokens (default 2000, clamped 256-8000). Ranked by BM25 over sections "
-    "(any of the question's words), graph links around the best hits, and trust/freshness "
-    "(stale, unverified, deprecated are ranked lower and flagged, never hidden); hybrid adds "
-    "embedding ranks when available. Each item has parent_id to cite and a locator; omitted/"
-    "truncated say what did not fit and suggested_next what to call. Use search_sections for "
-    "exact passages, expand_neighbors to widen; read_concept or fetch_slice to read in full."
+    "What do we know about X: the best passages and concepts for a question, packed under "
+    "max_tokens. BM25 over sections (any question word), links around the best hits, trust "
+    "and freshness (stale, unverified, deprecated rank lower, flagged, never hidden); "
+    "hybrid adds embeddings. Cite parent_id; when truncated, call suggested_next. Exact "
+    "words: search_sections; widen: expand_neighbors."
 )
 
 DEFAULT_MAX_TOKENS = 2000

@@ -29,12 +29,11 @@ from ._walk_params import clamped, project_from
 
 NAME = "expand_neighbors"
 DESCRIPTION = (
-    "Widen concepts or sections you already hold, breadth-first, with a preview per "
-    "neighbour. Edges: LINKS_TO (links), typed relations, PART_OF (a section and its "
-    "concept), SHARES_COMMUNITY (a shared tag). The first 8 distinct seeds are walked; the "
-    "rest and unknown IDs come back in unresolved. Score: typed 1.0, LINKS_TO 0.8, PART_OF "
-    "0.6, community 0.4, halved per extra hop; ties by ID. Read a section neighbour with "
-    "fetch_slice and cite its parent."
+    "Widen concepts or sections you hold, breadth-first, with a preview per neighbour. "
+    "Edges: LINKS_TO, typed relations, PART_OF (section-concept), SHARES_COMMUNITY (shared "
+    "tag). The first 8 distinct seeds are walked; the rest and unknown IDs are in "
+    "unresolved. Score: typed 1.0, LINKS_TO 0.8, PART_OF 0.6, community 0.4, halved per "
+    "hop. Read a section neighbour with fetch_slice; cite its parent."
 )
 
 MAX_ORIGINS = 8

@@ -24,11 +24,10 @@ from ._walk_params import clamped, project_from
 
 NAME = "fetch_slice"
 DESCRIPTION = (
-    "Adjacent sections of one concept: a section locator centres the window on it, a concept "
-    "ID starts at the first section. content_max_chars is shared by the window; a cut passage "
-    "ends with '…' (truncated: true). covers_parent says whether the passages hold the whole "
-    "body; a concept of one section comes back whole (sliced: false). Cite parent_id, not the "
-    "locator: locators change on edit. A stale locator is concept_not_found."
+    "Adjacent sections of one concept: a locator centres the window, a concept ID starts at "
+    "its first section. content_max_chars is shared by the window; a cut passage ends with "
+    "'…' (truncated). covers_parent: the passages hold the whole body. Cite parent_id, not "
+    "the locator (locators change on edit; a stale one is concept_not_found)."
 )
 
 DEFAULT_WINDOW, MAX_WINDOW = 3, 64

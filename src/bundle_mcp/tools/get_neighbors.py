@@ -14,10 +14,9 @@ from ._common import MIB, Cards, frontmatter_sources, invalid_field, limit_from,
 NAME = "get_neighbors"
 DESCRIPTION = (
     "The resolved edges of one concept: navigation (Markdown links) and relation (typed "
-    "relations), in, out or both, plus its provenance sources (outbound, under sources). "
-    "Broken links are left out. When truncated, narrow direction or kinds or raise limit (up "
-    "to 100; no cursor); for a complete traversal use get_semantic_graph. Over 100 sources or "
-    "100,000 candidate edges: resource_limit."
+    "relations), in, out or both, plus its sources (outbound); broken links left out. If "
+    "truncated, narrow direction or kinds or raise limit (no cursor); the whole graph: "
+    "get_semantic_graph. Over 100 sources or 100,000 edges: resource_limit."
 )
 
 KINDS = ("navigation", "relation", "source")

@@ -182,7 +182,7 @@ def concept_node(
 SPEC = ToolSpec(
     name=NAME,
     title="Get semantic graph",
-    toolset="read",
+    toolset="views",
     read_only=True,
     needs_parseable=True,
     output_budget=16 * MIB,

@@ -22,10 +22,9 @@ from ._common import (
 
 NAME = "list_concepts"
 DESCRIPTION = (
-    "Every concept, sorted by ID, with its card fields (type, title, path, status, trust, "
-    "staleness, source count), plus the bundle's OKF version. The WHOLE list in one response, "
-    "not a page: prefer search_concepts, and use this only when no query term is known or "
-    "every ID is needed."
+    "Every concept by ID with its card (type, title, path, status, trust, staleness, source "
+    "count) and the bundle's OKF version: the WHOLE list, not a page. Prefer "
+    "search_concepts or bundle_summary; use this when every ID is needed."
 )
 
 COMPUTATION_KEYS = ("runtime", "parameters", "computation", "executor", "attester")

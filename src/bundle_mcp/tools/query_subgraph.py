@@ -14,11 +14,11 @@ NAME = "query_subgraph"
 DEFAULT_DEPTH = 1
 DEFAULT_MAX_OBJECTS = 50
 DESCRIPTION = (
-    "The neighbourhood of seed objects within depth hops, cut to max_objects and max_tokens. "
-    "Walks relations both ways; filters drop non-seed objects before budgets are spent. "
-    "Truncation keeps seeds, then fewer hops, higher weight, then ID; truncation_reason names "
-    "the budget that cut, suggested_next_seed the best dropped object. Unknown seeds come "
-    "back in unresolved; never the whole graph."
+    "The neighbourhood of seed objects within depth hops, cut to max_objects and "
+    "max_tokens; relations walked both ways; filters drop non-seed objects before budgets. "
+    "Truncation keeps seeds, then fewer hops, higher weight, then ID; truncation_reason "
+    "names the budget, suggested_next_seed the best dropped object. Unknown seeds: "
+    "unresolved."
 )
 
 

@@ -23,10 +23,10 @@ from ._common import (
 
 NAME = "read_concept"
 DESCRIPTION = (
-    "One concept by concept_id: its raw frontmatter, Markdown body and a projection of the "
-    "known OKF fields (sources with their footnotes, generated, verified and trust, status, "
-    "stale_after, Attested Computation as inert data, other keys under unknown); the text "
-    "block is the raw file. Read only IDs you selected; an absent ID is concept_not_found."
+    "One concept by concept_id: raw frontmatter, Markdown body and the known OKF fields "
+    "projected (sources with footnotes, generated, verified, trust, status, stale_after, "
+    "Attested Computation as inert data, other keys under unknown); the text block is the "
+    "raw file. An absent ID is concept_not_found."
 )
 
 MODELLED_KEYS = frozenset(

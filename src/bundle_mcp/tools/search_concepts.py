@@ -12,12 +12,11 @@ from ._filters import concept_filter_from
 
 NAME = "search_concepts"
 DESCRIPTION = (
-    "Start here: concepts whose ID, title, description, a tag or body contains ONE literal "
-    "substring, caseless: not an AND of words, not fuzzy or semantic ('roast profile' matches "
-    "only that phrase). Hits rank by field (id > title > description > tags > body), then ID. "
-    "When truncated, raise limit (up to 100) or refine the query: there is no cursor, and an "
-    "omitted hit was not inspected. Then read_concept; list_concepts only when no term is "
-    "known."
+    "Start here for a known term: concepts whose ID, title, description, a tag or body "
+    "contains ONE literal substring, caseless: not an AND of words, not fuzzy. Ranked id > "
+    "title > description > tags > body, then ID. If truncated, raise limit (up to 100) or "
+    "refine: no cursor, an omitted hit was not inspected. Then read_concept; list_concepts "
+    "only when no term is known."
 )
 
 # Field priorities: the highest one that contains the query is the hit's match.

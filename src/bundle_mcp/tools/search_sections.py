@@ -15,11 +15,10 @@ from ._section_index import ScoredSection, query_terms, rank_sections, snippet
 
 NAME = "search_sections"
 DESCRIPTION = (
-    "Passages: BM25 over every concept's sections. Every query word must occur in the "
-    "section, its heading or the concept title (AND; no stemming or synonyms, so use the "
-    "documents' words; at most 32 words; a query of only punctuation matches nothing). "
-    "Returns citable locators path#Lstart-Lend with heading, snippet and snapshot_revision. "
-    "No cursor: raise limit (up to 100) or add a word. Then fetch_slice or read_concept."
+    "Passages: BM25 over sections. Every query word must occur in the section, its heading "
+    "or the concept title (AND; no stemming; at most 32). Returns citable locators "
+    "path#Lstart-Lend with heading, snippet and snapshot_revision. No cursor: raise limit "
+    "or add a word. Then fetch_slice or read_concept; a question in plain words: context."
 )
 
 

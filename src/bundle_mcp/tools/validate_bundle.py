@@ -33,7 +33,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
 SPEC = ToolSpec(
     name=NAME,
     title="Validate bundle",
-    toolset="read",
+    toolset="views",
     read_only=True,
     needs_parseable=False,
     output_budget=64 * 1024 * 1024,

@@ -110,7 +110,7 @@ def cut(text: str, limit: int) -> str:
 SPEC = ToolSpec(
     name=NAME,
     title="Visualize graph",
-    toolset="walk",
+    toolset="views",
     read_only=True,
     needs_parseable=True,
     # max_tokens bounds the compact subgraph (400,000 characters); escaping can grow a label about
