@@ -21,6 +21,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "urn:bundle-mcp:contract:"  # a name, not an address: nothing is served there
 
 READ_TOOLS = (
+    "bundle_summary",
     "list_concepts",
     "read_concept",
     "validate_bundle",
@@ -290,7 +291,9 @@ def test_bundle_path_must_be_absolute() -> None:
     assert not valid(name, {"bundle_path": ""})
 
 
-TEMPORAL_TOOLS = ["list_concepts", "validate_bundle", "get_semantic_graph", "search_concepts"]
+TEMPORAL_TOOLS = [
+    "list_concepts", "validate_bundle", "get_semantic_graph", "search_concepts", "bundle_summary",
+]
 
 
 def _temporal_base(tool: str) -> dict[str, Any]:

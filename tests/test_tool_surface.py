@@ -62,6 +62,7 @@ TOOLSET_MEMBERS = {
         "list_concepts",
         "validate_bundle",
         "get_semantic_graph",
+        "bundle_summary",
     },
     "walk": {"expand_neighbors", "fetch_slice", "query_subgraph", "visualize_graph"},
     "semantic": {"search_semantic"},

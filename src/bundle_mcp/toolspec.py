@@ -34,7 +34,7 @@ DEFAULT_OUTPUT_BUDGET = 64 * MIB
 
 # What `serve --tools` selects from, in the order the help lists them.
 TOOLSETS: dict[str, str] = {
-    "read": "search, read and list concepts, their neighbours, the graph, validation",
+    "read": "a summary; search, read and list concepts, their neighbours, the graph, validation",
     "walk": "bounded widening: expand_neighbors, fetch_slice, query_subgraph, visualize_graph",
     "write": "write_concept and the preview_*/apply_* pairs",
     "semantic": "search_semantic (needs the semantic extra)",

@@ -28,7 +28,7 @@ MAX_CANDIDATE_EDGES = 100_000
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     snapshot, token = call.snapshot, call.token
-    doc = require_concept(snapshot, params["concept_id"])
+    doc = require_concept(snapshot, params["concept_id"], token=token)
     concept_id = doc.concept_id
     assert concept_id is not None
     direction = params.get("direction", "both")

@@ -42,7 +42,7 @@ MAX_PROJECTED_ITEMS = 10_000  # every projected list of the read contract
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     snapshot, token = call.snapshot, call.token
-    doc = require_concept(snapshot, params["concept_id"])
+    doc = require_concept(snapshot, params["concept_id"], token=token)
     profile = params.get("temporal_profile") or DATE_PROFILE
     version = resolve_version(snapshot)
     legacy = version["effective"] == "0.1"
