@@ -1,10 +1,11 @@
 """Run the golden cases in tests/golden/<tool>/<case>.json; ``--update`` rewrites expectations.
 
 A case is ``{"description", "bundle", "arguments", "expected": {"is_error", "structured"}}``
-(plus an optional ``"setup"``). ``bundle`` is either the name of a folder under testdata/bundles/
-or ``{"generate": <generator>, ...}``: large bundles (1000 concepts, a 1000-link hub, a 160-node
-mesh, a concept with 101 sources) are written into a temporary folder at run time instead of
-being committed.
+(plus an optional ``"setup"``). ``bundle`` is the name of a folder under testdata/bundles/,
+``examples/<name>`` for a shipped example bundle, or ``{"generate": <generator>, ...}``: large
+bundles (1000 concepts, a 1000-link hub, a 160-node mesh, a concept with 101 sources, a
+1000-concept inventory) are written into a temporary folder at run time instead of being
+committed.
 Every case runs on a private temporary copy of its bundle, so a write tool's case never changes
 testdata. ``"setup": "symlink_secret"`` adds ``secret.md`` to that copy, a symlink to a file
 outside the bundle: symlinks are not committed (git and some checkouts do not keep them
@@ -34,6 +35,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 GOLDEN_DIR = REPO / "tests" / "golden"
 BUNDLES_DIR = REPO / "testdata" / "bundles"
+EXAMPLES_PREFIX = "examples/"
 
 
 def golden_paths() -> list[Path]:
@@ -102,11 +104,61 @@ def generate_many_sources(root: Path, count: int = 101) -> None:
     _write(root, {"cited.md": f"---\ntype: Note\ntitle: Cited\nsources:\n{entries}---\nBody.\n"})
 
 
+def generate_inventory(root: Path, count: int = 1000) -> None:
+    """``count`` concepts with more of everything than a summary list holds.
+
+    Concept ``n`` sits in ``area-<n % 12>/`` (every third one a level deeper, in ``deep/``) and
+    has type ``Kind <n % 60>`` (``n % 7 == 0`` adds weight to ``Kind 0``), tags ``t<n % 80>`` and
+    ``t<n % 3>``, a status cycling through none / draft / stable / deprecated / ``bogus``, a
+    ``verified`` entry by a human on every fifth and by a machine on every seventh, a
+    ``stale_after`` in 2026 on every fourth, a typed relation of type ``rel_<n % 55>`` to
+    concept ``n + 1``, a link to one of ten hubs (concepts 0-9, hub ``n % 10`` gets
+    ``count / 10`` links) and, on every ninth, a broken link. Even areas have an ``index.md``
+    listing the concepts of every other dozen (``(n // 12) % 2 == 0``; the others are orphans);
+    odd areas and the ``deep/`` folders have none, so their concepts go unchecked.
+    """
+    def place(n: int) -> str:
+        area = f"area-{n % 12:02d}"
+        return f"{area}/deep/c{n:04d}" if n % 3 == 0 else f"{area}/c{n:04d}"
+
+    statuses = ("", "status: draft\n", "status: stable\n", "status: deprecated\n",
+                "status: bogus\n")
+    files: dict[str, str] = {}
+    listed: dict[str, list[str]] = {}
+    for n in range(count):
+        kind = 0 if n % 7 == 0 else n % 60
+        verified = ""
+        if n % 5 == 0:
+            verified = "verified:\n  - by: human:ann\n    at: 2026-01-02T03:04:05Z\n"
+        elif n % 7 == 0:
+            verified = "verified:\n  - by: bot:checker\n    at: 2026-01-02T03:04:05Z\n"
+        stale = f"stale_after: 2026-{n % 12 + 1:02d}-15\n" if n % 4 == 0 else ""
+        relation = (f"relations:\n  rel_{n % 55}:\n    - target: {place((n + 1) % count)}\n"
+                    if n % 2 == 0 else "")
+        hub = place(n % 10)
+        broken = f" See also [gone](/missing/m{n:04d}.md)." if n % 9 == 0 else ""
+        files[place(n) + ".md"] = (
+            f"---\ntype: Kind {kind}\ntitle: Concept {n:04d}\ntags: [t{n % 80}, t{n % 3}]\n"
+            f"{statuses[n % 5]}{verified}{stale}{relation}---\n"
+            f"# Concept {n:04d}\n\nLinks to [the hub](/{hub}.md).{broken}\n"
+        )
+        area, rest = place(n).split("/", 1)
+        if n % 2 == 0:  # an even area (12 is even)
+            entries = listed.setdefault(area, [])
+            if (n // 12) % 2 == 0:
+                entries.append(rest)
+    for area, entries in listed.items():
+        lines = "".join(f"* [{e}]({e}.md)\n" for e in sorted(entries))
+        files[f"{area}/index.md"] = f"# {area}\n\n## Concepts\n\n{lines}"
+    _write(root, files)
+
+
 GENERATORS: dict[str, Callable[..., None]] = {
     "nodes": generate_nodes,
     "hub": generate_hub,
     "mesh": generate_mesh,
     "many_sources": generate_many_sources,
+    "inventory": generate_inventory,
 }
 
 
@@ -136,9 +188,10 @@ def prepare_bundle(case: dict[str, Any], workdir: Path) -> str:
         root.mkdir()
         GENERATORS[spec["generate"]](root, **options)
     else:
-        source = BUNDLES_DIR / spec
+        # "examples/<name>" is a shipped example bundle, anything else a folder of testdata.
+        source = REPO / spec if spec.startswith(EXAMPLES_PREFIX) else BUNDLES_DIR / spec
         if not source.is_dir():
-            raise FileNotFoundError(f"golden bundle testdata/bundles/{spec} does not exist")
+            raise FileNotFoundError(f"golden bundle {source.relative_to(REPO)} does not exist")
         # Always a private copy: a write tool's case must never change testdata, and the
         # snapshot revision does not depend on where the bundle sits.
         root = workdir / "bundle"

@@ -100,6 +100,7 @@ def in_process(mnt: str, cache_mnt: str) -> dict[str, Any]:
         "get_neighbors": {"concept_id": "beans/ethiopia-guji"},
         "validate_bundle": {"check_links": True},
         "get_semantic_graph": {},
+        "bundle_summary": {},
         "expand_neighbors": {"entity_ids": ["beans/ethiopia-guji"]},
     }
     for name, arguments in reads.items():

@@ -21,6 +21,7 @@ from bundle_mcp.errors import INTERNAL_ERROR, INVALID_REQUEST, RESOURCE_LIMIT, B
 
 CONTRACTS = Path(__file__).resolve().parent.parent / "contracts"
 TOOLS = (
+    "bundle_summary",
     "get_neighbors",
     "get_semantic_graph",
     "list_concepts",

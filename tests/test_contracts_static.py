@@ -21,6 +21,7 @@ DRAFT = "https://json-schema.org/draft/2020-12/schema"
 ID_BASE = "urn:bundle-mcp:contract:"  # a name, not an address: nothing is served there
 
 READ_TOOLS = (
+    "bundle_summary",
     "list_concepts",
     "read_concept",
     "validate_bundle",
@@ -311,11 +312,13 @@ def test_bundle_path_must_be_absolute() -> None:
 
 
 TEMPORAL_TOOLS = ["list_concepts", "validate_bundle", "get_semantic_graph", "search_concepts",
-                  "search_sections", "search_semantic"]
+                  "search_sections", "search_semantic", "bundle_summary", "context"]
 SEARCH_TOOLS = ("search_concepts", "search_sections", "search_semantic")
 
 
 def _temporal_base(tool: str) -> dict[str, Any]:
+    if tool == "context":
+        return {"bundle_path": BP, "question": "orders"}
     return (
         {"bundle_path": BP, "query": "orders"} if tool in SEARCH_TOOLS else {"bundle_path": BP}
     )

@@ -69,12 +69,16 @@ def test_the_tools_fill_the_catalogue() -> None:
         ("search_sections", {"query": "espresso"}),
         ("validate_bundle", {"check_links": True, "check_orphans": True}),
         ("expand_neighbors", {"entity_ids": ["beans/kenya-nyeri"]}),
+        ("bundle_summary", {}),
     ]:
         outcome = dispatcher.call(name, args)
         assert not outcome.is_error, (name, outcome.structured)
+    # A miss builds the suggestion index.
+    outcome = dispatcher.call("read_concept", {"concept_id": "beans/kenya-nyery"})
+    assert outcome.structured["code"] == "concept_not_found"
     snapshot = dispatcher.served_snapshot(EXAMPLE, CancelToken())
     counts = derived.built(snapshot)
     assert set(counts) == {slot.name for slot in derived.SLOTS}
     for name in ("list_entry", "semantic_graph_nodes", "section_words", "document_findings",
-                 "bundle_findings", "graph"):
+                 "bundle_findings", "graph", "summary_counts", "concept_suggestions"):
         assert counts[name] > 0, name

@@ -61,6 +61,7 @@ TOOLSET_MEMBERS = {
         "read_concept",
         "get_neighbors",
         "list_concepts",
+        "bundle_summary",
     },
     "walk": {
         "expand_neighbors",

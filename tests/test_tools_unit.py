@@ -14,6 +14,7 @@ from bundle_mcp.loader import load_bundle
 from bundle_mcp.okf.folding import fold
 from bundle_mcp.okf.sections import locator
 from bundle_mcp.tools import (
+    bundle_summary,
     get_neighbors,
     get_semantic_graph,
     list_concepts,
@@ -36,6 +37,7 @@ READ_TOOLS = {
     "get_neighbors": {"concept_id": "beans/ethiopia-guji", "limit": 100},
     "search_sections": {"query": "moisture density", "limit": 100},
     "get_semantic_graph": {"as_of": "2026-06-01"},
+    "bundle_summary": {"as_of": "2026-06-01", "top": 50},
 }
 
 
@@ -298,7 +300,7 @@ def test_output_is_byte_identical_across_fresh_dispatchers(tool: str) -> None:
 @pytest.mark.parametrize(
     "module",
     [list_concepts, read_concept, search_concepts, get_neighbors, search_sections,
-     get_semantic_graph],
+     get_semantic_graph, bundle_summary],
 )
 def test_a_cancelled_call_raises_instead_of_returning_partial_data(module) -> None:
     snapshot, _ = load_bundle(EXAMPLE)

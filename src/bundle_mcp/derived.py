@@ -27,6 +27,7 @@ __all__ = [
     "BUNDLE_FINDINGS",
     "COMPLETION_IDS",
     "CONCEPT_IDS_BY_CASEFOLD",
+    "CONCEPT_SUGGESTIONS",
     "DOCUMENT_FINDINGS",
     "GRAPH",
     "INDEX_FINDINGS",
@@ -40,6 +41,7 @@ __all__ = [
     "SECTION_WORD_TOTALS",
     "SEMANTIC_GRAPH_NODES",
     "SLOTS",
+    "SUMMARY_COUNTS",
     "Slot",
     "built",
     "of_document",
@@ -92,6 +94,11 @@ CONCEPT_IDS_BY_CASEFOLD: Slot[Mapping[str, tuple[str, ...]]] = Slot(
     "concept_ids_by_casefold", "snapshot", "bundle_mcp.validation.links",
     "concept IDs by their case-folded spelling, for 'did you mean' on a broken link",
 )
+CONCEPT_SUGGESTIONS: Slot[Any] = Slot(
+    "concept_suggestions", "snapshot", "bundle_mcp.okf.suggest",
+    "loose IDs, stems and titles of every concept, for 'did you mean' on concept_not_found "
+    "(okf.suggest.SuggestionIndex); built on the first miss",
+)
 DOCUMENT_FINDINGS: Slot[Any] = Slot(
     "document_findings", "document", "bundle_mcp.validation",
     "the findings of the rules that read one document, per strictness and OKF version",
@@ -110,11 +117,16 @@ LINK_FINDINGS: Slot[Any] = Slot(
 )
 ORPHAN_FINDINGS: Slot[Any] = Slot(
     "orphan_findings", "snapshot", "bundle_mcp.validation",
-    "concepts nothing links to",
+    "concepts their folder's index.md does not link, and folders without an index.md",
 )
 BUNDLE_FINDINGS: Slot[Any] = Slot(
     "bundle_findings", "snapshot", "bundle_mcp.validation",
     "the findings of the rules over the whole bundle (collisions, the root index, log.md)",
+)
+SUMMARY_COUNTS: Slot[Any] = Slot(
+    "summary_counts", "snapshot", "bundle_mcp.tools.bundle_summary",
+    "bundle_summary's counts and full rankings per project, all but staleness "
+    "(tools.bundle_summary.Counts)",
 )
 COMPLETION_IDS: Slot[tuple[tuple[str, str], ...]] = Slot(
     "completion_ids", "snapshot", "bundle_mcp.completion",
@@ -138,12 +150,14 @@ SLOTS: tuple[Slot[Any], ...] = (
     LIST_ENTRY,
     SEMANTIC_GRAPH_NODES,
     CONCEPT_IDS_BY_CASEFOLD,
+    CONCEPT_SUGGESTIONS,
     DOCUMENT_FINDINGS,
     INDEX_OUTLINE,
     INDEX_FINDINGS,
     LINK_FINDINGS,
     ORPHAN_FINDINGS,
     BUNDLE_FINDINGS,
+    SUMMARY_COUNTS,
     COMPLETION_IDS,
     RESOURCE_ENTRIES,
     ANSWERS,

@@ -93,6 +93,28 @@ def recovery_step(message: str) -> Diagnostic:
     return Diagnostic(code="recovery_step", severity=INFO, message=message)
 
 
+DID_YOU_MEAN = "did_you_mean"
+# A title can be a page long; a suggestion names it only so that the caller recognises it.
+_MAX_NAME_IN_SUGGESTION = 120
+
+
+def did_you_mean(concept_id: str, name: str, path: str, field: str) -> Diagnostic:
+    """An INFO diagnostic suggesting a concept for an ID that names none (``okf.suggest``).
+
+    ``field`` is the JSON path of the argument that held the ID, ``path`` the suggested
+    concept's file. It only suggests: the caller retries with an ID it chose.
+    """
+    if len(name) > _MAX_NAME_IN_SUGGESTION:
+        name = name[: _MAX_NAME_IN_SUGGESTION - 1] + "…"
+    return Diagnostic(
+        code=DID_YOU_MEAN,
+        severity=INFO,
+        file=path,
+        field=field,
+        message=f"did you mean {concept_id!r} ({name})?",
+    )
+
+
 class BundleError(Exception):
     """A failed call, with the envelope code of DESIGN.md §4.
 

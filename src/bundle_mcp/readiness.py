@@ -55,6 +55,9 @@ WARM_CALLS: tuple[tuple[str, Mapping[str, Any]], ...] = (
     ("validate_bundle", {}),
     ("validate_bundle", {"check_links": True, "check_orphans": True}),
     ("get_semantic_graph", {}),
+    # After the orphan check and the edges above: what it adds is its counts and the graph's
+    # inbound-link counts.
+    ("bundle_summary", {}),
 )
 # Calls on one concept of the bundle (its first ID): they build the edges and the graph.
 WARM_CONCEPT_CALLS: tuple[tuple[str, str, Mapping[str, Any]], ...] = (

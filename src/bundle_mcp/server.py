@@ -51,11 +51,12 @@ _MAX_NAME_IN_ERROR = 128
 INSTRUCTIONS = """\
 This server answers questions from an Open Knowledge Format bundle: Markdown concepts with YAML \
 frontmatter, links and typed relations.
-Work in a loop: 1. search_concepts with one distinctive literal from the question (an ID, title, \
-tag or phrase; not several words), or search_sections for passages; 2. read only the IDs you \
-picked with read_concept; 3. widen at most twice (get_neighbors, expand_neighbors, fetch_slice, \
-query_subgraph, visualize_graph; find_path links two concepts), then answer. Never walk the \
-whole graph.
+Work in a loop: 0. on a bundle you do not know, bundle_summary first (types, tags, folders, \
+most-linked concepts); 1. a question in plain words: context; a known term: search_concepts with \
+one distinctive literal (an ID, title, tag or phrase); passages: search_sections; 2. read only the \
+IDs you picked with read_concept; 3. widen at most twice (get_neighbors, expand_neighbors, \
+fetch_slice, query_subgraph, visualize_graph; find_path links two concepts), then answer. Never \
+walk the whole graph.
 Terms:
 - concept_id: the bundle path without .md (tables/orders.md -> tables/orders); case-sensitive, \
 spaces and # allowed; no '.' or '..' segments, '\\', ':', control characters, or a last \
@@ -67,12 +68,14 @@ snapshot_revision, or cite the concept (parent_id): locators change when a file 
 are YYYY-MM-DD) or instant-0b87c52 (RFC 3339 date-times with Z or +HH:MM/-HH:MM). as_of is \
 the time 'stale' is judged at; without it stale is null (the clock is never read).
 Bounds: the search, read and write tools reject numbers out of range (limit 101 is \
-resource_limit); the walk and semantic tools clamp their budgets and echo what they applied. \
+resource_limit); the walk and semantic tools, and bundle_summary's top, clamp their budgets and \
+echo what they applied. \
 total and truncated say what a limit left out; there is no cursor: narrow the request or raise \
 limit. Never claim that an omitted hit or edge was inspected; report the limit instead.
 Errors: a failed call has isError and {code, message, retryable, diagnostics}; an invalid_input \
 diagnostic names the argument (field) and the rule it breaks, and resource_limit adds a \
-recovery_step. Fix the argument and retry; only operation_cancelled is retryable as is.
+recovery_step; concept_not_found adds up to five did_you_mean suggestions (never used in its \
+place). Fix the argument and retry; only operation_cancelled is retryable as is.
 Writes, when served: preview_* writes nothing and returns base_revision and plan_digest; \
 apply_* with the same arguments plus those publishes atomically, or fails with \
 revision_conflict or plan_mismatch: preview again. An identical apply or write_concept replays \

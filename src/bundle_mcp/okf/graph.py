@@ -22,11 +22,12 @@ its walk and its object and token budgets apply to the ranked result, whose tota
 everything within depth.
 
 Caching. What depends on the snapshot alone (the concept entities, each concept's sections, each
-concept's tags, the tag index per project, the known types) lives in one :class:`BundleGraph` per
-snapshot, kept in the snapshot index (:data:`bundle_mcp.derived.GRAPH`, :func:`graph_of`) and built
-part by part on first use. Every call on that snapshot shares it and it goes with the snapshot: a
-new snapshot builds its own, so no call ever sees another snapshot's graph. What depends on a
-call's arguments (the selection, the budget, the visited set) lives in that call only.
+concept's tags, the tag index and the inbound-link counts per project, the known types) lives
+in one :class:`BundleGraph` per snapshot, kept in the snapshot index
+(:data:`bundle_mcp.derived.GRAPH`, :func:`graph_of`) and built part by part on first use. Every
+call on that snapshot shares it and it goes with the snapshot: a new snapshot builds its own, so
+no call ever sees another snapshot's graph. What depends on a call's arguments (the selection,
+the budget, the visited set) lives in that call only.
 """
 
 from __future__ import annotations
@@ -350,6 +351,33 @@ class BundleGraph:
             return types.MappingProxyType({k: tuple(v) for k, v in members.items()})
 
         return self._memo.get(("tag-members", project), build)
+
+    def inbound_counts(self, project: str | None, token: CancelToken) -> Mapping[str, int]:
+        """Each concept in ``project`` that other concepts in it reach → how many do.
+
+        A source counts once however many links and typed relations it has to the concept
+        (the snapshot's resolved edges, :attr:`Snapshot.edges`); a concept's edges to itself
+        do not count, and neither do edges with an end outside ``project`` (a scoped walk never
+        follows them). Concepts nothing reaches are absent.
+        """
+
+        def build() -> Mapping[str, int]:
+            concepts = self.snapshot.concepts
+            sources: dict[str, set[str]] = {}
+            for n, edge in enumerate(self.snapshot.edges):
+                if n % 1024 == 0:
+                    token.check()
+                if edge.source_id == edge.target_id:
+                    continue
+                if project is not None and not (
+                    in_project(concepts[edge.source_id].path, project)
+                    and in_project(concepts[edge.target_id].path, project)
+                ):
+                    continue
+                sources.setdefault(edge.target_id, set()).add(edge.source_id)
+            return types.MappingProxyType({k: len(v) for k, v in sorted(sources.items())})
+
+        return self._memo.get(("inbound-counts", project), build)
 
     def known_types(self, token: CancelToken) -> frozenset[str]:
         """Every entity type of the snapshot: ``section`` and each concept's ``type``."""

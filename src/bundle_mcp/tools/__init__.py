@@ -18,6 +18,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "apply_concept_patch",
     "apply_temporal_upgrade",
     "apply_v02_migration",
+    "bundle_summary",
     "context",
     "expand_neighbors",
     "fetch_slice",

@@ -6,11 +6,13 @@ import re
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from ..cancel import CancelToken
 from ..errors import (
     CONCEPT_NOT_FOUND,
     ERROR,
     BundleError,
     Diagnostic,
+    did_you_mean,
     invalid_request,
     recovery_step,
     resource_limit,
@@ -19,6 +21,7 @@ from ..model import Document, Snapshot
 from ..okf.citations import citations_section, file_lines
 from ..okf.ids import concept_id_problem
 from ..okf.properties import card
+from ..okf.suggest import suggest
 from ..okf.temporal import Reference
 
 DEFAULT_LIMIT = 20
@@ -33,29 +36,75 @@ def invalid_field(field: str, message: str) -> BundleError:
     )
 
 
-def require_concept(snapshot: Snapshot, concept_id: str) -> Document:
-    """The concept named by a canonical ID.
+FIND_THE_ID = (
+    "find the canonical ID with search_concepts (a distinctive literal from its title or path) "
+    "or list_concepts, then retry with that exact ID"
+)
+
+
+def require_concept(
+    snapshot: Snapshot,
+    concept_id: str,
+    field: str = "$.concept_id",
+    token: CancelToken | None = None,
+) -> Document:
+    """The concept named by a canonical ID, given in the argument at JSON path ``field``.
 
     Raises:
-        BundleError: ``invalid_request`` for a non-canonical ID, ``concept_not_found`` when the
-            snapshot has no such concept.
+        BundleError: ``invalid_request`` for a non-canonical ID, ``concept_not_found`` (with
+            ``did_you_mean`` suggestions, :func:`concept_not_found`) when the snapshot has no
+            such concept.
     """
     problem = concept_id_problem(concept_id)
     if problem is not None:
-        raise invalid_field("$.concept_id", f"concept_id is not a canonical concept ID: {problem}")
+        name = field.removeprefix("$.")
+        raise invalid_field(field, f"{name} is not a canonical concept ID: {problem}")
     doc = snapshot.concepts.get(concept_id)
     if doc is None:
-        raise BundleError(
-            CONCEPT_NOT_FOUND,
-            "no concept with this ID in the bundle",
-            (
-                recovery_step(
-                    "find the canonical ID with search_concepts (a distinctive literal from its "
-                    "title or path) or list_concepts, then retry with that exact ID"
-                ),
-            ),
+        raise concept_not_found(
+            snapshot, concept_id, field, "no concept with this ID in the bundle", FIND_THE_ID,
+            token=token,
         )
     return doc
+
+
+def suggestions(
+    snapshot: Snapshot,
+    requested: str,
+    field: str,
+    *,
+    project: str | None = None,
+    token: CancelToken | None = None,
+) -> tuple[Diagnostic, ...]:
+    """One ``did_you_mean`` diagnostic per concept ``requested`` probably meant
+    (:mod:`bundle_mcp.okf.suggest`): at most five, best first, none when nothing is close."""
+    check = None if token is None else token.check
+    return tuple(
+        did_you_mean(s.concept_id, s.name, s.path, field)
+        for s in suggest(snapshot, requested, project=project, check=check)
+    )
+
+
+def concept_not_found(
+    snapshot: Snapshot,
+    requested: str,
+    field: str,
+    message: str,
+    step: str,
+    *,
+    project: str | None = None,
+    token: CancelToken | None = None,
+) -> BundleError:
+    """``concept_not_found`` for the ID at ``field``: the recovery step, then the suggestions.
+
+    ``requested`` is the text suggestions are found for (a locator's concept part, say).
+    """
+    return BundleError(
+        CONCEPT_NOT_FOUND,
+        message,
+        (recovery_step(step),
+         *suggestions(snapshot, requested, field, project=project, token=token)),
+    )
 
 
 def limit_from(params: Mapping[str, Any]) -> int:

@@ -37,9 +37,8 @@ NAME = "context"
 DESCRIPTION = (
     "What do we know about X: the best passages and concepts for a question, packed under "
     "max_tokens. BM25 over sections (any question word), links around the best hits, trust "
-    "and freshness (stale, unverified, deprecated rank lower, flagged, never hidden); "
-    "hybrid adds embeddings. Cite parent_id; when truncated, call suggested_next. Exact "
-    "words: search_sections; widen: expand_neighbors."
+    "and freshness: stale or unverified rank lower and are flagged, never hidden. Cite "
+    "parent_id; if truncated, call suggested_next. Exact words: search_sections."
 )
 
 DEFAULT_MAX_TOKENS = 2000

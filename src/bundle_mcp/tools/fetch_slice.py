@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import CONCEPT_NOT_FOUND, BundleError, recovery_step
-from ..model import Document, Section
+from ..errors import BundleError
+from ..model import Document, Section, Snapshot
 from ..okf.graph import clip, project_id, resolve
 from ..okf.names import concept_name
 from ..okf.properties import text_field
@@ -15,19 +15,20 @@ from ..okf.sections import (
     breadcrumb,
     is_sliced,
     locator,
+    parse_locator,
     section_name,
     section_text,
 )
 from ..toolspec import CallContext, ToolSpec
-from ._common import MIB, invalid_field
+from ._common import MIB, concept_not_found, invalid_field
 from ._walk_params import clamped, project_from
 
 NAME = "fetch_slice"
 DESCRIPTION = (
     "Adjacent sections of one concept: a locator centres the window, a concept ID starts at "
     "its first section. content_max_chars is shared by the window; a cut passage ends with "
-    "'…' (truncated). covers_parent: the passages hold the whole body. Cite parent_id, not "
-    "the locator (locators change on edit; a stale one is concept_not_found)."
+    "'…'. covers_parent: the passages hold the whole body. Cite parent_id: locators change "
+    "on edit (a stale one is concept_not_found)."
 )
 
 DEFAULT_WINDOW, MAX_WINDOW = 3, 64
@@ -47,7 +48,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     project = project_from(snapshot, params)
     entity = resolve(snapshot, entity_id, project)
     if entity is None:
-        raise _not_found()
+        raise _not_found(snapshot, entity_id, project, token)
     doc = entity.doc
     result: dict[str, Any] = {
         "entity_id": entity_id,
@@ -162,16 +163,22 @@ def _window_fields(
     }
 
 
-def _not_found() -> BundleError:
-    return BundleError(
-        CONCEPT_NOT_FOUND,
+def _not_found(
+    snapshot: Snapshot, entity_id: str, project: str | None, token: CancelToken
+) -> BundleError:
+    # A locator is looked up by its file: a stale one suggests its concept, whose window then
+    # starts at the first section.
+    parts = parse_locator(entity_id)
+    requested = parts.path_readings()[0] if parts is not None else entity_id
+    return concept_not_found(
+        snapshot,
+        requested,
+        "$.entity_id",
         "no concept or section with this ID in the bundle",
-        (
-            recovery_step(
-                "find a concept ID with search_concepts, or a current section locator with "
-                "search_sections (locators change when their file is edited), then retry"
-            ),
-        ),
+        "find a concept ID with search_concepts, or a current section locator with "
+        "search_sections (locators change when their file is edited), then retry",
+        project=project,
+        token=token,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..cancel import CancelToken
 from ..errors import BundleError
 from ..model import Snapshot
 from ..okf.graph import OUTGOING, EdgeBudget, entity_name, entity_type, graph_of
@@ -27,8 +28,8 @@ from ._walk_params import clamped, project_from
 NAME = "find_path"
 DESCRIPTION = (
     "How two concepts are related: the shortest chains of links and typed relations from "
-    "from_id to to_id, breadth-first, ordered by node IDs (tags are not walked). None within "
-    "max_hops: paths [] and a reason, not an error."
+    "from_id to to_id, ordered by node IDs (tags are not walked). None within max_hops: "
+    "paths [] and a reason, not an error."
 )
 
 DEFAULT_MAX_HOPS, MAX_HOPS = 4, 8
@@ -44,8 +45,8 @@ MAX_PATH_EDGES = 50_000
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     snapshot, token = call.snapshot, call.token
-    from_id = _concept_id(snapshot, params, "from_id")
-    to_id = _concept_id(snapshot, params, "to_id")
+    from_id = _concept_id(snapshot, params, "from_id", call.token)
+    to_id = _concept_id(snapshot, params, "to_id", call.token)
     max_hops = clamped(params, "max_hops", DEFAULT_MAX_HOPS, 1, MAX_HOPS)
     max_paths = clamped(params, "max_paths", DEFAULT_MAX_PATHS, 1, MAX_PATHS)
     include_incoming = bool(params.get("include_incoming", True))
@@ -85,7 +86,9 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _concept_id(snapshot: Snapshot, params: dict[str, Any], name: str) -> str:
+def _concept_id(
+    snapshot: Snapshot, params: dict[str, Any], name: str, token: CancelToken
+) -> str:
     """A canonical ID of an existing concept; the error names the argument (there are two)."""
     value = params.get(name)
     if not isinstance(value, str):
@@ -94,7 +97,7 @@ def _concept_id(snapshot: Snapshot, params: dict[str, Any], name: str) -> str:
     if problem is not None:
         raise invalid_field(f"$.{name}", f"{name} is not a canonical concept ID: {problem}")
     try:
-        require_concept(snapshot, value)
+        require_concept(snapshot, value, f"$.{name}", token)
     except BundleError as error:
         raise BundleError(error.code, f"{name}: {error.message}", error.diagnostics) from None
     return value

@@ -13,9 +13,9 @@ from ._common import MIB, Cards, frontmatter_sources, invalid_field, limit_from,
 
 NAME = "get_neighbors"
 DESCRIPTION = (
-    "The resolved edges of one concept: navigation (Markdown links) and relation (typed "
-    "relations), in, out or both, plus its sources (outbound); broken links left out. If "
-    "truncated, narrow direction or kinds or raise limit (no cursor); the whole graph: "
+    "One concept's resolved edges: navigation (Markdown links) and relation (typed "
+    "relations), in, out or both, plus its sources; broken links left out. If truncated, "
+    "narrow direction or kinds or raise limit (no cursor); the whole graph: "
     "get_semantic_graph. Over 100 sources or 100,000 edges: resource_limit."
 )
 
@@ -27,7 +27,7 @@ MAX_CANDIDATE_EDGES = 100_000
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     snapshot, token = call.snapshot, call.token
-    doc = require_concept(snapshot, params["concept_id"])
+    doc = require_concept(snapshot, params["concept_id"], token=token)
     concept_id = doc.concept_id
     assert concept_id is not None
     direction = params.get("direction", "both")

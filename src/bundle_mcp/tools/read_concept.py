@@ -24,9 +24,9 @@ from ._common import (
 NAME = "read_concept"
 DESCRIPTION = (
     "One concept by concept_id: raw frontmatter, Markdown body and the known OKF fields "
-    "projected (sources with footnotes, generated, verified, trust, status, stale_after, "
-    "Attested Computation as inert data, other keys under unknown); the text block is the "
-    "raw file. An absent ID is concept_not_found."
+    "projected (sources with footnotes, verified and trust, status, stale_after, Attested "
+    "Computation as inert data; other keys under unknown); the text block is the raw file. "
+    "An absent ID is concept_not_found."
 )
 
 MODELLED_KEYS = frozenset(
@@ -42,7 +42,7 @@ MAX_PROJECTED_ITEMS = 10_000  # every projected list of the read contract
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     snapshot, token = call.snapshot, call.token
-    doc = require_concept(snapshot, params["concept_id"])
+    doc = require_concept(snapshot, params["concept_id"], token=token)
     profile = params.get("temporal_profile") or DATE_PROFILE
     version = resolve_version(snapshot)
     legacy = version["effective"] == "0.1"

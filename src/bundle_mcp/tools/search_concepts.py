@@ -16,7 +16,7 @@ DESCRIPTION = (
     "contains ONE literal substring, caseless: not an AND of words, not fuzzy. Ranked id > "
     "title > description > tags > body, then ID. If truncated, raise limit (up to 100) or "
     "refine: no cursor, an omitted hit was not inspected. Then read_concept; list_concepts "
-    "only when no term is known."
+    "if no term is known."
 )
 
 # Field priorities: the highest one that contains the query is the hit's match.

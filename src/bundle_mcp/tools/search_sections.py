@@ -17,8 +17,8 @@ NAME = "search_sections"
 DESCRIPTION = (
     "Passages: BM25 over sections. Every query word must occur in the section, its heading "
     "or the concept title (AND; no stemming; at most 32). Returns citable locators "
-    "path#Lstart-Lend with heading, snippet and snapshot_revision. No cursor: raise limit "
-    "or add a word. Then fetch_slice or read_concept; a question in plain words: context."
+    "(path#Lstart-Lend), heading, snippet, snapshot_revision. No cursor: raise limit or add "
+    "a word. Then fetch_slice or read_concept; a plain-words question: context."
 )
 
 

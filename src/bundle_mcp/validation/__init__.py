@@ -96,10 +96,14 @@ def findings_for(
             )
     token.check()
     if options.check_orphans:
-        yield from of_snapshot(
-            snapshot, ORPHAN_FINDINGS, lambda: tuple(links.orphan_findings(snapshot))
-        )
+        yield from orphan_findings(snapshot)
     yield from of_snapshot(snapshot, BUNDLE_FINDINGS, lambda: tuple(_bundle_findings(snapshot)))
+
+
+def orphan_findings(snapshot: Snapshot) -> tuple[Diagnostic, ...]:
+    """The findings of the orphan check (``orphan`` WARN per concept its folder's ``index.md``
+    does not link, ``missing_index`` INFO per folder without one), built once per snapshot."""
+    return of_snapshot(snapshot, ORPHAN_FINDINGS, lambda: tuple(links.orphan_findings(snapshot)))
 
 
 def _document_findings(doc: Document, strict: bool, effective_version: str

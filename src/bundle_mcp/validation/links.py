@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from ..derived import CONCEPT_IDS_BY_CASEFOLD, of_snapshot
 from ..errors import Diagnostic
-from ..model import INDEX, Document, Snapshot
+from ..model import INDEX, Document, Link, Snapshot
 from ..okf.markdown import resolve_link
 from .findings import info, warn
 from .reserved import index_entries
@@ -28,6 +28,16 @@ def link_findings(doc: Document, snapshot: Snapshot) -> Iterator[Diagnostic]:
             if link.fragment not in target.markdown.anchors:
                 yield warn(doc.path, "missing_anchor",
                            f"anchor not found in target file: {link.raw}", link.line)
+
+
+def broken_links(doc: Document, snapshot: Snapshot) -> Iterator[Link]:
+    """The links of ``doc`` that reach nothing in the bundle: each one a ``broken_link``
+    finding of :func:`link_findings` (same rule, same order)."""
+    if doc.parse_error is not None:
+        return
+    for link in doc.markdown.links:
+        if _target_document(link.target, link.concept_id, link.is_directory, snapshot) is None:
+            yield link
 
 
 def _suggestion(doc: Document, raw: str, concept_id: str | None, snapshot: Snapshot) -> str:

@@ -40,6 +40,7 @@ from ..model import Document, Snapshot, thaw
 from ..okf.citations import CitationsSection, citations_section, citations_sections
 from ..okf.markdown import markdown_parser
 from ..okf.properties import scalar_text
+from ..okf.suggest import suggest
 from ..okf.temporal import parse_instant
 from ..okf.versions import resolve_version
 from .apply import Replanned, require_plan
@@ -368,13 +369,22 @@ def _generated_at(
         concept = entry["concept_id"]
         doc = snapshot.concepts.get(concept)
         if doc is None:
-            findings.block("unknown_concept", "", f"generated_at names no concept {concept!r}")
+            findings.block("unknown_concept", "",
+                           f"generated_at names no concept {concept!r}"
+                           f"{_did_you_mean(snapshot, concept)}")
         elif concept in out:
             findings.block("duplicate_generated_at", doc.path,
                            f"generated_at lists {concept!r} more than once")
         else:
             out[concept] = entry["at"]
     return out
+
+
+def _did_you_mean(snapshot: Snapshot, concept: str) -> str:
+    """The concepts an unknown ID probably meant (``okf.suggest``), as the end of a blocker's
+    message: a blocker is a message, not a diagnostic list."""
+    found = [repr(s.concept_id) for s in suggest(snapshot, concept)]
+    return f"; did you mean {' or '.join(found)}?" if found else ""
 
 
 def _citation_mappings(
@@ -405,7 +415,9 @@ def _computations(
         concept = item["concept_id"]
         doc = snapshot.concepts.get(concept)
         if doc is None:
-            findings.block("unknown_concept", "", f"computations names no concept {concept!r}")
+            findings.block("unknown_concept", "",
+                           f"computations names no concept {concept!r}"
+                           f"{_did_you_mean(snapshot, concept)}")
         elif concept in out:
             findings.block("duplicate_computation", doc.path,
                            f"computations lists {concept!r} more than once")

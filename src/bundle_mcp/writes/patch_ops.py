@@ -8,7 +8,10 @@ the frontmatter *data*; :mod:`.yaml_edit` turns the new data into the smallest t
 Argument problems a schema cannot see (an impossible calendar date, a window that ends before it
 starts) are ``invalid_request``. Problems with the bundle (no such concept, a selector that
 matches two sources, a value of the wrong shape, a layout that cannot be edited in place) reject
-the plan: the preview reports ``status: rejected`` with one ERROR diagnostic per operation.
+the plan: the preview reports ``status: rejected`` with one ERROR diagnostic per operation. An
+operation on a concept the bundle does not hold (``concept_not_found``) is followed by one INFO
+``did_you_mean`` diagnostic per suggested concept (:mod:`bundle_mcp.okf.suggest`), whose field
+is the operation's ``concept_id``.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import ERROR, Diagnostic, invalid_request
+from ..errors import CONCEPT_NOT_FOUND, ERROR, Diagnostic, did_you_mean, invalid_request
 from ..loader.frontmatter import split_frontmatter
 from ..model import Snapshot
 from ..okf.ids import concept_id_problem
 from ..okf.markdown import markdown_parser
+from ..okf.suggest import suggest
 from ..okf.temporal import DATE_PROFILE, parse_instant, parse_value
 from .apply import Replanned
 from .plan import (
@@ -120,7 +124,7 @@ class Workspace:
         doc = self.snapshot.concepts.get(concept_id)
         if doc is None:
             raise OpRejected(
-                "concept_not_found", f"no concept {concept_id!r} in the bundle; "
+                CONCEPT_NOT_FOUND, f"no concept {concept_id!r} in the bundle; "
                 "find the canonical ID with search_concepts or list_concepts",
             )
         return doc.path
@@ -182,6 +186,12 @@ def plan_patch(
             _HANDLERS[op["kind"]](workspace, op, profile)
         except OpRejected as exc:
             problems.append(_diagnostic(exc.code, exc.message, exc.file, field))
+            if exc.code == CONCEPT_NOT_FOUND:
+                concept_field = f"{field}.concept_id"
+                problems.extend(
+                    did_you_mean(s.concept_id, s.name, s.path, concept_field)
+                    for s in suggest(snapshot, op["concept_id"], check=token.check)
+                )
         except EditError as exc:
             problems.append(_diagnostic(exc.code, exc.message, _target(workspace, op), field))
     changes = workspace.changes()

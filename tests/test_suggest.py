@@ -1,0 +1,280 @@
+"""'Did you mean' (okf/suggest.py) and its diagnostics on every concept_not_found.
+
+The ranking rule is tested on in-memory snapshots; then every tool that takes a concept ID is
+called with an absent one through the real dispatcher, and the suggestions must be there. A tool
+whose input contract takes a concept ID but that is neither covered nor listed as answering
+unknown IDs inside a successful result fails the walk, so a new tool cannot skip it silently.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.errors import BundleError
+from bundle_mcp.okf import suggest as sg
+from bundle_mcp.tools import TOOL_MODULES
+
+try:
+    from tests.toolcall import snapshot_of
+except ImportError:  # pytest run without the repository root on sys.path
+    from toolcall import snapshot_of  # type: ignore[no-redef]
+
+REPO = Path(__file__).resolve().parent.parent
+CONTRACTS = REPO / "contracts"
+EXAMPLE = REPO / "examples" / "coffee-roastery"
+
+
+def concept(title: str = "") -> str:
+    return "---\ntype: Note\n" + (f"title: {title}\n" if title else "") + "---\nBody.\n"
+
+
+SHOP = snapshot_of({
+    "tables/orders.md": concept("Orders"),
+    "archive/tables/orders.md": concept("Old orders"),
+    "tables/order_items.md": concept("Order Items"),
+    "metrics/revenue.md": concept("orders"),
+    "tables/order.md": concept("One order"),
+    "Tables/Customers.md": concept("Customers"),
+    "notes/untitled.md": concept(),
+})
+
+
+def ids(found: tuple[sg.Suggestion, ...]) -> list[tuple[str, str]]:
+    return [(s.concept_id, s.reason) for s in found]
+
+
+# -- the rule ----------------------------------------------------------------------------------
+
+
+def test_loose_folds_case_and_reads_separators_as_one_space() -> None:
+    assert sg.loose("  Order_Items--v2 ") == "order items v2"
+    assert sg.loose("Straße/Ä") == "strasse/ä"
+    assert sg.loose("tables/order items") == sg.loose("Tables/Order-Items")
+
+
+def test_tiers_come_in_order_each_by_id() -> None:
+    """Stem matches, then title matches, then close ones; a concept is listed once."""
+    found = sg.suggest(SHOP, "orders")
+    assert ids(found) == [
+        ("archive/tables/orders", "stem"),
+        ("tables/orders", "stem"),
+        ("metrics/revenue", "title"),  # its title is "orders"; tables/orders came as a stem
+        ("tables/order", "close"),
+    ]
+
+
+def test_a_whole_id_equal_but_for_case_and_separators_comes_first() -> None:
+    found = sg.suggest(SHOP, "TABLES/ORDER-ITEMS")
+    assert ids(found)[0] == ("tables/order_items", "case")
+    assert ids(sg.suggest(SHOP, "tables/customers"))[0] == ("Tables/Customers", "case")
+
+
+def test_a_title_as_the_request_or_its_last_segment() -> None:
+    assert ids(sg.suggest(SHOP, "Old Orders"))[0] == ("archive/tables/orders", "title")
+    assert ids(sg.suggest(SHOP, "reports/One-Order"))[0] == ("tables/order", "title")
+
+
+def test_close_matches_rank_by_ratio_then_id() -> None:
+    found = sg.suggest(SHOP, "tables/ordres")
+    assert [r for _, r in ids(found)] == ["close"] * len(found)
+    assert found[0].concept_id == "tables/orders"  # 0.92, above tables/order (0.88)
+    assert [s.concept_id for s in found[:2]] == ["tables/orders", "tables/order"]
+
+
+def test_nothing_close_suggests_nothing() -> None:
+    assert sg.suggest(SHOP, "zz/qqqq") == ()
+    assert sg.suggest(SHOP, "x") == ()
+
+
+def test_at_most_five_and_never_the_request_itself() -> None:
+    many = snapshot_of({f"f{n}/orders.md": concept() for n in range(9)})
+    found = sg.suggest(many, "orders")
+    assert len(found) == sg.MAX_SUGGESTIONS == 5
+    assert [s.concept_id for s in found] == [f"f{n}/orders" for n in range(5)]
+    assert "f1/orders" not in [s.concept_id for s in sg.suggest(many, "f1/orders")]
+
+
+def test_a_path_where_an_id_was_expected_is_read_as_the_id() -> None:
+    for text in ("tables/orders.md", "/tables/orders", "./tables/orders.md"):
+        assert ids(sg.suggest(SHOP, text))[0] == ("tables/orders", "case"), text
+
+
+def test_only_concepts_under_the_project() -> None:
+    found = sg.suggest(SHOP, "orders", project="tables")
+    assert [s.concept_id for s in found] == ["tables/orders", "tables/order"]
+    assert sg.suggest(SHOP, "revenue", project="tables") == ()
+    assert [s.concept_id for s in sg.suggest(SHOP, "revenue")] == ["metrics/revenue"]
+
+
+def test_names_are_the_display_names() -> None:
+    found = sg.suggest(SHOP, "notes/untitle")
+    assert [(s.concept_id, s.name, s.path) for s in found] == [
+        ("notes/untitled", "untitled", "notes/untitled.md")
+    ]
+
+
+def test_the_index_is_built_once_per_snapshot_on_the_first_miss() -> None:
+    shop = snapshot_of({"a/orders.md": concept("Orders")})
+    calls: list[int] = []
+    real = sg.build_index
+
+    def counting(snapshot: Any) -> sg.SuggestionIndex:
+        calls.append(1)
+        return real(snapshot)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sg, "build_index", counting)
+        sg.suggest(shop, "orders")
+        sg.suggest(shop, "ordrs")
+        assert len(calls) == 1
+        sg.suggest(snapshot_of({"a/orders.md": concept("Orders")}), "orders")
+        assert len(calls) == 2
+
+
+def test_suggesting_checks_for_cancellation() -> None:
+    many = snapshot_of({f"c/item-{n:04d}.md": concept(f"Item {n}") for n in range(3000)})
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(BundleError) as info:
+        sg.suggest(many, "c/item-00x1", check=token.check)
+    assert info.value.code == "operation_cancelled"
+
+
+def test_a_miss_is_fast_on_a_large_bundle() -> None:
+    """Built once, a miss on 10,000 concepts costs milliseconds, not a scan with difflib."""
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel"]
+    files = {
+        f"{words[n % 8]}/{words[(n // 8) % 8]}-{words[(n // 64) % 8]}-{n:05d}.md":
+            concept(f"{words[n % 8].title()} {n}")
+        for n in range(10_000)
+    }
+    big = snapshot_of(files)
+    sg.suggest(big, "warm-up")
+    started = time.perf_counter()
+    for request in ("alpha/bravo-charlie-0001", "Delta 12", "nothing-like-this-at-all",
+                    "echo/golf-hotl-00100"):
+        sg.suggest(big, request)
+    assert (time.perf_counter() - started) / 4 < 0.25  # generous: a shared CI core
+
+
+# -- the diagnostics of every tool -------------------------------------------------------------
+
+
+# Every tool whose input takes a concept ID (or a list of them), the call with an absent one
+# and where its answer reports the suggestions: "error" (the concept_not_found envelope) or
+# "rejected" (a write plan's diagnostics).
+CALLS: dict[str, tuple[dict[str, Any], str, str]] = {
+    "read_concept": ({"concept_id": "beans/Kenya_Nyeri"}, "$.concept_id", "error"),
+    "get_neighbors": ({"concept_id": "beans/Kenya_Nyeri"}, "$.concept_id", "error"),
+    "fetch_slice": ({"entity_id": "beans/Kenya_Nyeri"}, "$.entity_id", "error"),
+    "preview_concept_patch": (
+        {"actor": "human:ann", "operations": [
+            {"kind": "set_lifecycle", "concept_id": "beans/Kenya_Nyeri",
+             "lifecycle": {"status": "stable", "stale_after": None}}]},
+        "$.operations[0].concept_id", "rejected",
+    ),
+    "apply_concept_patch": (
+        {"actor": "human:ann", "expected_revision": "sha256:" + "0" * 64,
+         "expected_plan_digest": "sha256:" + "0" * 64, "operations": [
+             {"kind": "set_lifecycle", "concept_id": "beans/Kenya_Nyeri",
+              "lifecycle": {"status": "stable", "stale_after": None}}]},
+        "$.operations[0].concept_id", "rejected",
+    ),
+}
+# Tools that take concept IDs and report the unknown ones inside a successful answer whose
+# contract has no place for suggestions (the seeds' `unresolved` lists), or for which an
+# absent ID is no error at all.
+ANSWERED_OTHERWISE = {
+    "expand_neighbors": "unknown seeds come back in `unresolved`",
+    "query_subgraph": "unknown seeds come back in `unresolved`",
+    "visualize_graph": "unknown seeds come back in `unresolved`",
+    "search_semantic": "unknown seed_ids come back in `unresolved`",
+    "write_concept": "an absent concept_id is a new concept",
+    "preview_v02_migration": "an unknown concept is a blocker; its message names suggestions",
+    "apply_v02_migration": "an unknown concept is a blocker; its message names suggestions",
+    "preview_temporal_upgrade": "a mapping that names no date value is invalid_request",
+    "apply_temporal_upgrade": "a mapping that names no date value is invalid_request",
+}
+# The definitions a contract names a concept ID (or a seed) with.
+ID_DEFINITIONS = {"concept_id", "entity_id", "object_id"}
+
+
+def _takes_concept_ids(tool: str) -> bool:
+    schema = json.loads((CONTRACTS / f"{tool}.input.schema.json").read_text(encoding="utf-8"))
+    return bool(ID_DEFINITIONS & set(schema.get("$defs", {})))
+
+
+def test_every_tool_that_takes_a_concept_id_is_walked() -> None:
+    takers = {tool for tool in TOOL_MODULES if _takes_concept_ids(tool)}
+    assert takers == set(CALLS) | set(ANSWERED_OTHERWISE)
+
+
+def _call(tool: str, arguments: dict[str, Any], tmp_path: Path) -> Any:
+    """The call on a private copy of the example (an apply must never reach the real one);
+    an apply gets the current revision, so that only the plan can stop it."""
+    root = Path(os.path.realpath(tmp_path)) / "bundle"  # no symlink in a bundle path
+    shutil.copytree(EXAMPLE, root)
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(root),)))
+    if "expected_revision" in arguments:
+        preview = dispatcher.call("preview_concept_patch", {
+            k: v for k, v in arguments.items() if not k.startswith("expected_")
+        })
+        arguments = {**arguments, "expected_revision": preview.structured["base_revision"]}
+    return dispatcher.call(tool, arguments)
+
+
+@pytest.mark.parametrize("tool", sorted(CALLS))
+def test_an_absent_concept_id_gets_did_you_mean(tool: str, tmp_path: Path) -> None:
+    arguments, field, where = CALLS[tool]
+    outcome = _call(tool, arguments, tmp_path)
+    structured = outcome.structured
+    if where == "error":
+        assert outcome.is_error and structured["code"] == "concept_not_found"
+        assert structured["diagnostics"][0]["code"] == "recovery_step"  # kept, first
+    else:
+        assert not outcome.is_error and structured["status"] == "rejected"
+        assert structured["diagnostics"][0]["code"] == "concept_not_found"
+    suggestions = [d for d in structured["diagnostics"] if d["code"] == "did_you_mean"]
+    assert suggestions == [{
+        "code": "did_you_mean",
+        "severity": "INFO",
+        "file": "beans/kenya-nyeri.md",
+        "field": field,
+        "message": "did you mean 'beans/kenya-nyeri' (Kenya Nyeri Gatomboya AA)?",
+        "spec_ref": None,
+        "policy_failure": None,
+    }]
+
+
+@pytest.mark.parametrize("tool", sorted(CALLS))
+def test_an_id_close_to_nothing_gets_no_did_you_mean(tool: str, tmp_path: Path) -> None:
+    arguments, _, _ = CALLS[tool]
+    text = json.dumps(arguments).replace("beans/Kenya_Nyeri", "zz/qqqq")
+    outcome = _call(tool, json.loads(text), tmp_path)
+    codes = [d["code"] for d in outcome.structured["diagnostics"]]
+    assert "did_you_mean" not in codes and codes
+
+
+def test_a_migration_blocker_names_the_suggestions(tmp_bundle: Any) -> None:
+    bundle = tmp_bundle({
+        "index.md": "# Index\n\n* [Orders](tables/orders.md)\n",
+        "tables/orders.md": "---\ntype: Table\ntitle: Orders\n---\n# Orders\n",
+    })
+    outcome = Dispatcher(ServeConfig(bundles=(bundle,))).call("preview_v02_migration", {
+        "generated_by": "human:ann", "timestamp_policy": "preserve", "citation_mappings": [],
+        "generated_at": [{"concept_id": "Tables/Orders", "at": "2024-01-01T00:00:00Z"}],
+    })
+    assert not outcome.is_error, outcome.structured
+    blockers = [b for b in outcome.structured["blockers"] if b["code"] == "unknown_concept"]
+    assert [b["message"] for b in blockers] == [
+        "generated_at names no concept 'Tables/Orders'; did you mean 'tables/orders'?"
+    ]
