@@ -183,3 +183,41 @@ def test_every_item_passes_the_filter_linked_ones_included(
                    for i in answer["items"] if i["why"] == "match"}
         assert matched <= everything
     assert answer["filters"]["types"] == sorted(set(types))
+
+
+def test_search_sections_hybrid_reorders_the_same_hits(tmp_path: Path) -> None:
+    root = write(tmp_path, {
+        "a-bread.md": note("Bread", "Sourdough starter, then bake the starter loaf."),
+        "b-culture.md": note("Starter culture", "starter flour water wild yeast culture feeding"),
+    })
+    index = fake_index()
+    try:
+        dispatcher = Dispatcher(ServeConfig(bundles=(root,)), semantic=index)
+        plain = dispatcher.call("search_sections", {"query": "starter"}).structured
+        hybrid = dispatcher.call(
+            "search_sections", {"query": "starter", "hybrid": True}).structured
+        question = dispatcher.call(
+            "search_sections", {"query": "culture feeding starter", "hybrid": True}).structured
+    finally:
+        index.close()
+    assert "ranking" not in plain  # an unasked-for key never appears
+    assert hybrid["ranking"] == "hybrid" and hybrid["ranking_note"] is None
+    key = [(h["concept_id"], h["line_start"], h["score"]) for h in plain["hits"]]
+    assert sorted(key) == sorted((h["concept_id"], h["line_start"], h["score"])
+                                 for h in hybrid["hits"])  # same hits, same BM25 scores
+    assert hybrid["total"] == plain["total"]
+    assert question["hits"][0]["concept_id"] == "b-culture"
+
+
+def test_search_sections_hybrid_without_an_index_says_so() -> None:
+    answer = call_tool(CONTEXT_BUNDLE, "search_sections", {"query": "espresso", "hybrid": True})
+    assert answer["ranking"] == "bm25"
+    assert "not enabled" in answer["ranking_note"]
+    plain = call_tool(CONTEXT_BUNDLE, "search_sections", {"query": "espresso"})
+    assert answer["hits"] == plain["hits"]
+
+
+def call_tool(root: str, tool: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    outcome = Dispatcher(ServeConfig(bundles=(root,))).call(tool, arguments)
+    assert not outcome.is_error, outcome.structured
+    return outcome.structured

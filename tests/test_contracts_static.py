@@ -44,7 +44,9 @@ OPEN_OBJECTS = {
 # only when a filter argument was given, so that an unfiltered answer keeps its bytes.
 OPTIONAL_OUTPUT_KEYS = {
     ("search_concepts.output.schema.json", ""): {"filters"},
-    ("search_sections.output.schema.json", ""): {"filters", "as_of", "temporal_profile"},
+    ("search_sections.output.schema.json", ""): {
+        "filters", "as_of", "temporal_profile", "ranking", "ranking_note",
+    },
     ("search_semantic.output.schema.json", ""): {"filters", "as_of", "temporal_profile"},
     ("context.output.schema.json", ""): {"filters"},
     # suggested_next.arguments: the arguments of whichever tool it names.

@@ -176,6 +176,9 @@ CALLS: dict[str, tuple[dict[str, Any], str, str]] = {
     "read_concept": ({"concept_id": "beans/Kenya_Nyeri"}, "$.concept_id", "error"),
     "get_neighbors": ({"concept_id": "beans/Kenya_Nyeri"}, "$.concept_id", "error"),
     "fetch_slice": ({"entity_id": "beans/Kenya_Nyeri"}, "$.entity_id", "error"),
+    "find_path": (
+        {"from_id": "beans/ethiopia-guji", "to_id": "beans/Kenya_Nyeri"}, "$.to_id", "error"
+    ),
     "preview_concept_patch": (
         {"actor": "human:ann", "operations": [
             {"kind": "set_lifecycle", "concept_id": "beans/Kenya_Nyeri",

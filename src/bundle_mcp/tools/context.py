@@ -25,11 +25,11 @@ from ..okf.names import concept_name
 from ..okf.properties import stale_after, status_state, text_field, trust
 from ..okf.sections import locator, span_text
 from ..okf.temporal import Reference, reference_from
-from ..semantic import PARTIAL, READY
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._extraction import token_cost
 from ._filters import admitted_concepts, concept_filter_from
+from ._hybrid import fused, semantic_ranks
 from ._section_index import query_terms, rank_sections
 from ._walk_params import clamped
 
@@ -57,8 +57,6 @@ STATUS_FACTOR = {"deprecated": 0.7, "draft": 0.9}
 MIN_TEXT_CHARS = 120  # below this a shortened text says too little to be worth its item
 CONCEPT_TEXT_CHARS = 320  # a whole-concept item's text: its description or its body's start
 SECTION_TEXT_CHARS = 2400  # a section's text before the budget cuts it further
-RRF_K = 60  # reciprocal rank fusion: 1/(60 + rank), the constant of Cormack et al. (2009)
-SEMANTIC_CANDIDATES = 50  # embedding ranks fused with the BM25 ranks
 SEMANTIC_ONLY = 5  # of those, the best that join the pack without a matching section
 SCORE_PLACES = 6
 
@@ -115,7 +113,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     concept_rank = {cid: n for n, cid in enumerate(_by_score(matched), start=1)}
     semantic_rank: dict[str, int] = {}
     if params.get("hybrid"):
-        semantic_rank, note = _semantic_ranks(call, question, admitted)
+        semantic_rank, note = semantic_ranks(call, question, admitted)
         if semantic_rank:
             ranking = "hybrid"
 
@@ -192,27 +190,8 @@ def _base_score(
     compares with the concept's best one (so a concept's sections keep their order)."""
     if not semantic_rank:
         return bm25
-    fused = sum(1.0 / (RRF_K + ranks[concept_id])
-                for ranks in (concept_rank, semantic_rank) if concept_id in ranks)
-    return fused * (1.0 + math.log1p(bm25))
-
-
-def _semantic_ranks(
-    call: CallContext, question: str, admitted: AbstractSet[str] | None
-) -> tuple[dict[str, int], str | None]:
-    """Concept ranks by embedding similarity (among the admitted concepts), or none and why."""
-    semantic = call.semantic
-    if semantic is None:
-        return {}, "hybrid asked for, but semantic search is not enabled: ranked by BM25 alone"
-    matches = semantic.search(
-        call.snapshot, question, SEMANTIC_CANDIDATES, 0.0, call.token, admitted
-    )
-    if matches.status not in (READY, PARTIAL) or not matches.hits:
-        return {}, (f"hybrid asked for, but the embedding index is {matches.status}: "
-                    "ranked by BM25 alone")
-    ranks = {cid: n for n, (cid, _score) in enumerate(matches.hits, start=1)}
-    note = None if matches.status == READY else "embeddings are partial: fused what exists"
-    return ranks, note
+    ranks = (concept_rank.get(concept_id), semantic_rank.get(concept_id))
+    return fused(ranks) * (1.0 + math.log1p(bm25))
 
 
 def _linked(

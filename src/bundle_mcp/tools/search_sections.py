@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from ..model import Snapshot
@@ -11,6 +12,7 @@ from ..okf.temporal import Reference, reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import limit_from
 from ._filters import admitted_concepts, concept_filter_from
+from ._hybrid import fused, semantic_ranks
 from ._section_index import ScoredSection, query_terms, rank_sections, snippet
 
 NAME = "search_sections"
@@ -30,7 +32,10 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     ref = reference_from(params)
     concept_filter = concept_filter_from(snapshot, params, ref)
     if not terms:
-        return _answer(query, [], snapshot, [], limit, [], concept_filter, ref)
+        empty = _answer(query, [], snapshot, [], limit, [], concept_filter, ref)
+        if params.get("hybrid"):
+            empty["ranking"], empty["ranking_note"] = "bm25", None
+        return empty
     # Sections of other concepts are dropped before scoring; BM25's statistics stay those of
     # the whole bundle, so a filter never changes how two admitted sections compare.
     admitted = (
@@ -40,6 +45,9 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     )
     wanted = set(terms)
     scored = rank_sections(snapshot, terms, token, admitted)
+    ranking: tuple[str, str | None] | None = None
+    if params.get("hybrid"):
+        scored, ranking = _hybrid_order(call, query, scored, admitted)
     hits = []
     for s in scored[:limit]:
         token.check()
@@ -59,7 +67,29 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
                 "matched_terms": list(terms),
             }
         )
-    return _answer(query, terms, snapshot, scored, limit, hits, concept_filter, ref)
+    answer = _answer(query, terms, snapshot, scored, limit, hits, concept_filter, ref)
+    if ranking is not None:
+        answer["ranking"], answer["ranking_note"] = ranking
+    return answer
+
+
+def _hybrid_order(
+    call: CallContext,
+    query: str,
+    scored: list[ScoredSection],
+    admitted: AbstractSet[str] | None,
+) -> tuple[list[ScoredSection], tuple[str, str | None]]:
+    """The BM25 hits reordered by reciprocal rank fusion of their own rank and their concept's
+    embedding rank; the hits stay the same (every query word must still occur), only their
+    order moves, and each keeps its BM25 score."""
+    ranks, note = semantic_ranks(call, query, admitted)
+    if not ranks:
+        return scored, ("bm25", note)
+    order = sorted(
+        range(len(scored)),
+        key=lambda i: (-fused((i + 1, ranks.get(scored[i].concept_id))), i),
+    )
+    return [scored[i] for i in order], ("hybrid", note)
 
 
 def _answer(
