@@ -50,7 +50,9 @@ TOKEN = "ts-test-token-3b9e"
 # Goldens recorded without an embedding index; served with the model installed, these calls (a
 # tool, or one case) may succeed or fail differently, or say a different ranking_note (index
 # still building). Their outcome must still arrive intact.
-MODEL_DEPENDENT = frozenset({"search_semantic", "context/hybrid_without_semantic"})
+MODEL_DEPENDENT = frozenset({
+    "search_semantic", "context/hybrid_without_semantic", "search_sections/hybrid_without_semantic",
+})
 UNKNOWN_ARGUMENT = "zz_not_an_argument"
 # npm's wording when the registry cannot be reached (offline CI, no proxy).
 _NETWORK = re.compile(
