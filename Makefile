@@ -14,7 +14,7 @@ EXTRAS ?= dev
 TS_DIR := tests/ts
 TS_STAMP := $(TS_DIR)/node_modules/.package-lock.json
 
-.PHONY: install ts-deps run test lint bench bench-all update-goldens clean
+.PHONY: install ts-deps run test lint bench bench-all bench-quality update-goldens clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,11 @@ bench: $(STAMP)
 
 bench-all: $(STAMP)
 	$(BIN)/python bench/run.py
+
+# Retrieval quality on the real corpora and a generated bundle (bench/quality.py): recall@1/5,
+# MRR and tokens per answer for every search tool against an rg baseline. Not part of `test`.
+bench-quality: $(STAMP)
+	$(BIN)/python bench/quality.py
 
 update-goldens: $(STAMP)
 	@if [ -n "$$CI" ]; then echo "update-goldens refuses to run when CI is set"; exit 1; fi
