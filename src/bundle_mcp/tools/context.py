@@ -30,7 +30,7 @@ from ._common import MIB, invalid_field
 from ._extraction import token_cost
 from ._filters import admitted_concepts, concept_filter_from
 from ._hybrid import fused, semantic_ranks
-from ._section_index import query_terms, rank_sections
+from ._section_index import query_terms, rank_descriptions, rank_sections
 from ._walk_params import clamped
 
 NAME = "context"
@@ -46,6 +46,7 @@ MIN_MAX_TOKENS = 256
 MAX_MAX_TOKENS = 8000
 MAX_ITEMS = 40  # a pack is a starting set; more belongs to the widening verbs
 MAX_CANDIDATE_SECTIONS = 120  # best-scoring sections looked at before packing
+MAX_CANDIDATE_DESCRIPTIONS = 40  # ... and concepts matched by their description
 TOP_CONCEPTS_FOR_LINKS = 3  # the best concepts whose neighbours join the pack
 NEIGHBOURS_PER_CONCEPT = 2
 LINKED_FACTOR = 0.5  # a neighbour ranks at half its best-matching neighbour's score
@@ -101,40 +102,52 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         else None
     )
 
-    ranked = (
-        rank_sections(snapshot, terms, token, admitted, require_all=False)[
+    # BM25 matches: sections, and concepts whose description holds the words (a description is
+    # frontmatter, which sections never see), in one list on one scale.
+    matches: list[_Candidate] = []
+    if terms:
+        for section in rank_sections(snapshot, terms, token, admitted, require_all=False)[
             :MAX_CANDIDATE_SECTIONS
-        ]
-        if terms
-        else []
-    )
-    matched = _best_by_concept(ranked)
+        ]:
+            matches.append(_Candidate(section.score, section.concept_id, section.line_start,
+                                      section.line_end, section.heading, "match", None))
+        for score, cid in rank_descriptions(snapshot, terms, token, admitted)[
+            :MAX_CANDIDATE_DESCRIPTIONS
+        ]:
+            matches.append(_Candidate(score, cid, 0, 0, None, "match", None))
+    matches.sort(key=lambda c: (-c.score, c.concept_id, c.line_start))
+    matched = {c.concept_id for c in matches}
     ranking, note = "bm25", None
-    concept_rank = {cid: n for n, cid in enumerate(_by_score(matched), start=1)}
     semantic_rank: dict[str, int] = {}
     if params.get("hybrid"):
         semantic_rank, note = semantic_ranks(call, question, admitted)
         if semantic_rank:
             ranking = "hybrid"
 
+    # With embeddings, concepts are ranked by fusing their BM25 rank (their best match) with
+    # their embedding rank; a match then scores its concept's fused score, scaled by its own
+    # BM25 score so that one concept's matches keep their order.
+    concept_rank: dict[str, int] = {}
+    for match in matches:
+        concept_rank.setdefault(match.concept_id, len(concept_rank) + 1)
     candidates: list[_Candidate] = []
-    seen_sections: dict[str, int] = {}
-    for section in ranked:
+    seen: dict[str, int] = {}
+    for match in matches:
         token.check()
-        cid = section.concept_id
-        base = _base_score(section.score, cid, concept_rank, semantic_rank)
-        nth = seen_sections.get(cid, 0)
-        seen_sections[cid] = nth + 1
-        candidates.append(
-            _Candidate(base * NEXT_SECTION_FACTOR**nth, cid, section.line_start,
-                       section.line_end, section.heading, "match", None)
+        cid = match.concept_id
+        base = (
+            fused((concept_rank[cid], semantic_rank.get(cid))) * (1.0 + math.log1p(match.score))
+            if semantic_rank
+            else match.score
         )
+        nth = seen.get(cid, 0)
+        seen[cid] = nth + 1
+        candidates.append(replace(match, score=base * NEXT_SECTION_FACTOR**nth))
     for cid, rank in sorted(semantic_rank.items(), key=lambda kv: kv[1]):
         # Found by meaning alone: the whole concept, no passage.
         if rank <= SEMANTIC_ONLY and cid not in matched:
             candidates.append(
-                _Candidate(_base_score(0.0, cid, concept_rank, semantic_rank), cid, 0, 0, None,
-                           "semantic", None)
+                _Candidate(fused((None, rank)), cid, 0, 0, None, "semantic", None)
             )
     candidates.extend(_linked(snapshot, candidates, admitted, token))
     weighted = [replace(c, score=round(c.score * _weight(snapshot, c.concept_id, ref),
@@ -172,28 +185,6 @@ def content_terms(terms: list[str]) -> list[str]:
     return kept or terms
 
 
-def _best_by_concept(ranked: list[Any]) -> dict[str, float]:
-    best: dict[str, float] = {}
-    for section in ranked:
-        best.setdefault(section.concept_id, section.score)  # ranked best first
-    return best
-
-
-def _by_score(scores: Mapping[str, float]) -> list[str]:
-    return sorted(scores, key=lambda cid: (-scores[cid], cid))
-
-
-def _base_score(
-    bm25: float, concept_id: str, concept_rank: Mapping[str, int], semantic_rank: Mapping[str, int]
-) -> float:
-    """BM25 alone, or with embeddings the fused rank of the concept scaled by how this section
-    compares with the concept's best one (so a concept's sections keep their order)."""
-    if not semantic_rank:
-        return bm25
-    ranks = (concept_rank.get(concept_id), semantic_rank.get(concept_id))
-    return fused(ranks) * (1.0 + math.log1p(bm25))
-
-
 def _linked(
     snapshot: Snapshot,
     candidates: list[_Candidate],
@@ -205,7 +196,7 @@ def _linked(
     best: dict[str, float] = {}
     for c in candidates:
         best[c.concept_id] = max(best.get(c.concept_id, 0.0), c.score)
-    top = _by_score(best)[:TOP_CONCEPTS_FOR_LINKS]
+    top = sorted(best, key=lambda cid: (-best[cid], cid))[:TOP_CONCEPTS_FOR_LINKS]
     taken: set[str] = set(best)
     out: list[_Candidate] = []
     for cid in top:
