@@ -154,7 +154,7 @@ class _Section:
 
 @dataclass(frozen=True, slots=True)
 class ScoredSection:
-    """One section holding every query term, with its BM25 score (rounded to 6 places)."""
+    """One section holding the query terms (all, or any), with its BM25 score (6 places)."""
 
     score: float
     concept_id: str
@@ -187,7 +187,7 @@ def rank_sections(
     avgdl = (total_length / n) if n else 0.0
     if avgdl == 0:
         avgdl = 1.0
-    idf = {t: math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) for t in terms}
+    idf = {t: _idf(n, df[t]) for t in terms}
     scored: list[ScoredSection] = []
     for s in sections:
         token.check()
@@ -256,9 +256,14 @@ def _statistics(
     idf = {}
     for term in terms:
         df = len(cache.get(term, functools.partial(_postings, snapshot, term, token)))
-        idf[term] = math.log(1 + (n - df + 0.5) / (df + 0.5))
+        idf[term] = _idf(n, df)
     avgdl = (totals.length / n) if n else 0.0
     return idf, (avgdl or 1.0)
+
+
+def _idf(sections: int, df: int) -> float:
+    """BM25's inverse document frequency (the +1 keeps it positive for common terms)."""
+    return math.log(1 + (sections - df + 0.5) / (df + 0.5))
 
 
 @dataclass(frozen=True, slots=True)
