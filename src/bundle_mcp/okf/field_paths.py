@@ -116,15 +116,16 @@ def path_fields(snapshot: Snapshot, doc: Document) -> Iterator[FieldOccurrence]:
     """
     fm = doc.fm
     value = fm.get("resource")
-    if _text(value):
+    if isinstance(value, str) and value.strip():
         yield FieldOccurrence(RESOURCE, "resource", resolve_field_path(snapshot, doc.path, value))
     sources = fm.get("sources")
     if isinstance(sources, tuple):
         for n, entry in enumerate(sources):
-            if isinstance(entry, Mapping) and _text(entry.get("resource")):
+            found = entry.get("resource") if isinstance(entry, Mapping) else None
+            if isinstance(found, str) and found.strip():
                 yield FieldOccurrence(
                     SOURCE_RESOURCE, f"sources[{n}].resource",
-                    resolve_field_path(snapshot, doc.path, entry["resource"], may_be_scope=True),
+                    resolve_field_path(snapshot, doc.path, found, may_be_scope=True),
                 )
     if fm.get("type") != "Attested Computation":
         return
@@ -137,10 +138,6 @@ def path_fields(snapshot: Snapshot, doc: Document) -> Iterator[FieldOccurrence]:
         resource = block.get("resource") if isinstance(block, Mapping) else None
         if isinstance(resource, str) and resource.strip():
             yield FieldOccurrence(name, name, resolve_field_path(snapshot, doc.path, resource))
-
-
-def _text(value: Any) -> bool:
-    return isinstance(value, str) and bool(value.strip())
 
 
 def _is_scope(value: str) -> bool:
