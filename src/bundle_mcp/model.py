@@ -391,6 +391,23 @@ class Edge:
     relation_type: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A non-Markdown file whose bytes the format needs (a file-mode Attested Computation).
+
+    Read through the pinned root without following symlinks and under the per-file cap, like a
+    Markdown file. ``data`` is ``None`` when it could not be read, and ``problem`` says why.
+    """
+
+    path: str
+    record: FileRecord | None
+    data: bytes | None
+    problem: str | None = None
+
+
+_NO_ATTACHMENTS: Mapping[str, Attachment] = types.MappingProxyType({})
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """One immutable capture of a bundle.
@@ -406,6 +423,8 @@ class Snapshot:
     directories: frozenset[str]
     skipped: tuple[Diagnostic, ...]
     memo: Memo = field(default_factory=Memo, repr=False, compare=False)
+    # Assets whose bytes were read, by path; their records count in ``revision``.
+    attachments: Mapping[str, Attachment] = field(default_factory=lambda: _NO_ATTACHMENTS)
 
     @functools.cached_property
     def broken(self) -> tuple[Document, ...]:

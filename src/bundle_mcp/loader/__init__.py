@@ -12,8 +12,9 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic
 from ..limits import MAX_PATH_BYTES
-from ..model import Document, Snapshot, revision_of
+from ..model import Attachment, Document, FileRecord, Snapshot, revision_of
 from ..observe import Notice
+from ..okf.computations import attachment_paths
 from ..storage.handles import pin_root
 from ..storage.locks import ReadLock
 from ..storage.recovery import RecoveryFailed, pending, recover
@@ -78,8 +79,50 @@ def load_bundle(
         os.close(fd)
     if stuck:
         captured = dataclasses.replace(captured, skipped=(*captured.skipped, *stuck))
-    snapshot = build_snapshot(captured, token, previous, cached)
+    snapshot = _attach(bundle_path, build_snapshot(captured, token, previous, cached), token)
     return snapshot, {f.path: f.stat for f in captured.files}
+
+
+def _attach(bundle_path: str, snapshot: Snapshot, token: CancelToken) -> Snapshot:
+    """Read the assets whose bytes the format needs (file-mode computations) into the snapshot.
+
+    They are read like Markdown files: through a freshly pinned root, without following any
+    symlink, within the per-file cap, and they count in the aggregate cap and the revision. A
+    file that cannot be read is kept as an attachment without data, saying why, so the tool
+    that needs it reports a clear error instead of the whole bundle failing.
+    """
+    wanted = attachment_paths(snapshot)
+    if not wanted:
+        return snapshot
+    attachments: dict[str, Attachment] = {}
+    fd = pin_root(bundle_path)
+    try:
+        with ReadLock(fd, token):
+            for path in sorted(wanted):
+                token.check()
+                read = read_relative(fd, path)
+                if read is None:
+                    attachments[path] = Attachment(
+                        path, None, None,
+                        "not a regular file within the per-file cap, or not readable")
+                    continue
+                data, _ = read
+                record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
+                attachments[path] = Attachment(path, record, data)
+    finally:
+        os.close(fd)
+    return _with_attachments(snapshot, attachments)
+
+
+def _with_attachments(snapshot: Snapshot, attachments: Mapping[str, Attachment]) -> Snapshot:
+    records = [a.record for a in attachments.values() if a.record is not None]
+    check_total(sum(d.record.size for d in snapshot.documents.values())
+                + sum(r.size for r in records))
+    return dataclasses.replace(
+        snapshot,
+        revision=revision_of([*snapshot.records, *records]),
+        attachments=types.MappingProxyType(dict(attachments)),
+    )
 
 
 def refresh_files(
@@ -156,10 +199,14 @@ def refresh_files(
     if added:
         # The walk's order: each folder's entries sorted by name, depth first.
         documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
-    return (
-        _snapshot(documents, frozenset(assets), previous.directories, previous.skipped),
-        stats,
-    )
+    snapshot = _snapshot(documents, frozenset(assets), previous.directories, previous.skipped)
+    kept = previous.attachments
+    if kept or attachment_paths(snapshot):
+        # An attachment written, or a different set of them named: read them all again.
+        if attachment_paths(snapshot) != set(kept) or any(p in kept for p in wanted):
+            return None
+        snapshot = _with_attachments(snapshot, kept)
+    return snapshot, stats
 
 
 def _plain_name(path: str) -> bool:
