@@ -37,6 +37,9 @@ OPEN_OBJECTS = {
     ("get_semantic_graph.output.schema.json", "/properties/@context"),
     ("get_semantic_graph.output.schema.json", "/$defs/graph_node"),
     ("read_concept.output.schema.json", "/$defs/projection/properties/unknown"),
+    # What an agent bound and what its executor returned: any JSON, judged by the checks.
+    ("check_receipt.input.schema.json", "/properties/parameters"),
+    ("check_receipt.input.schema.json", "/properties/receipt"),
 }
 
 # Output keys that are optional on purpose: (file name, JSON pointer) -> keys. The search tools
@@ -49,6 +52,8 @@ OPTIONAL_OUTPUT_KEYS = {
     },
     ("search_semantic.output.schema.json", ""): {"filters", "as_of", "temporal_profile"},
     ("context.output.schema.json", ""): {"filters"},
+    # Only for a concept that links to an Attested Computation (the okf-mcp shape otherwise).
+    ("read_concept.output.schema.json", ""): {"uses_computations"},
     # suggested_next.arguments: the arguments of whichever tool it names.
     ("context.output.schema.json", "/properties/suggested_next/properties/arguments"): {
         "question", "max_tokens", "hybrid", "types", "tags", "project", "status", "min_trust",

@@ -175,6 +175,11 @@ def test_a_miss_is_fast_on_a_large_bundle() -> None:
 CALLS: dict[str, tuple[dict[str, Any], str, str]] = {
     "read_concept": ({"concept_id": "beans/Kenya_Nyeri"}, "$.concept_id", "error"),
     "get_neighbors": ({"concept_id": "beans/Kenya_Nyeri"}, "$.concept_id", "error"),
+    "get_computation": ({"concept_id": "beans/Kenya_Nyeri"}, "$.concept_id", "error"),
+    "check_receipt": (
+        {"concept_id": "beans/Kenya_Nyeri", "parameters": {}, "receipt": {},
+         "displayed_value": None, "as_of": "2026-12-02"}, "$.concept_id", "error",
+    ),
     "fetch_slice": ({"entity_id": "beans/Kenya_Nyeri"}, "$.entity_id", "error"),
     "find_path": (
         {"from_id": "beans/ethiopia-guji", "to_id": "beans/Kenya_Nyeri"}, "$.to_id", "error"

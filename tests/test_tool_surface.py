@@ -69,6 +69,7 @@ TOOLSET_MEMBERS = {
         "find_path",
         "query_subgraph",
     },
+    "compute": {"get_computation", "check_receipt"},
     "semantic": {"search_semantic"},
     "views": {"validate_bundle", "get_semantic_graph", "visualize_graph"},
     "write": {
@@ -425,7 +426,7 @@ def test_date_and_instant_patterns_agree_on_edge_cases(value: str) -> None:
 
 
 def test_every_tool_belongs_to_one_named_toolset() -> None:
-    assert list(TOOLSETS) == ["read", "walk", "write", "semantic", "views"]
+    assert list(TOOLSETS) == ["read", "walk", "write", "compute", "semantic", "views"]
     by_set: dict[str, set[str]] = {name: set() for name in TOOLSETS}
     for name, module in REAL_TOOLS.items():
         by_set[module.toolset].add(name)
@@ -468,7 +469,7 @@ def test_an_unknown_toolset_is_a_usage_error_on_one_line(
     assert cli.main(["serve", simple_bundle, "--tools", value]) == cli.EXIT_USAGE
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("bundle-mcp: --tools: unknown toolset")
-    assert "read, walk, write, semantic" in err
+    assert "read, walk, write, compute, semantic" in err
 
 
 def test_serve_help_names_the_toolsets(capsys: pytest.CaptureFixture[str]) -> None:

@@ -37,6 +37,7 @@ TOOLSETS: dict[str, str] = {
     "read": "context, search, read and list concepts, their neighbours, the bundle summary",
     "walk": "bounded widening: expand_neighbors, fetch_slice, find_path, query_subgraph",
     "write": "write_concept and the preview_*/apply_* pairs",
+    "compute": "Attested Computations (OKF v0.2 §10): get_computation, check_receipt",
     "semantic": "search_semantic (needs the semantic extra)",
     "views": "whole-bundle views for people and programs: validate_bundle, get_semantic_graph "
     "(JSON-LD), visualize_graph (Mermaid)",

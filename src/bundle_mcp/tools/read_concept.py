@@ -8,6 +8,7 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import resource_limit
 from ..model import Document, Snapshot, thaw
+from ..okf.computations import is_attested_computation
 from ..okf.properties import stale_after, status_state, tags, trust, verifications
 from ..okf.temporal import DATE_PROFILE
 from ..okf.versions import resolve_version, version_declaration
@@ -23,9 +24,9 @@ from ._common import (
 
 NAME = "read_concept"
 DESCRIPTION = (
-    "One concept by concept_id: raw frontmatter, Markdown body and the known OKF fields "
-    "projected (sources with footnotes, verified and trust, status, stale_after, Attested "
-    "Computation as inert data; other keys under unknown); the text block is the raw file. "
+    "One concept by concept_id: raw frontmatter, Markdown body, the known OKF fields projected "
+    "(sources with footnotes, verified and trust, status, stale_after, Attested Computation "
+    "keys; others under unknown) and the computations it links to. Text block: the raw file. "
     "An absent ID is concept_not_found."
 )
 
@@ -79,6 +80,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     }
     _check_list_sizes(projection)
     assert doc.concept_id is not None
+    used = uses_computations(snapshot, doc.concept_id)
     return {
         "id": doc.concept_id,
         "path": doc.path,
@@ -92,7 +94,27 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
             "generated_from_timestamp": from_timestamp,
             "sources_from_citations": from_citations,
         },
+        # Only when there is something to say, so the okf-mcp wire shape of every other
+        # concept stays as it was.
+        **({"uses_computations": used} if used else {}),
     }
+
+
+def uses_computations(snapshot: Snapshot, concept_id: str) -> list[dict[str, Any]]:
+    """The Attested Computations this concept links to (OKF v0.2 §10.4), by ID: where its
+    figures must be computed, with get_computation."""
+    targets = {
+        edge.target_id
+        for edge in snapshot.edges_by_concept.get(concept_id, ())
+        if edge.source_id == concept_id and edge.target_id != concept_id
+        and is_attested_computation(snapshot.concepts[edge.target_id])
+    }
+    out = []
+    for target in sorted(targets):
+        fm = snapshot.concepts[target].fm
+        out.append({"id": target, "title": string_or(fm.get("title"), ""),
+                    "runtime": string_or(fm.get("runtime"), None)})
+    return out
 
 
 def text(result: dict[str, Any], snapshot: Snapshot) -> str:

@@ -1,0 +1,1 @@
+"""Placeholder for the bundle's own attester: compare the compiled dbt model and its vars."""

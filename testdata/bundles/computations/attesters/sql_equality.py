@@ -1,0 +1,1 @@
+"""Placeholder for the bundle's own attester: canonicalise and compare the executed SQL."""
