@@ -80,5 +80,6 @@ def test_the_tools_fill_the_catalogue() -> None:
     counts = derived.built(snapshot)
     assert set(counts) == {slot.name for slot in derived.SLOTS}
     for name in ("list_entry", "semantic_graph_nodes", "section_words", "document_findings",
-                 "bundle_findings", "graph", "summary_counts", "concept_suggestions"):
+                 "bundle_findings", "graph", "field_edges", "summary_counts",
+                 "concept_suggestions"):
         assert counts[name] > 0, name

@@ -29,6 +29,7 @@ __all__ = [
     "CONCEPT_IDS_BY_CASEFOLD",
     "CONCEPT_SUGGESTIONS",
     "DOCUMENT_FINDINGS",
+    "FIELD_EDGES",
     "GRAPH",
     "INDEX_FINDINGS",
     "INDEX_OUTLINE",
@@ -68,6 +69,12 @@ class Slot(Generic[T]):
 GRAPH: Slot[Any] = Slot(
     "graph", "snapshot", "bundle_mcp.okf.graph",
     "entities, adjacency and tag index of the traversal verbs (okf.graph.BundleGraph)",
+)
+FIELD_EDGES: Slot[Any] = Slot(
+    "field_edges", "snapshot", "bundle_mcp.okf.graph",
+    "the walk's typed edges from path-valued frontmatter fields (sources[].resource, "
+    "executor.resource, attester.resource, computation, resource) to the concepts they name, "
+    "per concept (okf.graph.FieldEdge); Snapshot.edges stays links and relations only",
 )
 SECTION_WORDS: Slot[Any] = Slot(
     "section_words", "document", "bundle_mcp.tools._section_index",
@@ -144,6 +151,7 @@ ANSWERS: Slot[Any] = Slot(
 
 SLOTS: tuple[Slot[Any], ...] = (
     GRAPH,
+    FIELD_EDGES,
     SECTION_WORDS,
     SECTION_WORD_TOTALS,
     SECTION_POSTINGS,

@@ -6,14 +6,18 @@ section whose locator is also some concept's ID is no entity of its own (it is s
 through its concept).
 
 Edges. ``LINKS_TO`` (a resolved navigation link), a typed relation under its declared name,
+a *field edge* (a path-valued frontmatter field naming a concept: :data:`FIELD_EDGE_OF`),
 ``PART_OF`` (a section → the concept it was cut from) and ``SHARES_COMMUNITY`` (two concepts
 carrying a common tag; it has no direction). Links and relations are the snapshot's resolved
-edges (:attr:`Snapshot.edges_by_concept`).
+edges (:attr:`Snapshot.edges_by_concept`); field edges are derived beside them
+(:func:`field_edges`, kept in :data:`bundle_mcp.derived.FIELD_EDGES`), so the snapshot's edges,
+and every tool that reports them (get_neighbors, get_semantic_graph), stay as they were.
 
-Adjacency. :meth:`BundleGraph.steps` lists the links, relations and ``PART_OF`` edges of one
-entity that a :class:`Selection` (edge kinds, direction, project) admits. ``SHARES_COMMUNITY`` is
-never listed per entity: a tag on n concepts is n² pairs, so :func:`walk` expands each tag once
-per level from the tag index, and callers test a pair with :meth:`BundleGraph.tags_of`.
+Adjacency. :meth:`BundleGraph.steps` lists the links, relations, field edges and ``PART_OF``
+edges of one entity that a :class:`Selection` (edge kinds, direction, project) admits.
+``SHARES_COMMUNITY`` is never listed per entity: a tag on n concepts is n² pairs, so :func:`walk`
+expands each tag once per level from the tag index, and callers test a pair with
+:meth:`BundleGraph.tags_of`.
 
 Walk. :func:`walk` is the one breadth-first walk, in a fixed order, with a :class:`Budget` that
 decides how much work it may do: expand_neighbors caps the edges it examines
@@ -40,8 +44,16 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..cancel import CancelToken
-from ..derived import GRAPH, of_snapshot
+from ..derived import FIELD_EDGES, GRAPH, of_snapshot
 from ..model import Document, Memo, Section, Snapshot
+from .field_paths import (
+    ATTESTER_RESOURCE,
+    COMPUTATION,
+    EXECUTOR_RESOURCE,
+    RESOURCE,
+    SOURCE_RESOURCE,
+    path_fields,
+)
 from .names import concept_name
 from .properties import tags as concept_tags
 from .properties import text_field
@@ -52,10 +64,29 @@ LINKS_TO = "LINKS_TO"
 PART_OF = "PART_OF"
 SHARES_COMMUNITY = "SHARES_COMMUNITY"
 
+# Field edges (OKF v0.2 §6.2): a path-valued frontmatter field whose own reading names an
+# existing concept is an edge from the concept that writes it to that concept, under these names.
+SOURCED_FROM = "SOURCED_FROM"
+EXECUTED_BY = "EXECUTED_BY"
+ATTESTED_BY = "ATTESTED_BY"
+COMPUTED_BY = "COMPUTED_BY"
+DESCRIBES = "DESCRIBES"
+FIELD_EDGE_OF: Mapping[str, str] = types.MappingProxyType(
+    {
+        SOURCE_RESOURCE: SOURCED_FROM,
+        EXECUTOR_RESOURCE: EXECUTED_BY,
+        ATTESTER_RESOURCE: ATTESTED_BY,
+        COMPUTATION: COMPUTED_BY,
+        RESOURCE: DESCRIBES,
+    }
+)
+FIELD_EDGE_NAMES = frozenset(FIELD_EDGE_OF.values())
+
 # Edge kinds, as query_subgraph's full rendering reports them.
 NAVIGATION = "navigation"  # the kind Snapshot.edges gives a link
 RELATION = "relation"  # ... and a typed relation
 PART_OF_KIND = "part_of"
+FIELD_KIND = "field"  # ... and a field edge
 COMMUNITY_KIND = "shares_community"
 
 OUTGOING = "outgoing"
@@ -66,7 +97,9 @@ SECTION_TYPE = "section"  # the type of every section entity
 # How strongly each kind of edge relates its ends; the walk keeps the strongest edge into a node.
 # A declared relation is an author's explicit statement, a link is navigation the author chose,
 # a section is part of what was already found, and a shared tag is the weakest evidence.
+# A field edge is declared in frontmatter like a relation, so it weighs as much.
 RELATION_WEIGHT = 1.0
+FIELD_WEIGHT = RELATION_WEIGHT
 LINKS_TO_WEIGHT = 0.8
 PART_OF_WEIGHT = 0.6
 COMMUNITY_WEIGHT = 0.4
@@ -106,8 +139,8 @@ class Step:
     ``direction`` is relative to that entity. ``edge_from``/``edge_to`` are the edge's own ends
     in its stored direction: for a typed relation the escaped references with their fragments
     (``source#intro`` → ``target#part``), so an edge between sub-resources never loses an end
-    when it is reported between concepts. A ``SHARES_COMMUNITY`` step, having no direction, is
-    reported as leaving the expanded concept.
+    when it is reported between concepts; for a link or a field edge the two concept IDs. A
+    ``SHARES_COMMUNITY`` step, having no direction, is reported as leaving the expanded concept.
     """
 
     target: Entity
@@ -125,11 +158,14 @@ class Selection:
 
     ``typed`` holds the relation names allowed (``None``: every relation type); with
     ``fold_case`` a relation matches by its upper-cased name (expand_neighbors' names are
-    case-insensitive; query_subgraph's are exact). ``incoming`` walks edges against their stored
-    direction too, and with it a concept reaches its sections (``PART_OF`` points from a section
-    to its concept). A concept of a single section offers it only with ``unsliced_sections``:
-    in expand_neighbors such a concept is its own only span, in query_subgraph every section is
-    an object. Outside ``project`` (a top folder) nothing is reached.
+    case-insensitive; query_subgraph's are exact). ``fields`` holds the field edge names allowed
+    (``None``: all of them, the default wherever every relation type is walked); they are the
+    server's own names, so :meth:`named` matches them case-insensitively in every verb.
+    ``incoming`` walks edges against their stored direction too, and with it a concept reaches
+    its sections (``PART_OF`` points from a section to its concept). A concept of a single
+    section offers it only with ``unsliced_sections``: in expand_neighbors such a concept is its
+    own only span, in query_subgraph every section is an object. Outside ``project`` (a top
+    folder) nothing is reached.
     """
 
     links: bool
@@ -140,10 +176,11 @@ class Selection:
     fold_case: bool = False
     unsliced_sections: bool = False
     project: str | None = None
+    fields: frozenset[str] | None = None
 
     @classmethod
     def every(cls, *, incoming: bool = True, project: str | None = None) -> Selection:
-        """All four kinds of edge, every relation type."""
+        """Every kind of edge, every relation type and field edge."""
         return cls(True, None, True, True, incoming=incoming, project=project)
 
     @classmethod
@@ -156,8 +193,9 @@ class Selection:
         unsliced_sections: bool = False,
         project: str | None = None,
     ) -> Selection:
-        """The kinds and relation types ``names`` mention; a name matches both a kind and a
-        relation declared under that name."""
+        """The kinds, relation types and field edges ``names`` mention; a name matches both a
+        kind (or field edge) and a relation declared under that name."""
+        names = list(names)
         chosen = frozenset(n.upper() for n in names) if fold_case else frozenset(names)
         return cls(
             links=LINKS_TO in chosen,
@@ -168,12 +206,21 @@ class Selection:
             fold_case=fold_case,
             unsliced_sections=unsliced_sections,
             project=project,
+            fields=field_edge_names(names),
         )
 
     def allows_relation(self, relation_type: str) -> bool:
         if self.typed is None:
             return True
         return (relation_type.upper() if self.fold_case else relation_type) in self.typed
+
+    def allows_field(self, name: str) -> bool:
+        return self.fields is None or name in self.fields
+
+
+def field_edge_names(names: Iterable[str]) -> frozenset[str]:
+    """The field edge names among ``names``, matched case-insensitively."""
+    return frozenset(n.upper() for n in names) & FIELD_EDGE_NAMES
 
 
 # --------------------------------------------------------------------------------------------
@@ -240,6 +287,49 @@ def graph_of(snapshot: Snapshot) -> BundleGraph:
     return graph
 
 
+@dataclass(frozen=True, slots=True)
+class FieldEdge:
+    """A field edge: ``source_id`` writes a path-valued field that names ``target_id``."""
+
+    source_id: str
+    relationship: str  # one of FIELD_EDGE_NAMES
+    target_id: str
+
+
+def field_edges(
+    snapshot: Snapshot, token: CancelToken | None = None
+) -> Mapping[str, tuple[FieldEdge, ...]]:
+    """Every field edge touching a concept (as source or target), sorted by (source,
+    relationship, target); one edge per triple however many fields state it.
+
+    A field counts only when its own reading (:func:`~bundle_mcp.okf.field_paths.path_fields`)
+    names an existing concept. Its ``root_reading`` never does: that spelling is for the
+    validator to flag, and picking it here would make the graph disagree with what the file
+    says.
+    """
+
+    def build() -> Mapping[str, tuple[FieldEdge, ...]]:
+        concepts = snapshot.concepts
+        found: set[FieldEdge] = set()
+        for n, (concept_id, doc) in enumerate(concepts.items()):
+            if token is not None and n % 256 == 0:
+                token.check()
+            for occurrence in path_fields(snapshot, doc):
+                target = occurrence.value.concept_id
+                if target is not None and target in concepts:
+                    found.add(FieldEdge(concept_id, FIELD_EDGE_OF[occurrence.field], target))
+        index: dict[str, list[FieldEdge]] = {}
+        for edge in sorted(found, key=lambda e: (e.source_id, e.relationship, e.target_id)):
+            index.setdefault(edge.source_id, []).append(edge)
+            if edge.target_id != edge.source_id:
+                index.setdefault(edge.target_id, []).append(edge)
+        return types.MappingProxyType({k: tuple(v) for k, v in index.items()})
+
+    return of_snapshot(
+        snapshot, FIELD_EDGES, build, check=token.check if token is not None else None
+    )
+
+
 class BundleGraph:
     """Entities, tags and adjacency of one snapshot, each part built on first use.
 
@@ -254,6 +344,7 @@ class BundleGraph:
         self._concepts: dict[str, Entity] = {}
         self._sections: dict[str, tuple[Entity, ...]] = {}
         self._tags: dict[str, tuple[str, ...]] = {}
+        self._field_edges: Mapping[str, tuple[FieldEdge, ...]] | None = None
         self._memo = Memo()
 
     # entities
@@ -393,6 +484,14 @@ class BundleGraph:
 
     # adjacency
 
+    def field_edges_of(self, concept_id: str, token: CancelToken) -> tuple[FieldEdge, ...]:
+        """The field edges touching a concept, in :func:`field_edges` order."""
+        index = self._field_edges
+        if index is None:
+            # Two threads may both fetch it: the slot hands both the same value.
+            index = self._field_edges = field_edges(self.snapshot, token)
+        return index.get(concept_id, ())
+
     def steps(
         self,
         entity: Entity,
@@ -403,13 +502,16 @@ class BundleGraph:
         *,
         loops: bool = False,
     ) -> Iterator[Step]:
-        """The links, relations and ``PART_OF`` edges of ``entity`` the selection admits.
+        """The links, relations, field edges and ``PART_OF`` edges of ``entity`` the selection
+        admits.
 
-        In a fixed order (the snapshot's edges of the concept, then its sections), one budget
-        unit per edge looked at, admitted or not. Edges to concepts in ``visited`` are paid for
-        but not yielded (building a step for a node the walk already holds is most of the cost
-        in a dense graph). A concept's edge to itself is yielded only with ``loops``. Stops
-        early, without error, when the budget runs out; the caller reads ``budget.exhausted``.
+        In a fixed order (the snapshot's edges of the concept, then its field edges, then its
+        sections), one budget unit per edge looked at, admitted or not; field edges are not
+        looked at when the selection admits none of them. Edges to concepts in ``visited`` are
+        paid for but not yielded (building a step for a node the walk already holds is most of
+        the cost in a dense graph). A concept's edge to itself is yielded only with ``loops``.
+        Stops early, without error, when the budget runs out; the caller reads
+        ``budget.exhausted``.
         """
         if entity.section is not None:
             # A section's only edge is PART_OF to the concept it was cut from.
@@ -453,6 +555,28 @@ class BundleGraph:
                 continue
             yield Step(self.concept(other), name, direction, weight, edge.source_ref,
                        edge.target_ref, kind)
+        if selection.fields is None or selection.fields:
+            for field_edge in self.field_edges_of(concept_id, token):
+                token.check()
+                if not budget.take():
+                    return
+                start, end = field_edge.source_id, field_edge.target_id
+                if start == end:
+                    if not loops:
+                        continue
+                    other, direction = concept_id, OUTGOING
+                elif start == concept_id:
+                    other, direction = end, OUTGOING
+                elif incoming:
+                    other, direction = start, INCOMING
+                else:
+                    continue
+                if other in visited or not selection.allows_field(field_edge.relationship):
+                    continue
+                if project is not None and not in_project(concepts[other].path, project):
+                    continue
+                yield Step(self.concept(other), field_edge.relationship, direction,
+                           FIELD_WEIGHT, start, end, FIELD_KIND)
         # PART_OF points from a section to its concept, so a concept reaches its sections only
         # over incoming edges.
         if not (incoming and selection.part_of):

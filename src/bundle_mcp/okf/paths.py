@@ -35,6 +35,7 @@ from .graph import (
     Entity,
     Selection,
     Step,
+    field_edge_names,
     in_project,
 )
 
@@ -89,15 +90,18 @@ class PathSearch:
 def path_selection(
     names: Iterable[str], *, incoming: bool, project: str | None
 ) -> Selection:
-    """The edges a path walks: ``LINKS_TO`` and the typed relations ``names`` mention
-    (case-insensitive, as expand_neighbors matches them), or both kinds with every relation
-    type when ``names`` is empty. Never ``PART_OF`` or ``SHARES_COMMUNITY``."""
+    """The edges a path walks: ``LINKS_TO``, the typed relations and the field edges ``names``
+    mention (case-insensitive, as expand_neighbors matches them), or all three kinds with every
+    relation type and field edge when ``names`` is empty. Never ``PART_OF`` or
+    ``SHARES_COMMUNITY``. A field edge is a statement of the concept's own frontmatter ("this
+    was computed by that skill"), a chain an agent can follow like a relation, so it is a path
+    edge."""
     chosen = frozenset(n.upper() for n in names)
     if not chosen:
         return Selection(True, None, False, False, incoming=incoming, project=project)
     return Selection(
         links=LINKS_TO in chosen, typed=chosen, part_of=False, community=False,
-        incoming=incoming, fold_case=True, project=project,
+        incoming=incoming, fold_case=True, project=project, fields=field_edge_names(chosen),
     )
 
 

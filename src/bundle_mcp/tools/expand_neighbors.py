@@ -29,9 +29,10 @@ from ._walk_params import clamped, project_from
 
 NAME = "expand_neighbors"
 DESCRIPTION = (
-    "Widen concepts or sections you hold, breadth-first, with a preview per neighbour. "
-    "Edges: LINKS_TO, typed relations, PART_OF (section-concept), SHARES_COMMUNITY (shared "
-    "tag). The first 8 distinct seeds are walked; the rest and unknown IDs: unresolved. "
+    "Widen concepts or sections you hold, breadth-first, previewing each neighbour. "
+    "Edges: LINKS_TO, typed relations, field edges, PART_OF (section-concept), "
+    "SHARES_COMMUNITY (shared tag). The first 8 distinct seeds are walked; others and unknown "
+    "IDs: unresolved. "
     "Score: typed 1.0, LINKS_TO 0.8, PART_OF 0.6, community 0.4, halved per hop."
 )
 

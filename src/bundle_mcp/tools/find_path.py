@@ -1,4 +1,4 @@
-"""find_path: the shortest chains of links and typed relations between two concepts."""
+"""find_path: the shortest chains of links, typed relations and field edges between two concepts."""
 
 from __future__ import annotations
 
@@ -27,9 +27,9 @@ from ._walk_params import clamped, project_from
 
 NAME = "find_path"
 DESCRIPTION = (
-    "How two concepts are related: the shortest chains of links and typed relations from "
-    "from_id to to_id, ordered by node IDs (tags are not walked). None within max_hops: "
-    "paths [] and a reason, not an error."
+    "How two concepts relate: the shortest chains of links, typed relations and field edges "
+    "from from_id to to_id, ordered by node IDs (tags not walked). None within max_hops: "
+    "paths [] and a reason, no error."
 )
 
 DEFAULT_MAX_HOPS, MAX_HOPS = 4, 8
