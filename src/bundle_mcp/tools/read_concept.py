@@ -24,10 +24,10 @@ from ._common import (
 
 NAME = "read_concept"
 DESCRIPTION = (
-    "One concept by concept_id: raw frontmatter, Markdown body, the known OKF fields projected "
+    "One concept by concept_id: raw frontmatter, Markdown body, known OKF fields projected "
     "(sources with footnotes, verified and trust, status, stale_after, Attested Computation "
     "keys; others under unknown) and the computations it links to. Text block: the raw file. "
-    "An absent ID is concept_not_found."
+    "Absent ID: concept_not_found."
 )
 
 MODELLED_KEYS = frozenset(
