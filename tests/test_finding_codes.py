@@ -23,7 +23,9 @@ SCANNED = [
 ]
 # Codes of request diagnostics inside an error envelope (a bad bundle_path), never findings.
 ENVELOPE_ONLY = {"invalid_input", "recovery_step"}
-HELPERS = {"error": 1, "warn": 1, "info": 1, "_skip": 0, "FrontmatterError": 0}
+# An Attested Computation whose text cannot be determined is reported with the exception's code.
+HELPERS = {"error": 1, "warn": 1, "info": 1, "_skip": 0, "FrontmatterError": 0,
+           "ComputationUnavailable": 0}
 
 
 def _name(node: ast.expr) -> str | None:

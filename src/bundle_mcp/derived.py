@@ -30,6 +30,7 @@ __all__ = [
     "CONCEPT_SUGGESTIONS",
     "DOCUMENT_FINDINGS",
     "FIELD_EDGES",
+    "FIELD_FINDINGS",
     "GRAPH",
     "INDEX_FINDINGS",
     "INDEX_OUTLINE",
@@ -110,6 +111,11 @@ DOCUMENT_FINDINGS: Slot[Any] = Slot(
     "document_findings", "document", "bundle_mcp.validation",
     "the findings of the rules that read one document, per strictness and OKF version",
 )
+FIELD_FINDINGS: Slot[Any] = Slot(
+    "field_findings", "snapshot", "bundle_mcp.validation",
+    "path-valued field and Attested Computation findings, per concept and --check-links (they "
+    "read other files of the snapshot, so they cannot be kept with the document)",
+)
 INDEX_OUTLINE: Slot[Any] = Slot(
     "index_outline", "document", "bundle_mcp.validation.reserved",
     "an index.md file's headings and top-level list entries (validation.reserved.IndexOutline)",
@@ -160,6 +166,7 @@ SLOTS: tuple[Slot[Any], ...] = (
     CONCEPT_IDS_BY_CASEFOLD,
     CONCEPT_SUGGESTIONS,
     DOCUMENT_FINDINGS,
+    FIELD_FINDINGS,
     INDEX_OUTLINE,
     INDEX_FINDINGS,
     LINK_FINDINGS,

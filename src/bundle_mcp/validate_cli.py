@@ -52,8 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--check-links", action="store_true",
-        help="report links that reach nothing in the bundle (info) and #fragments that name no "
-        "heading of their target (warning)",
+        help="report links, resource and sources[].resource paths that reach nothing in the "
+        "bundle (info) and #fragments that name no heading of their target (warning)",
     )
     parser.add_argument(
         "--check-orphans", action="store_true",

@@ -14,6 +14,7 @@ from ..cancel import CancelToken
 from ..derived import (
     BUNDLE_FINDINGS,
     DOCUMENT_FINDINGS,
+    FIELD_FINDINGS,
     INDEX_FINDINGS,
     LINK_FINDINGS,
     ORPHAN_FINDINGS,
@@ -24,7 +25,7 @@ from ..errors import ERROR, INFO, WARN, Diagnostic
 from ..model import Document, Snapshot
 from ..okf.temporal import Reference
 from ..okf.versions import resolve_version, version_declaration
-from . import bundle, concepts, links, reserved
+from . import bundle, computations, concepts, fields, links, reserved
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -83,6 +84,12 @@ def findings_for(
         )
         if doc.concept_id is not None:
             yield from concepts.staleness(doc, options.reference)
+            yield from of_snapshot(
+                snapshot,
+                FIELD_FINDINGS,
+                _tupled(_field_findings, snapshot, doc, options.check_links),
+                (doc.path, options.check_links),
+            )
         if options.strict and doc.kind == "index" and doc.parse_error is None:
             yield from of_snapshot(
                 snapshot,
@@ -109,12 +116,20 @@ def orphan_findings(snapshot: Snapshot) -> tuple[Diagnostic, ...]:
 def _document_findings(doc: Document, strict: bool, effective_version: str
                        ) -> Iterator[Diagnostic]:
     if doc.concept_id is None:
-        yield from reserved.reserved_conformance(doc)
+        yield from reserved.reserved_conformance(doc, effective_version)
         return
     yield from concepts.conformance(doc)
     yield from concepts.guidance(doc)
     if strict:
         yield from concepts.strict(doc, effective_version)
+
+
+def _field_findings(snapshot: Snapshot, doc: Document, check_links: bool
+                    ) -> Iterator[Diagnostic]:
+    """Rules that read one concept and the files it names: path-valued fields (§6.2) and the
+    Attested Computation contract (§10), whatever the effective version."""
+    yield from fields.field_path_findings(snapshot, doc, check_links)
+    yield from computations.computation_findings(snapshot, doc)
 
 
 def _bundle_findings(snapshot: Snapshot) -> Iterator[Diagnostic]:

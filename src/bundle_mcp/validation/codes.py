@@ -122,9 +122,12 @@ FINDING_CODES: dict[str, FindingCode] = {
         "target's frontmatter description, so that the catalogue and the concept agree.",
         "Copy the concept's 'description' into the entry, or update the concept."),
     "log_frontmatter": _c(
-        ERROR, "log.md has frontmatter.",
-        "log.md is a dated list of changes with no frontmatter.",
-        "Remove the frontmatter block from log.md."),
+        ERROR, "log.md has frontmatter under OKF v0.1.",
+        "Under OKF v0.1 (the effective version of a bundle that declares none) log.md is a "
+        "dated list of changes with no frontmatter. OKF v0.2 allows frontmatter in a log file, "
+        "so the rule applies only when the effective version is 0.1.",
+        "Remove the frontmatter block from log.md, or declare the bundle OKF v0.2 with "
+        "'okf_version: \"0.2\"' in the root index.md frontmatter."),
     "log_heading_level": _c(
         ERROR, "A log.md date heading is not level 2.",
         "log.md groups its entries under '## YYYY-MM-DD' headings; a date at another heading "
@@ -241,6 +244,108 @@ FINDING_CODES: dict[str, FindingCode] = {
         "With --strict, the '# Citations' entries are numbered contiguously from 1 so that "
         "every marker finds its entry.",
         "Renumber the entries from 1 without gaps and update the markers."),
+    # --- path-valued fields (OKF v0.2 §6.2) ---------------------------------------------------
+    "field_path_outside_bundle": _c(
+        WARN, "A path-valued field climbs above the bundle root.",
+        "resource, sources[].resource, computation, executor.resource and attester.resource "
+        "name a URL or a path inside the bundle; a relative path whose '..' segments leave the "
+        "bundle names nothing a consumer of the bundle can open.",
+        "Point the field at a file inside the bundle (a '/'-rooted path is safest), or use a "
+        "URL."),
+    "field_path_root_relative": _c(
+        WARN, "A relative field path names nothing, but the same path from the root does.",
+        "A path without a leading '/' is read relative to the file that holds the field "
+        "(§6.2). This one names nothing there, while read from the bundle root it names a "
+        "file: most likely a bundle-root path written without its '/'. It is never read the "
+        "other way silently.",
+        "Add the leading '/' the message suggests (or write the path relative to the file)."),
+    "contract_path_missing": _c(
+        WARN, "A contract path of an Attested Computation names nothing.",
+        "An Attested Computation's computation, executor.resource and attester.resource name "
+        "the computation file, the run instructions and the attester code. When one names "
+        "nothing in the bundle, a consumer cannot run or attest the computation.",
+        "Correct the path (relative to the concept, or '/'-rooted), or add the missing file."),
+    "field_path_missing": _c(
+        INFO, "A resource or sources[].resource path names nothing in the bundle.",
+        "With --check-links, a bundle path in resource or sources[].resource must name a file "
+        "or folder of the bundle. Like a broken link (§6.1) it is tolerated: it may be "
+        "knowledge not written yet. URLs and scope descriptors are never checked.",
+        "Correct the path, add the file it names, or write a URL."),
+    # --- Attested Computations (OKF v0.2 §10) --------------------------------------------------
+    "computation_runtime_missing": _c(
+        WARN, "An Attested Computation has no runtime.",
+        "§10.2 makes 'runtime' required for an Attested Computation: it says how to run the "
+        "computation and what its parameters mean. Its absence is guidance, not a conformance "
+        "error (§11).",
+        "Add 'runtime: <engine>' (for example 'runtime: bigquery') to the frontmatter."),
+    "computation_contract_invalid": _c(
+        WARN, "A contract field of an Attested Computation is malformed.",
+        "The contract is the frontmatter: runtime a string, parameters a list of {name, type, "
+        "required} with unique names, executor {resource, receipt: [field names]}, attester "
+        "{resource}, computation a path. The malformed part is ignored; the rest is read.",
+        "Fix the field the message names to the shape above."),
+    "computation_missing": _c(
+        WARN, "An Attested Computation has no computation.",
+        "§10.3: the computation is one code block under the body's '# Computation' heading, "
+        "or the file the computation field names. Without it there is nothing sanctioned to "
+        "run.",
+        "Put the computation in one code block under '# Computation', or name its file in "
+        "the computation field."),
+    "computation_ambiguous": _c(
+        WARN, "An Attested Computation has more than one candidate computation.",
+        "The sanctioned computation must be exactly one text: a computation field and a body "
+        "code block, two '# Computation' sections or two code blocks leave it open which one "
+        "is sanctioned, so none is picked.",
+        "Keep exactly one computation: one code block, or the computation field alone."),
+    "computation_not_in_bundle": _c(
+        WARN, "The computation field names something outside the bundle.",
+        "The computation field names a URL, which is never fetched, so the sanctioned text "
+        "cannot be read from the bundle or compared with what ran.",
+        "Keep the computation file in the bundle and name it by its path."),
+    "computation_unreadable": _c(
+        WARN, "The computation file cannot be read.",
+        "The file the computation field names is in the bundle but could not be read as text: "
+        "it is a symlink or over the file caps, is not UTF-8, or is a Markdown file that does "
+        "not parse.",
+        "Make it a regular UTF-8 file within the bundle's caps, or fix its frontmatter."),
+    "computation_too_large": _c(
+        WARN, "The computation is larger than 1 MiB.",
+        "A computation is handed to an agent whole or not at all; one larger than 1 MiB is "
+        "refused rather than cut.",
+        "Split the computation into smaller sanctioned computations."),
+    "computation_parameter_unused": _c(
+        WARN, "A declared parameter is never bound by the SQL computation.",
+        "For a SQL runtime, each declared parameter is a bind variable of the computation "
+        "(@name, :name, $name, or $1 and ? by position). One the SQL never binds cannot "
+        "influence the result, which usually means a value was written into the SQL.",
+        "Bind the parameter in the SQL, or remove it from 'parameters'."),
+    "computation_parameter_undeclared": _c(
+        WARN, "The SQL computation binds a variable that is not a declared parameter.",
+        "The agent may supply values only for the declared parameters (§10.3); a bind "
+        "variable outside 'parameters' has no declared type and cannot be bound by a consumer.",
+        "Declare it in 'parameters' as {name, type, required}, or remove it from the SQL."),
+    "computation_receipt_missing": _c(
+        WARN, "The executor declares no receipt.",
+        "executor.receipt lists the fields a run returns (a job id, the SQL that ran): the "
+        "evidence the attester inspects. An executor without one returns nothing to attest.",
+        "Add 'receipt: [job_id, executed_sql, result]' (the fields your runner returns)."),
+    "computation_executor_missing": _c(
+        INFO, "An Attested Computation has no executor.",
+        "Without executor.resource a consumer is not told how to run the computation; it can "
+        "still read the contract and the sanctioned text.",
+        "Add 'executor: {resource: <run instructions>, receipt: [...]}'."),
+    "computation_attester_missing": _c(
+        INFO, "An Attested Computation has no attester.",
+        "Without attester.resource a consumer has no deterministic check of a run's receipt, "
+        "so a value computed from it cannot be attested.",
+        "Add 'attester: {resource: <path to the checking code>}'."),
+    "contract_field_ignored": _c(
+        INFO, "A computation contract key sits on a concept of another type.",
+        "runtime, parameters, computation, executor and attester are defined only for type "
+        "'Attested Computation' (§10.1); on another type they are producer extensions that no "
+        "consumer reads as a contract.",
+        "Move the computation into its own Attested Computation concept and link to it, or "
+        "fix the type."),
     # --- links and orphans (--check-links, --check-orphans) ------------------------------------
     "broken_link": _c(
         INFO, "A link points to nothing in the bundle.",

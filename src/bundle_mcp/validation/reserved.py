@@ -17,10 +17,19 @@ from .findings import error, warn
 
 SPEC_INDEX = "OKF v0.2: index.md lists a folder's concepts under headings"
 SPEC_LOG = "OKF v0.2: log.md groups list entries under ## YYYY-MM-DD headings, newest first"
+SPEC_LOG_FRONTMATTER = ("OKF v0.1: log.md has no frontmatter (OKF v0.2 §9 allows it; declare "
+                        "okf_version \"0.2\" in the root index.md, §12)")
 _DATE_LIKE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def reserved_conformance(doc: Document) -> Iterator[Diagnostic]:
+def reserved_conformance(doc: Document, effective_version: str
+                         ) -> Iterator[Diagnostic]:
+    """§8 and §9 structure of ``index.md`` and ``log.md`` under the bundle's effective version.
+
+    Only the log's frontmatter rule depends on the version: OKF v0.1 (the reference's rule)
+    forbids it; v0.2 does not (§9 says nothing of frontmatter, and §8 and §12 forbid it in index
+    files only), so under 0.2 a log may carry one.
+    """
     if doc.parse_error is not None:
         e = doc.parse_error
         yield error(doc.path, e.code, f"unparseable {doc.path.rsplit('/', 1)[-1]}: {e.message}",
@@ -33,9 +42,11 @@ def reserved_conformance(doc: Document) -> Iterator[Diagnostic]:
         if doc.path == "index.md" or doc.body.strip():
             yield from _index_structure(doc)
     else:
-        if doc.frontmatter is not None:
-            yield error(doc.path, "log_frontmatter", "log.md should not contain frontmatter", 1,
-                        spec_ref=SPEC_LOG)
+        if doc.frontmatter is not None and effective_version == "0.1":
+            yield error(doc.path, "log_frontmatter",
+                        "log.md should not contain frontmatter under OKF v0.1; OKF v0.2 allows "
+                        "it: declare okf_version: \"0.2\" in the root index.md frontmatter",
+                        1, spec_ref=SPEC_LOG_FRONTMATTER)
         yield from _log_structure(doc)
 
 
