@@ -281,7 +281,7 @@ def test_a_substituted_literal_is_named() -> None:
 def test_bind_variables_map_positions_to_declared_names() -> None:
     assert bind_variables("SELECT ? , ?", "sqlite", ("a", "b")) == ("a", "b")
     assert bind_variables("SELECT $2, $1", "postgres", ("a", "b")) == ("b", "a")
-    assert bind_variables("SELECT ?, ?, ?", "mysql", ("a",)) == ("a", "#2", "#3")
+    assert bind_variables("SELECT ?, ?, ?", "mysql", ("a",)) == ("a", "?2", "?3")
     assert bind_variables("{{ var('x') }}", "dbt", ("x",)) is None
 
 

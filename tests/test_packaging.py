@@ -149,9 +149,7 @@ def test_the_installed_console_script_reports_its_version_and_validates(
     checked = _run([script, "validate", str(EXAMPLE), "--strict", "--check-links",
                     "--check-orphans"], timeout=120, cwd=tmp_path, env=_clean_env())
     assert checked.returncode == 0, checked.stdout + checked.stderr
-    # One warning: the example's pricing/landed-cost.md writes its code into the computation
-    # field (tests/test_validate_cli.py, EXAMPLE_KNOWN_WARNINGS); 0 once the example is migrated.
-    assert checked.stdout.splitlines()[-1].endswith(" 0 errors, 1 warnings, 0 info: conformant")
+    assert checked.stdout.splitlines()[-1].endswith(" 0 errors, 0 warnings, 0 info: conformant")
     usage = _run([script, "validate", str(tmp_path / "absent")], timeout=60, cwd=tmp_path,
                  env=_clean_env())
     assert usage.returncode == 2

@@ -31,7 +31,6 @@ OP = "op"  # punctuation and operators
 
 _HASH_COMMENTS = frozenset({"bigquery", "mysql"})  # where `#` starts a line comment
 _DOUBLE_QUOTE_STRINGS = frozenset({"bigquery", "mysql"})  # where "…" is a string, not a name
-_DOLLAR_QUOTES = frozenset({"postgres", "duckdb", "snowflake"})  # $$…$$, $tag$…$tag$
 
 _NUMBER = re.compile(r"(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_$]*")
@@ -77,14 +76,16 @@ def tokenize(sql: str, runtime: str, parameters: Sequence[str]) -> list[Token]:
     """The canonical token stream of ``sql`` for ``runtime`` (lower-case runtime name).
 
     Positional bind variables take the names of ``parameters`` in order; one past the last
-    declared parameter is named ``#n`` (1-based), which never equals a declared name.
+    declared parameter keeps its spelling (``$3``, ``?3``), which never equals a declared name.
+    ``$$…$$`` and ``$tag$…$tag$`` are dollar-quoted strings in every runtime.
     """
     tokens: list[Token] = []
     i, n = 0, len(sql)
     positional = 0
 
-    def positional_name(index: int) -> str:
-        return parameters[index - 1] if 0 < index <= len(parameters) else f"#{index}"
+    def positional_name(index: int, spelling: str) -> str:
+        # One past the declared parameters keeps its spelling ($3, ?3): it binds nothing declared.
+        return parameters[index - 1] if 0 < index <= len(parameters) else spelling
 
     while i < n:
         ch = sql[i]
@@ -110,7 +111,7 @@ def tokenize(sql: str, runtime: str, parameters: Sequence[str]) -> list[Token]:
             i = end
             continue
         if ch == "$":
-            tag = _DOLLAR_TAG.match(sql, i) if runtime in _DOLLAR_QUOTES else None
+            tag = _DOLLAR_TAG.match(sql, i)
             if tag is not None:
                 end = sql.find(tag[0], tag.end())
                 if end < 0:
@@ -121,7 +122,8 @@ def tokenize(sql: str, runtime: str, parameters: Sequence[str]) -> list[Token]:
                 continue
             digits = re.match(r"\$(\d+)", sql[i:])
             if digits:
-                tokens.append(Token(PARAM, positional_name(int(digits[1])), digits[0]))
+                tokens.append(Token(PARAM, positional_name(int(digits[1]), digits[0]),
+                                    digits[0]))
                 i += len(digits[0])
                 continue
             name = _NAME.match(sql, i + 1)
@@ -129,7 +131,13 @@ def tokenize(sql: str, runtime: str, parameters: Sequence[str]) -> list[Token]:
                 tokens.append(Token(PARAM, name[0], "$" + name[0]))
                 i = name.end()
                 continue
-        if ch == "@" and not sql.startswith("@@", i):
+        if sql.startswith("@@", i):  # a system variable (@@version), never a parameter
+            name = _NAME.match(sql, i + 2)
+            raw = sql[i:name.end()] if name else "@@"
+            tokens.append(Token(WORD, raw.upper() if name else raw, raw))
+            i += len(raw)
+            continue
+        if ch == "@":
             name = _NAME.match(sql, i + 1)
             if name:
                 tokens.append(Token(PARAM, name[0], "@" + name[0]))
@@ -143,17 +151,20 @@ def tokenize(sql: str, runtime: str, parameters: Sequence[str]) -> list[Token]:
                 continue
             digits = re.match(r":(\d+)", sql[i:]) if runtime == "snowflake" else None
             if digits:
-                tokens.append(Token(PARAM, positional_name(int(digits[1])), digits[0]))
+                tokens.append(Token(PARAM, positional_name(int(digits[1]), digits[0]),
+                                    digits[0]))
                 i += len(digits[0])
                 continue
         if ch == "?":
             digits = re.match(r"\?(\d+)", sql[i:])
             if digits:
-                tokens.append(Token(PARAM, positional_name(int(digits[1])), digits[0]))
+                tokens.append(Token(PARAM, positional_name(int(digits[1]), digits[0]),
+                                    digits[0]))
                 i += len(digits[0])
             else:
                 positional += 1
-                tokens.append(Token(PARAM, positional_name(positional), "?"))
+                tokens.append(Token(PARAM, positional_name(positional, f"?{positional}"),
+                                    "?"))
                 i += 1
             continue
         if ch.isdigit() or (ch == "." and i + 1 < n and sql[i + 1].isdigit()):
