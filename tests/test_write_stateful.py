@@ -545,7 +545,8 @@ class WriteMachine(RuleBasedStateMachine):
         # be in once the next read has recovered, as (name, files).
         self.uncertain: list[tuple[str, dict[str, bytes]]] | None = None
         self.answers: dict[str, dict[str, Any]] = {}  # canonical request -> first success
-        self.last_crash: tuple[str, dict[str, Any], dict[str, bytes]] | None = None
+        # (tool, arguments, the files its plan writes, whether it died before checking its plan)
+        self.last_crash: tuple[str, dict[str, Any], dict[str, bytes], bool] | None = None
         self.log: list[str] = []
 
     @initialize(declared=st.booleans())
@@ -616,7 +617,9 @@ class WriteMachine(RuleBasedStateMachine):
             self.log.append(f"  died at step {died.args[0]!r} (steps {call.steps if call else []})")
             STATS[f"{tool} died at {died.args[0].split(':')[0]}"] += 1
             self.uncertain = [("old", before), ("new", after)]
-            self.last_crash = (tool, args, after)
+            # Died at "locked": the plan was never checked against the disk, so its retry is a
+            # first attempt and may be refused like any other (a folder named like a file).
+            self.last_crash = (tool, args, after, died.args[0] == "locked")
             return None, call
 
         assert outcome is not None
@@ -650,7 +653,9 @@ class WriteMachine(RuleBasedStateMachine):
                 )
         else:
             assert receipt.base_revision == base, (receipt, base)
-            self.answers.setdefault(key, answer)
+            # A receipt is rewritten by every apply of the same request: a later replay
+            # answers as the latest apply did, not the first.
+            self.answers[key] = answer
         changed = sorted(p for p in after if before.get(p) != after[p])
         if not receipt.replayed:
             assert sorted(receipt.changed_paths) == changed, (receipt.changed_paths, changed)
@@ -928,10 +933,17 @@ class WriteMachine(RuleBasedStateMachine):
     def retry_interrupted(self) -> None:
         """Sending the interrupted call again completes it (or redoes it) and ends at new."""
         assert self.last_crash is not None
-        tool, args, after = self.last_crash
+        tool, args, after, unchecked = self.last_crash
         self.last_crash = None
-        outcome, _ = self._apply(tool, args, must_succeed=True)
-        assert outcome is not None and not outcome.is_error
+        before = dict(self.files)
+        outcome, _ = self._apply(tool, args, must_succeed=not unchecked)
+        assert outcome is not None
+        if outcome.is_error:
+            # Only a call that died before its plan was checked may be refused, and then it
+            # changed nothing (the invariant compares the disk with the model).
+            assert unchecked and self.files == before, outcome.structured
+            STATS[f"retry of {tool}: refused, as a first attempt would be"] += 1
+            return
         assert self.files == after, "the retried apply did not end at its new state"
         STATS[f"retry of {tool}: ok"] += 1
 
