@@ -23,6 +23,7 @@ from bundle_mcp.contracts import ContractSet
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.frontmatter import split_frontmatter
+from bundle_mcp.okf.computations import computation_text, contract_of
 from bundle_mcp.tools import load_tools
 from bundle_mcp.writes import yaml_edit
 from bundle_mcp.writes.patch_ops import plan_patch
@@ -226,6 +227,69 @@ def test_put_attested_computation_inline_then_file(shop: Client) -> None:
     text = shop.read("orders.md")
     assert "computation: calc/orders.py\n" in text
     assert text.endswith("# Computation\n\n")
+
+
+SQL_CONTRACT = {
+    "mode": "inline", "runtime": "sqlite", "parameters": [],
+    "inline_computation": "SELECT 2", "inline_language": "sql",
+    "executor": {"resource": "urn:runner", "receipt": ["executed_sql", "result"]},
+    "attester": {"resource": "urn:attester"},
+}
+SQL_FILE_CONTRACT = {
+    **{k: v for k, v in SQL_CONTRACT.items() if not k.startswith("inline")},
+    "mode": "file", "computation_path": "calc/q.sql",
+}
+
+
+def _computation_client(tmp_bundle, body: str) -> Client:
+    return Client(tmp_bundle({"index.md": INDEX, "calc/q.sql": "SELECT 3\n",
+                              "c.md": "---\ntype: table\n---\n" + body}))
+
+
+def _sanctioned(client: Client) -> str:
+    """The computation the reader (get_computation, check_receipt) finds after the write."""
+    snapshot, _ = load_bundle(client.bundle)
+    doc = snapshot.documents["c.md"]
+    return computation_text(snapshot, doc, contract_of(snapshot, doc)).text
+
+
+@pytest.mark.parametrize(("contract", "body_after", "sanctioned"), [
+    (SQL_CONTRACT, "# Computation\n\n```sql\nSELECT 2\n```\n\nProse after.\n", "SELECT 2\n"),
+    (SQL_FILE_CONTRACT, "# Computation\n\n\nProse after.\n", "SELECT 3\n"),
+], ids=["inline", "file"])
+def test_put_attested_computation_replaces_or_drops_an_indented_block(
+    tmp_bundle, contract: dict[str, Any], body_after: str, sanctioned: str
+) -> None:
+    # The reader counts an indented block as the section's code block (the spec's examples
+    # indent), so the writer must replace it, or drop it in file mode, not add a second one.
+    client = _computation_client(
+        tmp_bundle, "# Computation\n\n    SELECT 1\n    FROM t\n\nProse after.\n")
+    patch(client, {"kind": "put_attested_computation", "concept_id": "c",
+                   "attested_computation": contract})
+    assert split_frontmatter(client.read("c.md")).body == body_after
+    assert _sanctioned(client) == sanctioned
+
+
+def test_put_attested_computation_edits_a_setext_computation_section(tmp_bundle) -> None:
+    client = _computation_client(
+        tmp_bundle, "Computation\n===========\n\n```sql\nSELECT 1\n```\n\nProse.\n")
+    patch(client, {"kind": "put_attested_computation", "concept_id": "c",
+                   "attested_computation": SQL_CONTRACT})
+    assert split_frontmatter(client.read("c.md")).body == (
+        "Computation\n===========\n\n```sql\nSELECT 2\n```\n\nProse.\n")
+    assert _sanctioned(client) == "SELECT 2\n"
+
+
+@pytest.mark.parametrize("contract", [SQL_CONTRACT, SQL_FILE_CONTRACT], ids=["inline", "file"])
+def test_put_attested_computation_refuses_a_section_with_two_code_blocks(
+    tmp_bundle, contract: dict[str, Any]
+) -> None:
+    client = _computation_client(
+        tmp_bundle, "# Computation\n\n    SELECT 0\n\n```sql\nSELECT 1\n```\n")
+    preview = client.ok("preview_concept_patch", actor="a", operations=[
+        {"kind": "put_attested_computation", "concept_id": "c", "attested_computation": contract}])
+    assert preview["status"] == "rejected"
+    assert [d["code"] for d in preview["diagnostics"]] == ["ambiguous_computation_section"]
 
 
 def test_set_bundle_version_edits_the_root_index(tmp_bundle) -> None:

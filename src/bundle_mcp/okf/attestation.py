@@ -55,6 +55,10 @@ def attest(
     displayed: Any,
     ref: Reference,
 ) -> dict[str, Any]:
+    """The checks of one run and their verdict: ``{verdict, reasons, checks,
+    attester_resource, freshness, computation_sha256}``, where ``computation_sha256`` is the
+    digest of the sanctioned computation the checks used (None when it is unavailable; the
+    ``computation`` check says why)."""
     contract = contract_of(snapshot, doc)
     checks: list[dict[str, Any]] = [_contract_check(contract)]
     text: ComputationText | None = None
@@ -87,6 +91,7 @@ def attest(
         "checks": checks,
         "attester_resource": contract.attester.wire() if contract.attester else None,
         "freshness": gate,
+        "computation_sha256": text.sha256 if text is not None else None,
     }
 
 

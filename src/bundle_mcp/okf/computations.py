@@ -18,7 +18,8 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import posixpath
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,36 +181,69 @@ class InlineBlocks:
     blocks: tuple[tuple[int, int, str, str], ...]  # (first line, last line, info, content)
 
 
-def inline_blocks(doc: Document) -> InlineBlocks:
+@dataclass(frozen=True, slots=True)
+class ComputationTokens:
+    """The level-1 ``# Computation`` headings of one parsed body and the code blocks directly
+    under them, as tokens (``map`` in 0-based lines of the body), in document order.
+
+    The one reading of the inline computation: :func:`inline_blocks` reports it and the write
+    side (``put_attested_computation``) edits what it finds.
+    """
+
+    headings: tuple[Token, ...]  # heading_open tokens, ATX or setext
+    blocks: tuple[Token, ...]  # fence and code_block tokens
+
+
+def computation_tokens(tokens: Sequence[Token]) -> ComputationTokens:
     """The code blocks (fenced or indented) directly under each level-1 ``# Computation``
-    heading, up to the next level-1 heading; lines are 1-based lines of the file."""
-    if not doc.body:
-        return InlineBlocks(0, ())
-    tokens = markdown_parser().parse(doc.body)
+    heading of ``tokens`` (a markdown_parser() parse), up to the next level-1 heading."""
     h1 = [
         (i, tok.map[0])
         for i, tok in enumerate(tokens)
         if tok.type == "heading_open" and tok.tag == "h1" and tok.level == 0 and tok.map
     ]
-    own = [line for i, line in h1 if _heading_text(tokens, i) == "Computation"]
-    blocks: list[tuple[int, int, str, str]] = []
-    for start in own:
-        end = min([line for _, line in h1 if line > start], default=len(doc.body) + 1)
-        for tok in tokens:
-            if (
-                tok.type in ("fence", "code_block")
-                and tok.level == 0
-                and tok.map
-                and start < tok.map[0] < end
-            ):
-                first, last = tok.map
-                info = tok.info.strip().split(maxsplit=1)[0] if tok.info.strip() else ""
-                blocks.append((first + doc.body_line, last + doc.body_line - 1, info,
-                               tok.content))
-    return InlineBlocks(len(own), tuple(blocks))
+    own = [(i, line) for i, line in h1 if _heading_text(tokens, i) == "Computation"]
+    blocks: list[Token] = []
+    for _, start in own:
+        end = min([line for _, line in h1 if line > start], default=sys.maxsize)
+        blocks.extend(_code_tokens(tokens, start, end))
+    return ComputationTokens(tuple(tokens[i] for i, _ in own), tuple(blocks))
 
 
-def _heading_text(tokens: list[Token], i: int) -> str:
+def inline_blocks(doc: Document) -> InlineBlocks:
+    """The code blocks (fenced or indented) directly under each level-1 ``# Computation``
+    heading, up to the next level-1 heading; lines are 1-based lines of the file."""
+    if not doc.body:
+        return InlineBlocks(0, ())
+    found = computation_tokens(markdown_parser().parse(doc.body))
+    return InlineBlocks(len(found.headings), tuple(_block(tok, doc) for tok in found.blocks))
+
+
+def _code_tokens(
+    tokens: Sequence[Token], after: int = -1, before: int = sys.maxsize
+) -> Iterator[Token]:
+    """The top-level code blocks (fenced or indented) whose first body line lies strictly
+    between ``after`` and ``before``."""
+    for tok in tokens:
+        if (
+            tok.type in ("fence", "code_block")
+            and tok.level == 0
+            and tok.map
+            and after < tok.map[0] < before
+        ):
+            yield tok
+
+
+def _block(tok: Token, doc: Document) -> tuple[int, int, str, str]:
+    """A code block token as ``(first line, last line, info word, content)``, lines 1-based
+    lines of ``doc``'s file."""
+    assert tok.map is not None
+    first, last = tok.map
+    info = tok.info.strip().split(maxsplit=1)[0] if tok.info.strip() else ""
+    return first + doc.body_line, last + doc.body_line - 1, info, tok.content
+
+
+def _heading_text(tokens: Sequence[Token], i: int) -> str:
     return tokens[i + 1].content.strip() if i + 1 < len(tokens) else ""
 
 
@@ -324,13 +358,8 @@ def _markdown_file_text(doc: Document) -> ComputationText:
 
 
 def _all_blocks(doc: Document) -> tuple[tuple[int, int, str, str], ...]:
-    out = []
-    for tok in markdown_parser().parse(doc.body) if doc.body else ():
-        if tok.type in ("fence", "code_block") and tok.level == 0 and tok.map:
-            info = tok.info.strip().split(maxsplit=1)[0] if tok.info.strip() else ""
-            out.append((tok.map[0] + doc.body_line, tok.map[1] + doc.body_line - 1, info,
-                        tok.content))
-    return tuple(out)
+    tokens = markdown_parser().parse(doc.body) if doc.body else []
+    return tuple(_block(tok, doc) for tok in _code_tokens(tokens))
 
 
 def _check_size(text: str, path: str) -> None:

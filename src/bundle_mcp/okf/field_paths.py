@@ -4,7 +4,8 @@
 Each accepts an absolute URL, a bundle-rooted path (``/…``) or a path relative to the file that
 holds the field; a ``sources[].resource`` may instead be a scope descriptor (§5.1, "all queries in
 project X"), which names no path at all. The value is resolved here, once, and every tool and the
-validator report the same reading.
+validator report the same reading; ``.`` and ``..`` are applied as in a link destination
+(:func:`.markdown.normalise_path`).
 
 Real bundles often write a bundle-root path without its leading ``/`` (``skills/run.md`` from
 ``computations/revenue.md``). The spec reads that relative to the file, so that is the reading
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import Document, Snapshot
+from .markdown import normalise_path
 
 URL = "url"
 BUNDLE = "bundle"
@@ -86,14 +88,14 @@ def resolve_field_path(
     if may_be_scope and _is_scope(value):
         return FieldPath(raw, SCOPE, None, None)
     if value.startswith("/"):
-        path = _normalise(value.split("/"))
+        path = normalise_path(value.split("/"))
         return FieldPath(raw, BUNDLE, path, path is not None and _exists(snapshot, path))
     folder = posixpath.dirname(holder)
-    path = _normalise((folder.split("/") if folder else []) + value.split("/"))
+    path = normalise_path((folder.split("/") if folder else []) + value.split("/"))
     exists = path is not None and _exists(snapshot, path)
     root_reading = None
     if not exists and folder:
-        rooted = _normalise(value.split("/"))
+        rooted = normalise_path(value.split("/"))
         if rooted is not None and rooted != path and _exists(snapshot, rooted):
             root_reading = "/" + rooted
     return FieldPath(raw, BUNDLE, path, exists, root_reading)
@@ -150,18 +152,3 @@ def _exists(snapshot: Snapshot, path: str) -> bool:
     if not path:
         return True  # the bundle root itself
     return path in snapshot.documents or path in snapshot.assets or path in snapshot.directories
-
-
-def _normalise(segments: list[str]) -> str | None:
-    """``.`` and empty segments dropped, ``..`` applied; None when it climbs above the root."""
-    out: list[str] = []
-    for seg in segments:
-        if seg in ("", "."):
-            continue
-        if seg == "..":
-            if not out:
-                return None
-            out.pop()
-            continue
-        out.append(seg)
-    return "/".join(out)

@@ -143,7 +143,7 @@ def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
         segments = path.split("/")
     else:
         segments = (source_dir.split("/") if source_dir else []) + path.split("/")
-    target = _normalise(segments)
+    target = normalise_path(segments)
     concept_id = None
     if target is not None and not is_directory:
         concept_id = target[:-3] if target.endswith(".md") else target
@@ -159,7 +159,13 @@ def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
     )
 
 
-def _normalise(segments: list[str]) -> str | None:
+def normalise_path(segments: list[str]) -> str | None:
+    """The bundle-relative path ``segments`` name: ``.`` and empty segments dropped, ``..``
+    applied; None when it climbs above the root.
+
+    The one rule for a path inside the bundle, for link destinations here and path-valued
+    frontmatter fields (:mod:`.field_paths`).
+    """
     out: list[str] = []
     for seg in segments:
         if seg in ("", "."):

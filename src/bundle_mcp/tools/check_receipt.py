@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from ..okf.attestation import attest
-from ..okf.computations import ComputationUnavailable, computation_text, contract_of
 from ..okf.temporal import reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB
@@ -35,15 +34,10 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     result = attest(snapshot, doc, params["parameters"], params["receipt"],
                     params["displayed_value"], ref)
     token.check()
-    try:
-        sha: str | None = computation_text(snapshot, doc, contract_of(snapshot, doc)).sha256
-    except ComputationUnavailable:
-        sha = None  # the computation check already says why
     assert doc.concept_id is not None
     return {
         "concept_id": doc.concept_id,
-        **result,
-        "computation_sha256": sha,
+        **result,  # verdict … freshness, computation_sha256, in attest's order
         "snapshot_revision": snapshot.revision,
     }
 

@@ -25,6 +25,7 @@ from ..cancel import CancelToken
 from ..errors import CONCEPT_NOT_FOUND, ERROR, Diagnostic, did_you_mean, invalid_request
 from ..loader.frontmatter import split_frontmatter
 from ..model import Snapshot
+from ..okf.computations import computation_tokens
 from ..okf.ids import concept_id_problem
 from ..okf.markdown import markdown_parser
 from ..okf.suggest import suggest
@@ -456,7 +457,8 @@ def _put_attested_computation(ws: Workspace, op: Mapping[str, Any], profile: str
 
 
 def set_attested_computation(ws: Workspace, path: str, contract: Mapping[str, Any]) -> None:
-    """Frontmatter keys of the contract, then the body's ``# Computation`` fence (inline mode).
+    """Frontmatter keys of the contract, then the body's ``# Computation`` code block: a
+    fence holding the inline computation (inline mode), or none (file mode).
 
     Raises:
         OpRejected: a key of the wrong shape, or a ``# Computation`` section that is ambiguous.
@@ -480,7 +482,7 @@ def set_attested_computation(ws: Workspace, path: str, contract: Mapping[str, An
         ws.put(path, _inline_computation(ws.text(path), language,
                                          contract["inline_computation"], path))
     else:
-        ws.put(path, _drop_computation_fence(ws.text(path), path))
+        ws.put(path, _drop_computation_block(ws.text(path), path))
 
 
 def _set_bundle_version(ws: Workspace, op: Mapping[str, Any], profile: str) -> None:
@@ -604,14 +606,16 @@ def _require(condition: bool, code: str, message: str, path: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class _Section:
-    """Where the one level-1 ``# Computation`` section and its one direct fence are.
+    """Where the one level-1 ``# Computation`` section and its one direct code block are.
 
-    Offsets are into the whole file; ``fence`` is ``(start, end, info, content)`` or ``None``.
-    ``heading_end`` is ``None`` when there is no such section.
+    The section and its blocks are read by the reader's rule
+    (:func:`bundle_mcp.okf.computations.computation_tokens`): an ATX or setext level-1 heading,
+    a fenced or indented code block. Offsets are into the whole file; ``block`` is ``(start,
+    end, info, content)`` or ``None``. ``heading_end`` is ``None`` when there is no such section.
     """
 
     heading_end: int | None
-    fence: tuple[int, int, str, str] | None
+    block: tuple[int, int, str, str] | None
 
 
 def _computation_section(text: str, path: str) -> _Section:
@@ -621,38 +625,31 @@ def _computation_section(text: str, path: str) -> _Section:
     starts = [0]
     for line in lines:
         starts.append(starts[-1] + len(line))
-    tokens = markdown_parser().parse(body)
-    h1 = [
-        (tok.map[0], tokens[i + 1].content.strip() if i + 1 < len(tokens) else "", tok.markup)
-        for i, tok in enumerate(tokens)
-        if tok.type == "heading_open" and tok.tag == "h1" and tok.level == 0 and tok.map
-    ]
-    own = [line for line, title, markup in h1 if title == "Computation" and markup == "#"]
-    if not own:
+    found = computation_tokens(markdown_parser().parse(body))
+    if not found.headings:
         return _Section(None, None)
-    if len(own) > 1:
+    if len(found.headings) > 1:
         raise OpRejected("ambiguous_computation_section",
                          "the body has more than one '# Computation' section", path)
-    heading = own[0]
-    end = min([line for line, _, _ in h1 if line > heading] + [len(lines)])
-    fences = [
-        tok for tok in tokens
-        if tok.type == "fence" and tok.level == 0 and tok.map and heading < tok.map[0] < end
-    ]
-    if len(fences) > 1:
+    if len(found.blocks) > 1:
         raise OpRejected("ambiguous_computation_section",
-                         "the '# Computation' section holds more than one code fence", path)
-    heading_end = offset + starts[heading + 1]
-    if not fences:
+                         "the '# Computation' section holds more than one code block", path)
+    heading = found.headings[0].map
+    assert heading is not None
+    heading_end = offset + starts[heading[1]]  # after a setext heading's underline too
+    if not found.blocks:
         return _Section(heading_end, None)
-    first, last = fences[0].map  # type: ignore[misc]
-    closing = lines[last - 1].strip() if last - 1 > first else ""
-    marker = fences[0].markup
-    if not (closing.startswith(marker) and closing == closing[0] * len(closing)):
-        raise OpRejected("unclosed_computation_fence",
-                         "the code fence of '# Computation' is never closed", path)
-    return _Section(heading_end, (offset + starts[first], offset + starts[last], fences[0].info,
-                                  fences[0].content))
+    block = found.blocks[0]
+    assert block.map is not None
+    first, last = block.map
+    if block.type == "fence":
+        closing = lines[last - 1].strip() if last - 1 > first else ""
+        marker = block.markup
+        if not (closing.startswith(marker) and closing == closing[0] * len(closing)):
+            raise OpRejected("unclosed_computation_fence",
+                             "the code fence of '# Computation' is never closed", path)
+    return _Section(heading_end, (offset + starts[first], offset + starts[last], block.info,
+                                  block.content))
 
 
 def _render_fence(language: str, code: str, newline: str) -> str:
@@ -668,7 +665,8 @@ def _render_fence(language: str, code: str, newline: str) -> str:
 
 
 def _inline_computation(text: str, language: str, code: str, path: str) -> str:
-    """The body with exactly one ``# Computation`` fence holding ``code`` (verified after)."""
+    """The body with exactly one ``# Computation`` fence holding ``code`` (verified after); the
+    section's code block, fenced or indented, is replaced."""
     newline = "\r\n" if "\r\n" in text else "\n"
     found = _computation_section(text, path)
     fence = _render_fence(language, code, newline)
@@ -677,14 +675,14 @@ def _inline_computation(text: str, language: str, code: str, path: str) -> str:
         if split_frontmatter(out).body.strip() and not out.endswith(newline * 2):
             out += newline
         out += "# Computation" + newline + newline + fence
-    elif found.fence is None:
+    elif found.block is None:
         at = found.heading_end
         lead = newline if text[at - 1 : at] in ("\n", "\r") else newline * 2
         out = text[:at] + lead + fence + text[at:]
     else:
-        start, end, _, _ = found.fence
+        start, end, _, _ = found.block
         out = text[:start] + fence + text[end:]
-    check = _computation_section(out, path).fence
+    check = _computation_section(out, path).block
     if check is None or check[2] != language or _lf(check[3]) != _lf(
         code if not code or code.endswith(("\n", "\r")) else code + "\n"
     ):
@@ -693,12 +691,13 @@ def _inline_computation(text: str, language: str, code: str, path: str) -> str:
     return out
 
 
-def _drop_computation_fence(text: str, path: str) -> str:
-    """File mode: the direct fence of ``# Computation`` goes (the heading and prose stay)."""
+def _drop_computation_block(text: str, path: str) -> str:
+    """File mode: the direct code block of ``# Computation`` goes, fenced or indented (the
+    heading and prose stay)."""
     found = _computation_section(text, path)
-    if found.fence is None:
+    if found.block is None:
         return text
-    start, end, _, _ = found.fence
+    start, end, _, _ = found.block
     return text[:start] + text[end:]
 
 
