@@ -37,6 +37,7 @@ __all__ = [
     "LINK_FINDINGS",
     "LIST_ENTRY",
     "ORPHAN_FINDINGS",
+    "READER_VIEWS",
     "RESOURCE_ENTRIES",
     "SECTION_POSTINGS",
     "SECTION_WORDS",
@@ -154,6 +155,10 @@ ANSWERS: Slot[Any] = Slot(
     "answers", "snapshot", "bundle_mcp.dispatch",
     "finished answers of the tools that keep them (ToolSpec.cache_results), by arguments",
 )
+READER_VIEWS: Slot[Snapshot] = Slot(
+    "reader_views", "snapshot", "bundle_mcp.loader.views",
+    "the snapshot as each reader scope sees it (a Snapshot of its own), by scope",
+)
 
 SLOTS: tuple[Slot[Any], ...] = (
     GRAPH,
@@ -176,6 +181,7 @@ SLOTS: tuple[Slot[Any], ...] = (
     COMPLETION_IDS,
     RESOURCE_ENTRIES,
     ANSWERS,
+    READER_VIEWS,
 )
 
 

@@ -31,8 +31,10 @@ from .errors import (
     resource_limit,
 )
 from .loader import PENDING_WRITE
+from .loader.views import reader_view
 from .model import Document, Memo, Snapshot, canonical_json
 from .observe import Notice
+from .readers import ALL_READER, Reader
 from .snapshots import SnapshotCache
 from .storage.handles import check_bundle_path
 from .tools import load_tools
@@ -44,6 +46,8 @@ if TYPE_CHECKING:
     from .semantic import SemanticIndex
 
 log = logging.getLogger(__name__)
+# One line per call of a named reader (serve --readers turns it on at INFO).
+calls_log = logging.getLogger("bundle_mcp.calls")
 
 MIB = 1024 * 1024
 TEXT_BUDGET = 64 * MIB
@@ -63,6 +67,8 @@ class ServeConfig:
     skip_unparseable: bool = False
     read_only: bool = False  # leave out the tools that change the bundle (read_only=False)
     toolsets: frozenset[str] | None = None  # serve only these (toolspec.TOOLSETS); None: all
+    # Who a call is made by when the transport names no reader: stdio's --reader, else all.
+    reader: Reader = ALL_READER
 
 
 @dataclass(frozen=True)
@@ -165,15 +171,24 @@ class Dispatcher:
         return [tool.served for tool in self._tools.values()]
 
     def call(
-        self, name: str, arguments: Mapping[str, Any] | None, token: CancelToken | None = None
+        self,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        token: CancelToken | None = None,
+        reader: Reader | None = None,
     ) -> Outcome:
-        """Run one tool call to completion; never raises except :class:`UnknownTool`."""
+        """Run one tool call to completion for ``reader`` (the configured one when ``None``);
+        never raises except :class:`UnknownTool`."""
         tool = self._tools.get(name)
         if tool is None:
             raise UnknownTool(name)
         token = token if token is not None else CancelToken()
+        reader = reader if reader is not None else self.config.reader
+        if reader is not ALL_READER:
+            # Name only: a token never reaches a log line.
+            calls_log.info("%s called by reader %s", name, reader.name)
         try:
-            return self._run(tool, {} if arguments is None else arguments, token)
+            return self._run(tool, {} if arguments is None else arguments, token, reader)
         except BundleError as exc:
             return self._failure(exc)
         except Exception:
@@ -182,14 +197,16 @@ class Dispatcher:
 
     # -- the pipeline
 
-    def _run(self, tool: _Tool, arguments: Any, token: CancelToken) -> Outcome:
+    def _run(self, tool: _Tool, arguments: Any, token: CancelToken, reader: Reader) -> Outcome:
         spec = tool.spec
         name = spec.name
         token.check()
         self.contracts.check_input(name, arguments)
         token.check()
         bundle_path = self._resolve_bundle(arguments.get("bundle_path"))
-        snapshot = self._snapshot(bundle_path, token)
+        # The reader's view: the bundle as it would load with every file the reader may not
+        # read deleted. Everything below (parse policy, answers, caches) sees only that.
+        snapshot = reader_view(self._snapshot(bundle_path, token), reader.access.read)
         token.check()
         self._report_pending(bundle_path, snapshot, token)
         if snapshot.broken and spec.needs_parseable:
@@ -197,7 +214,7 @@ class Dispatcher:
                 raise _parse_rejection(snapshot.broken)
             self._report_skipped(bundle_path, snapshot, token)
         params = {k: v for k, v in arguments.items() if k != "bundle_path"}
-        call = CallContext(snapshot, token, bundle_path, self._semantic)
+        call = CallContext(snapshot, token, bundle_path, self._semantic, reader.access)
         if spec.cache_results:
             answers = of_snapshot(snapshot, ANSWERS, lambda: Memo(MAX_KEPT_ANSWERS))
             outcome: Outcome = answers.get(
@@ -284,7 +301,9 @@ class Dispatcher:
 
     # -- for the other MCP surfaces (resources, prompts, completions)
 
-    def served_snapshot(self, bundle_path: str, token: CancelToken) -> Snapshot:
+    def served_snapshot(
+        self, bundle_path: str, token: CancelToken, reader: Reader | None = None
+    ) -> Snapshot:
         """A bundle's snapshot as a read tool sees it: the allow-list, the snapshot cache (pinned,
         no-symlink loader) and the parse policy (strict, or ``--skip-unparseable``).
 
@@ -293,7 +312,8 @@ class Dispatcher:
                 cancellation).
         """
         resolved = self._resolve_bundle(bundle_path)
-        snapshot = self._snapshot(resolved, token)
+        reader = reader if reader is not None else self.config.reader
+        snapshot = reader_view(self._snapshot(resolved, token), reader.access.read)
         token.check()
         self._report_pending(resolved, snapshot, token)
         if snapshot.broken:
@@ -302,7 +322,9 @@ class Dispatcher:
             self._report_skipped(resolved, snapshot, token)
         return snapshot
 
-    def refreshed_snapshot(self, bundle_path: str, token: CancelToken) -> Snapshot | None:
+    def refreshed_snapshot(
+        self, bundle_path: str, token: CancelToken, reader: Reader | None = None
+    ) -> Snapshot | None:
         """The current capture of a bundle that was loaded before, else ``None`` (a change poll
         never starts a cold load). No parse policy: a change is a change even in a broken bundle.
 
@@ -311,7 +333,8 @@ class Dispatcher:
         """
         if not self._cache.loaded(bundle_path):
             return None
-        snapshot = self._snapshot(bundle_path, token)
+        reader = reader if reader is not None else self.config.reader
+        snapshot = reader_view(self._snapshot(bundle_path, token), reader.access.read)
         self._report_pending(bundle_path, snapshot, token)
         return snapshot
 

@@ -28,10 +28,11 @@ from .cancel import CancelToken
 from .contracts import internal_error
 from .dispatch import Dispatcher, Outcome, ServedTool, UnknownTool
 from .observe import CallObserver
+from .readers import ALL_READER, READER_STATE_KEY, Reader, ReaderBook
 from .readiness import Readiness
 from .resources import DEFAULT_PAGE_SIZE
 from .stdio import stdio_transport
-from .surfaces import DEFAULT_POLL_SECONDS, Surfaces, SurfaceServer
+from .surfaces import DEFAULT_POLL_SECONDS, Surfaces, SurfaceServer, reader_of
 
 __all__ = [
     "INSTRUCTIONS",
@@ -127,13 +128,14 @@ async def _call_in_worker(
     name: str,
     arguments: Mapping[str, Any] | None,
     observer: CallObserver | None = None,
+    reader: Reader | None = None,
 ) -> Outcome:
     token = CancelToken(observer=observer)
     try:
         # abandon_on_cancel: the request task returns at once on cancellation; the worker sees
         # the cancelled token at its next check and stops without producing a reply.
         return await anyio.to_thread.run_sync(
-            dispatcher.call, name, arguments, token, abandon_on_cancel=True
+            dispatcher.call, name, arguments, token, reader, abandon_on_cancel=True
         )
     except anyio.get_cancelled_exc_class():
         token.cancel()
@@ -173,7 +175,7 @@ def build_server(
         try:
             async with surfaces.reporting(ctx, params.name) as observer:
                 outcome = await _call_in_worker(
-                    dispatcher, params.name, params.arguments, observer
+                    dispatcher, params.name, params.arguments, observer, reader_of(ctx)
                 )
         except UnknownTool:
             raise _unknown_tool(params.name) from None
@@ -224,7 +226,11 @@ def serve_stdio(dispatcher: Dispatcher) -> None:
 
 
 class BearerTokenMiddleware:
-    """Require ``Authorization: Bearer <token>`` on every HTTP request (401 otherwise).
+    """Require ``Authorization: Bearer <token>`` on every HTTP request (401 otherwise), and
+    leave the reader the token picks in the ASGI scope's state for the handlers.
+
+    With ``token``: one token, the all-reading reader. With ``readers``: the token picks a
+    reader of the readers file in force (reloaded on SIGHUP), by its SHA-256.
 
     The header is compared as the bytes that arrived, with the token's UTF-8 bytes: Starlette
     decodes header values as Latin-1, so comparing decoded text with a UTF-8 token never
@@ -232,14 +238,23 @@ class BearerTokenMiddleware:
     clients disagree on how they put other characters into a header.
     """
 
-    def __init__(self, app: ASGIApp, token: str) -> None:
+    def __init__(
+        self, app: ASGIApp, token: str | None = None, *, readers: ReaderBook | None = None
+    ) -> None:
+        if (token is None) == (readers is None):
+            raise ValueError("give exactly one of token and readers")
         self._app = app
+        self._readers = readers
         # surrogateescape: a token from argv or the environment that was not UTF-8 keeps its
         # original bytes instead of failing to encode.
-        self._token = token.encode("utf-8", "surrogateescape")
+        self._token = token.encode("utf-8", "surrogateescape") if token is not None else b""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http" and not self._authorized(scope["headers"]):
+        if scope["type"] != "http":
+            await self._app(scope, receive, send)
+            return
+        reader = self._reader(scope["headers"])
+        if reader is None:
             await send(
                 {
                     "type": "http.response.start",
@@ -252,17 +267,21 @@ class BearerTokenMiddleware:
             )
             await send({"type": "http.response.body", "body": b'{"error":"unauthorized"}'})
             return
+        scope.setdefault("state", {})[READER_STATE_KEY] = reader
         await self._app(scope, receive, send)
 
-    def _authorized(self, raw_headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    def _reader(self, raw_headers: Iterable[tuple[bytes, bytes]]) -> Reader | None:
         values = [value for name, value in raw_headers if name.lower() == b"authorization"]
         if len(values) != 1:  # none, or several that a proxy and we might read differently
-            return False
+            return None
         scheme, _, credentials = values[0].partition(b" ")
+        if scheme.lower() != b"bearer":
+            return None
+        presented = credentials.strip(b" \t")
+        if self._readers is not None:
+            return self._readers.current().by_token(presented)
         # compare_digest: the time taken must not tell how much of a guess was right.
-        return scheme.lower() == b"bearer" and hmac.compare_digest(
-            credentials.strip(b" \t"), self._token
-        )
+        return ALL_READER if hmac.compare_digest(presented, self._token) else None
 
 
 def _allowed_hosts(host: str, port: int) -> list[str]:
@@ -281,6 +300,7 @@ def build_http_app(
     port: int,
     token: str | None,
     extra_hosts: Sequence[str] = (),
+    readers: ReaderBook | None = None,
 ) -> ASGIApp:
     """Stateless streamable HTTP with JSON responses, DNS-rebinding protection, optional token.
 
@@ -304,6 +324,8 @@ def build_http_app(
         transport_security=security,
         host=host,
     )
+    if readers is not None:
+        return BearerTokenMiddleware(app, readers=readers)
     return BearerTokenMiddleware(app, token) if token else app
 
 
@@ -323,6 +345,7 @@ def serve_http(
     token: str | None,
     on_ready: Callable[[str, int], None] | None = None,
     allowed_hosts: Sequence[str] = (),
+    readers: ReaderBook | None = None,
 ) -> None:
     """Serve on an already bound socket; ``on_ready(host, port)`` runs once it is listening.
 
@@ -332,7 +355,8 @@ def serve_http(
     host, port = sock.getsockname()[:2]
     readiness = Readiness(dispatcher, freeze_memory=True)
     app = public_paths(
-        build_http_app(dispatcher, host, port, token, allowed_hosts), readiness.is_ready
+        build_http_app(dispatcher, host, port, token, allowed_hosts, readers),
+        readiness.is_ready,
     )
     # No access log: a line per request costs more than a cached read_concept itself; the
     # http and loop implementations stay "auto" (httptools and uvloop when installed).

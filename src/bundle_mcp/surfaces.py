@@ -54,6 +54,7 @@ from .dispatch import Dispatcher
 from .errors import CONCEPT_NOT_FOUND, INVALID_REQUEST, BundleError, redact
 from .model import Snapshot
 from .observe import LEVELS, CallObserver, Notice, level_at_least
+from .readers import READER_STATE_KEY, Reader
 from .resources import Catalog, ResourceEntry, ServedBundle
 
 __all__ = [
@@ -359,7 +360,7 @@ class Surfaces:
     ) -> types.ListResourcesResult:
         cursor = params.cursor if params is not None else None
         async with self.reporting(ctx, "resources/list") as observer:
-            captures = await self._captures(observer)
+            captures = await self._captures(observer, reader_of(ctx))
         state = _state(ctx)
         if state is not None:
             for served, snapshot in captures:
@@ -372,10 +373,12 @@ class Surfaces:
             resources=[_resource(entry) for entry in page.entries], next_cursor=page.next_cursor
         )
 
-    async def _captures(self, observer: CallObserver | None) -> list[tuple[ServedBundle, Snapshot]]:
+    async def _captures(
+        self, observer: CallObserver | None, reader: Reader | None
+    ) -> list[tuple[ServedBundle, Snapshot]]:
         def load(token: CancelToken) -> list[tuple[ServedBundle, Snapshot]]:
             return [
-                (served, self.dispatcher.served_snapshot(served.path, token))
+                (served, self.dispatcher.served_snapshot(served.path, token, reader))
                 for served in self.catalog.bundles
             ]
 
@@ -405,9 +408,11 @@ class Surfaces:
     ) -> types.ReadResourceResult:
         uri = params.uri
         target, served = self._target(uri)
+        reader = reader_of(ctx)
         async with self.reporting(ctx, "resources/read") as observer:
             snapshot = await _in_worker(
-                lambda token: self.dispatcher.served_snapshot(served.path, token), observer
+                lambda token: self.dispatcher.served_snapshot(served.path, token, reader),
+                observer,
             )
         found = resources.find_entry(target, snapshot)
         if found is None:
@@ -444,9 +449,11 @@ class Surfaces:
         self, ctx: Context, params: types.SubscribeRequestParams
     ) -> types.EmptyResult:
         target, served = self._target(params.uri)
+        reader = reader_of(ctx)
         async with self.reporting(ctx, "resources/subscribe") as observer:
             snapshot = await _in_worker(
-                lambda token: self.dispatcher.served_snapshot(served.path, token), observer
+                lambda token: self.dispatcher.served_snapshot(served.path, token, reader),
+                observer,
             )
         found = resources.find_entry(target, snapshot)
         if found is None:
@@ -580,9 +587,11 @@ class Surfaces:
             ) from None
         snapshot = None
         if any(a.completes == prompts.CONCEPT_ID for a in spec.arguments):
+            reader = reader_of(ctx)
             async with self.reporting(ctx, "prompts/get") as observer:
                 snapshot = await _in_worker(
-                    lambda token: self.dispatcher.served_snapshot(request.bundle.path, token),
+                    lambda token: self.dispatcher.served_snapshot(
+                        request.bundle.path, token, reader),
                     observer,
                 )
         try:
@@ -638,10 +647,11 @@ class Surfaces:
     async def _complete_ids(
         self, ctx: Context, bundles: tuple[ServedBundle, ...], typed: str
     ) -> completion.Completion:
+        reader = reader_of(ctx)
         async with self.reporting(ctx, "completion/complete") as observer:
             captures = await _in_worker(
                 lambda token: [
-                    self.dispatcher.served_snapshot(b.path, token) for b in bundles
+                    self.dispatcher.served_snapshot(b.path, token, reader) for b in bundles
                 ],
                 observer,
             )
@@ -666,6 +676,16 @@ class Surfaces:
 
 # --------------------------------------------------------------------------------------------
 # Helpers
+
+
+def reader_of(ctx: Context) -> Reader | None:
+    """The reader the HTTP request was authenticated as (set by the bearer middleware in the
+    ASGI scope's state), or ``None`` on a connection with no such request: the dispatcher then
+    uses its configured reader (stdio's ``--reader``)."""
+    request = ctx.request
+    state = getattr(request, "scope", {}).get("state") if request is not None else None
+    reader = state.get(READER_STATE_KEY) if isinstance(state, dict) else None
+    return reader if isinstance(reader, Reader) else None
 
 
 def _state(ctx: Context) -> ConnectionState | None:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .cancel import CancelToken
 from .model import Snapshot
+from .okf.scopes import FULL_ACCESS, Access
 
 if TYPE_CHECKING:
     from .semantic import SemanticIndex
@@ -52,6 +53,10 @@ class CallContext:
     token: CancelToken  # checked between units of work; notices reach the caller through it
     bundle_path: str  # the pinned, served bundle root: where a write re-plans and publishes
     semantic: SemanticIndex | None = None  # the embedding index; None when semantic search is off
+    # What the calling reader may read and write: ``snapshot`` is already its view; a write
+    # passes this on so it publishes only inside the writable folders and compares the
+    # reader's own revision.
+    access: Access = FULL_ACCESS
 
 
 Runner = Callable[[CallContext, dict[str, Any]], dict[str, Any]]

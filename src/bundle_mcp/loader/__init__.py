@@ -35,10 +35,13 @@ from .parse_cache import decode
 
 __all__ = [
     "PENDING_WRITE",
+    "assemble_snapshot",
     "build_snapshot",
     "capture",
     "load_bundle",
     "parse_document",
+    "read_attachments",
+    "with_attachments",
 ]
 
 PENDING_WRITE = "pending_write_unresolved"
@@ -94,27 +97,34 @@ def _attach(bundle_path: str, snapshot: Snapshot, token: CancelToken) -> Snapsho
     wanted = attachment_paths(snapshot)
     if not wanted:
         return snapshot
-    attachments: dict[str, Attachment] = {}
     fd = pin_root(bundle_path)
     try:
         with ReadLock(fd, token):
-            for path in sorted(wanted):
-                token.check()
-                read = read_relative(fd, path)
-                if read is None:
-                    attachments[path] = Attachment(
-                        path, None, None,
-                        "not a regular file within the per-file cap, or not readable")
-                    continue
-                data, _ = read
-                record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
-                attachments[path] = Attachment(path, record, data)
+            attachments = read_attachments(fd, wanted, token)
     finally:
         os.close(fd)
-    return _with_attachments(snapshot, attachments)
+    return with_attachments(snapshot, attachments)
 
 
-def _with_attachments(snapshot: Snapshot, attachments: Mapping[str, Attachment]) -> Snapshot:
+def read_attachments(
+    fd: int, paths: frozenset[str] | set[str], token: CancelToken
+) -> dict[str, Attachment]:
+    """The attachments at ``paths`` under the pinned root ``fd``; the caller holds a lock."""
+    attachments: dict[str, Attachment] = {}
+    for path in sorted(paths):
+        token.check()
+        read = read_relative(fd, path)
+        if read is None:
+            attachments[path] = Attachment(
+                path, None, None, "not a regular file within the per-file cap, or not readable")
+            continue
+        data, _ = read
+        record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
+        attachments[path] = Attachment(path, record, data)
+    return attachments
+
+
+def with_attachments(snapshot: Snapshot, attachments: Mapping[str, Attachment]) -> Snapshot:
     records = [a.record for a in attachments.values() if a.record is not None]
     check_total(sum(d.record.size for d in snapshot.documents.values())
                 + sum(r.size for r in records))
@@ -199,13 +209,15 @@ def refresh_files(
     if added:
         # The walk's order: each folder's entries sorted by name, depth first.
         documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
-    snapshot = _snapshot(documents, frozenset(assets), previous.directories, previous.skipped)
+    snapshot = assemble_snapshot(
+        documents, frozenset(assets), previous.directories, previous.skipped
+    )
     kept = previous.attachments
     if kept or attachment_paths(snapshot):
         # An attachment written, or a different set of them named: read them all again.
         if attachment_paths(snapshot) != set(kept) or any(p in kept for p in wanted):
             return None
-        snapshot = _with_attachments(snapshot, kept)
+        snapshot = with_attachments(snapshot, kept)
     return snapshot, stats
 
 
@@ -251,15 +263,16 @@ def build_snapshot(
         if entry is not None:
             doc = decode(f.path, data, hashlib.sha256(data).hexdigest(), entry)
         documents[f.path] = doc if doc is not None else parse_document(f.path, data)
-    return _snapshot(documents, captured.assets, captured.directories, captured.skipped)
+    return assemble_snapshot(documents, captured.assets, captured.directories, captured.skipped)
 
 
-def _snapshot(
+def assemble_snapshot(
     documents: dict[str, Document],
     assets: frozenset[str],
     directories: frozenset[str],
     skipped: tuple[Diagnostic, ...],
 ) -> Snapshot:
+    """The snapshot of these captured files (in walk order), before attachments are read."""
     concepts = {
         d.concept_id: d
         for d in documents.values()

@@ -27,7 +27,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     apply_call = ApplyCall.previewed(NAME, PREVIEW, request, params, "expected_revision",
                                "expected_plan_digest")
     applied = apply_plan(apply_call, snapshot, call.bundle_path,
-                         lambda: replan(snapshot, request, token), token)
+                         lambda: replan(snapshot, request, token), token, access=call.access)
     return applied.receipt(params["expected_plan_digest"])
 
 

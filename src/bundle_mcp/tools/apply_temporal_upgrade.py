@@ -26,7 +26,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     request = request_of(params)
     apply_call = ApplyCall.previewed(NAME, PREVIEW, request, params, "base_revision", "plan_digest")
     applied = apply_plan(apply_call, snapshot, call.bundle_path,
-                         lambda: replan(snapshot, request, PREVIEW, token), token)
+                         lambda: replan(snapshot, request, PREVIEW, token), token,
+                         access=call.access)
     # a ready plan rewrites at least one date, so what it published is always applied
     return {
         "status": APPLIED,

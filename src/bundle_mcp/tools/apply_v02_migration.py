@@ -42,7 +42,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         (expected_digest, digest(account)),
     )
     applied = apply_plan(apply_call, snapshot, call.bundle_path,
-                         lambda: replan(snapshot, request, expected_source, PREVIEW, token), token)
+                         lambda: replan(snapshot, request, expected_source, PREVIEW, token), token,
+                         access=call.access)
     return applied.receipt(expected_digest, source=expected_source)
 
 

@@ -60,7 +60,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         revision_of_snapshot(snapshot),
     )
     applied = apply_plan(
-        apply_call, snapshot, call.bundle_path, lambda: Replanned((change,)), token
+        apply_call, snapshot, call.bundle_path, lambda: Replanned((change,)), token,
+        access=call.access,
     )
     findings = sorted(guidance(doc), key=Diagnostic.sort_key)
     return {

@@ -27,6 +27,7 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import PLAN_MISMATCH, REVISION_CONFLICT, BundleError, Diagnostic, recovery_step
 from ..model import Snapshot
+from ..okf.scopes import FULL_ACCESS, Access
 from .plan import FileChange, request_digest, revision_of_snapshot
 from .publish import PlannedWrite, Receipt, apply_writes
 
@@ -122,6 +123,7 @@ def apply_plan(
     bundle_path: str,
     replan: Callable[[], Replanned],
     token: CancelToken,
+    access: Access = FULL_ACCESS,
 ) -> Applied:
     """Replay, or re-plan, check and publish ``call`` (the module docstring has the steps).
 
@@ -131,7 +133,7 @@ def apply_plan(
         BundleError: ``revision_conflict``, ``plan_mismatch``, whatever ``replan`` raises, and the
             other errors of ``apply_writes``.
     """
-    receipt = _replay_or_conflict(call, snapshot, bundle_path, token)
+    receipt = _replay_or_conflict(call, snapshot, bundle_path, token, access)
     if receipt is None:
         plan = replan()
         if plan.rejected is not None:
@@ -142,7 +144,7 @@ def apply_plan(
                 raise _mismatch(call.preview)  # a call with digests names its preview
         token.check()
         writes = tuple(c.as_write() for c in plan.changes)
-        receipt = _publish(call, bundle_path, writes, token)
+        receipt = _publish(call, bundle_path, writes, token, snapshot, access)
     status = APPLIED if receipt.changed_paths else NOOP
     return Applied(status, receipt.base_revision, receipt.result_revision, receipt.changed_paths)
 
@@ -169,7 +171,7 @@ def _mismatch(preview: str | None) -> BundleError:
 
 
 def _replay_or_conflict(
-    call: ApplyCall, snapshot: Snapshot, bundle_path: str, token: CancelToken
+    call: ApplyCall, snapshot: Snapshot, bundle_path: str, token: CancelToken, access: Access
 ) -> Receipt | None:
     """``None`` when the bundle is still at the expected revision (the caller re-plans).
 
@@ -178,15 +180,20 @@ def _replay_or_conflict(
     """
     if revision_of_snapshot(snapshot) == call.expected_revision:
         return None
-    return _publish(call, bundle_path, (), token)
+    return _publish(call, bundle_path, (), token, snapshot, access)
 
 
 def _publish(
-    call: ApplyCall, bundle_path: str, writes: tuple[PlannedWrite, ...], token: CancelToken
+    call: ApplyCall,
+    bundle_path: str,
+    writes: tuple[PlannedWrite, ...],
+    token: CancelToken,
+    like: Snapshot,
+    access: Access,
 ) -> Receipt:
     try:
         return apply_writes(bundle_path, call.expected_revision, writes, call.request_digest,
-                            token)
+                            token, like=like, access=access)
     except BundleError as exc:
         if exc.code != REVISION_CONFLICT or call.preview is None:
             raise

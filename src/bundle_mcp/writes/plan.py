@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import ERROR, Diagnostic, invalid_request
+from ..loader.current import changed_view
 from ..loader.document import parse_document
-from ..model import FileRecord, Snapshot, canonical_json, revision_of
+from ..model import Snapshot, canonical_json
 from ..validation.concepts import conformance
 from .publish import PlannedWrite
 
@@ -104,13 +105,10 @@ def revision_of_snapshot(snapshot: Snapshot) -> str:
 
 
 def result_revision(snapshot: Snapshot, changes: Iterable[FileChange]) -> str:
-    """The revision the bundle will have once ``changes`` are published (as the loader sees it)."""
-    records = {d.path: d.record for d in snapshot.documents.values()}
-    for change in changes:
-        if change.path.endswith(".md"):
-            data = change.new_bytes
-            records[change.path] = FileRecord(change.path, len(data), change.new_sha256)
-    return "sha256:" + revision_of(tuple(records.values()))
+    """The revision the bundle will have once ``changes`` are published (as the loader sees it,
+    attachments included; ``snapshot`` is the caller's view, so this is the caller's revision)."""
+    written = {c.path: c.new_bytes for c in changes if c.path.endswith(".md")}
+    return "sha256:" + changed_view(snapshot, written).revision
 
 
 def file_digests(changes: Iterable[FileChange]) -> list[dict[str, Any]]:

@@ -36,11 +36,14 @@ from ..loader.capture import (
     MAX_FILE_BYTES,
     MAX_FILES,
     MAX_TOTAL_BYTES,
+    Capture,
     capture,
     read_ignore_rules,
 )
+from ..loader.current import changed_view, current_view
 from ..loader.ignore import IgnoreRules
-from ..model import FileRecord, revision_of
+from ..model import FileRecord, Snapshot
+from ..okf.scopes import FULL_ACCESS, Access, FolderScope
 from ..storage import handles  # on_read_only_fs looked up per call: tests stand in for a mount
 from ..storage.handles import (
     NEW_FILE_FLAGS,
@@ -81,6 +84,8 @@ __all__ = ["PlannedWrite", "Receipt", "apply_writes"]
 
 ROOT_INDEX = "index.md"
 _JOURNAL_REFUSED = "the write journal cannot be saved; nothing was changed"
+# The snapshot to reuse parsed documents from when the caller has none: every file is parsed.
+_EMPTY = Snapshot("", {}, {}, frozenset(), frozenset(), ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +114,15 @@ def apply_writes(
     token: CancelToken | None,
     *,
     step_hook: StepHook | None = None,
+    like: Snapshot | None = None,
+    access: Access = FULL_ACCESS,
 ) -> Receipt:
     """Publish ``writes`` atomically if the bundle is still at ``base_revision``.
+
+    Revisions are the caller's: the revision of ``access.read``'s view of the bundle, computed
+    as the loader computes it (attachments included; ``like``, the snapshot the caller read,
+    spares parsing the files that did not change since). A write outside ``access``'s writable
+    folders is refused before anything is locked or staged.
 
     An identical request (same ``request_digest``) whose result is still the bundle's revision
     replays its receipt and writes nothing. Writes whose bytes equal the current file are no-ops;
@@ -127,6 +139,13 @@ def apply_writes(
     token = token if token is not None else CancelToken()
     hook = step_hook if step_hook is not None else no_step
     ordered = _ordered(writes, request_digest)
+    refused = sorted(w.path for w in ordered if not access.may_write(w.path))
+    if refused:
+        raise rejected(
+            "the write reaches outside the folders this reader may write; nothing was changed",
+            f"writable folders: {', '.join(access.write.patterns) or 'none'}",
+        )
+    like = like if like is not None else _EMPTY
     root_fd = pin_root(bundle_path)
     try:
         # Before the state folder is created: on a read-only mount nothing is attempted at all.
@@ -139,7 +158,8 @@ def apply_writes(
                 hook("locked")
                 recover_locked(root_fd, state_fd)
                 return _apply_locked(
-                    root_fd, state_fd, base_revision, ordered, request_digest, token, hook
+                    root_fd, state_fd, base_revision, ordered, request_digest, token, hook,
+                    like, access.read,
                 )
         finally:
             os.close(state_fd)
@@ -158,9 +178,13 @@ def _apply_locked(
     request_digest: str,
     token: CancelToken,
     hook: StepHook,
+    like: Snapshot,
+    scope: FolderScope,
 ) -> Receipt:
-    records = _records(root_fd, token)
-    current = _revision(records.values())
+    captured = capture(root_fd, token)
+    records = _records(captured)
+    seen = current_view(root_fd, captured, like, scope, token)
+    current = "sha256:" + seen.revision
     prior = read_receipt(state_fd, request_digest)
     if prior is not None and prior.result_revision == current:
         return replace(prior, replayed=True)
@@ -175,7 +199,9 @@ def _apply_locked(
         changing = tuple(p for p in plans if p.changes)
         if not changing:
             return Receipt(request_digest, current, current, (), False)
-        result = _result_revision(records, changing)
+        _check_caps(records, changing)
+        result = "sha256:" + changed_view(
+            seen, {p.write.path: p.write.new_bytes for p in changing}).revision
         token.check()
         entries = tuple(
             Entry(
@@ -438,8 +464,8 @@ def _inspect_target(dir_fd: int, name: str) -> _Existing | None:
         os.close(fd)
 
 
-def _result_revision(records: dict[str, FileRecord], changing: tuple[_Plan, ...]) -> str:
-    """The revision after the writes, computed as the loader will; the loader's caps must hold."""
+def _check_caps(records: dict[str, FileRecord], changing: tuple[_Plan, ...]) -> None:
+    """The loader's caps, over the whole bundle (whoever writes), must hold after the writes."""
     after = dict(records)
     for plan in changing:
         after[plan.write.path] = FileRecord(
@@ -455,19 +481,13 @@ def _result_revision(records: dict[str, FileRecord], changing: tuple[_Plan, ...]
             f"the bundle's Markdown files would exceed {MAX_TOTAL_BYTES} bytes in total",
             "shorten the content or split the bundle",
         )
-    return _revision(after.values())
 
 
-def _records(root_fd: int, token: CancelToken) -> dict[str, FileRecord]:
-    captured = capture(root_fd, token)
+def _records(captured: Capture) -> dict[str, FileRecord]:
     return {
         f.path: FileRecord(f.path, len(f.data or b""), hashlib.sha256(f.data or b"").hexdigest())
         for f in captured.files
     }
-
-
-def _revision(records: Iterable[FileRecord]) -> str:
-    return "sha256:" + revision_of(tuple(records))
 
 
 def _conflict(message: str) -> BundleError:

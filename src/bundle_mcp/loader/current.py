@@ -1,0 +1,76 @@
+"""The revision a write compares and promises, computed exactly as the loader computes it.
+
+A write is checked against the revision its caller read (the reader's view of the bundle) and
+promises the revision the bundle will have after it. Both must be what the next load gives, or
+a replay would miss its receipt and a correct retry would meet a conflict. So they are computed
+here from the same parts a load uses: the captured Markdown files, the attachments the
+concepts name (file-mode computations, read from disk), and the reader's view.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+
+from ..cancel import CancelToken
+from ..model import Attachment, Document, Snapshot
+from ..okf.computations import attachment_paths
+from ..okf.scopes import FolderScope
+from . import assemble_snapshot, read_attachments, with_attachments
+from .capture import Capture
+from .document import parse_document
+from .views import prune
+
+__all__ = ["changed_view", "current_view"]
+
+
+def current_view(
+    root_fd: int, captured: Capture, like: Snapshot, scope: FolderScope, token: CancelToken
+) -> Snapshot:
+    """The view ``scope`` has of the bundle captured under a held lock.
+
+    Documents whose bytes equal ``like``'s are reused, so only files changed since the caller's
+    snapshot are parsed again; attachments are read through ``root_fd`` (no lock is taken: the
+    caller holds the bundle's).
+    """
+    documents: dict[str, Document] = {}
+    for f in captured.files:
+        if not scope.reads_file(f.path):
+            continue
+        token.check()
+        data = f.data or b""
+        old = like.documents.get(f.path)
+        if (old is not None and old.record.size == len(data)
+                and old.record.sha256 == hashlib.sha256(data).hexdigest()):
+            documents[f.path] = old
+        else:
+            documents[f.path] = parse_document(f.path, data)
+    full = assemble_snapshot(documents, captured.assets, captured.directories, captured.skipped)
+    view = full if scope.everything else prune(full, scope)
+    wanted = attachment_paths(view)
+    if not wanted:
+        return view
+    return with_attachments(view, read_attachments(root_fd, set(wanted), token))
+
+
+def changed_view(snapshot: Snapshot, changes: Mapping[str, bytes]) -> Snapshot:
+    """``snapshot`` (a view) with the Markdown files in ``changes`` written, as the next load
+    will see it. An attachment the changes newly name keeps no bytes here (it is reported as
+    unreadable); every other one keeps the bytes ``snapshot`` read."""
+    documents = dict(snapshot.documents)
+    added = False
+    for path, data in changes.items():
+        added = added or path not in documents
+        documents[path] = parse_document(path, data)
+    if added:  # the walk's order: each folder's entries sorted by name, depth first
+        documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
+    after = assemble_snapshot(documents, snapshot.assets, snapshot.directories, snapshot.skipped)
+    wanted = attachment_paths(after)
+    if not wanted:
+        return after
+    kept = {
+        p: snapshot.attachments.get(p) or Attachment(
+            p, None, None, "not a regular file within the per-file cap, or not readable")
+        for p in sorted(wanted)
+    }
+    return with_attachments(after, kept)
