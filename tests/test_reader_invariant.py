@@ -183,7 +183,7 @@ def questions(files: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
             ("get_computation", {"concept_id": concept_id}),
             ("preview_concept_patch", {"actor": "test", "operations": [
                 {"kind": "set_lifecycle", "concept_id": concept_id,
-                 "lifecycle": {"status": "stable"}}]}),
+                 "lifecycle": {"status": "stable", "stale_after": "2027-01-01"}}]}),
             ("preview_temporal_upgrade", {"id": concept_id, "actor": "test"}),
         ]
     for folder in ("finance", "teams/a/public", "glossary"):

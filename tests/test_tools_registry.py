@@ -19,7 +19,8 @@ from bundle_mcp.toolspec import ToolSpec
 REPO = Path(__file__).resolve().parent.parent
 CONTRACTS = REPO / "contracts"
 GOLDEN = REPO / "tests" / "golden"
-SHARED_CONTRACTS = {"common.schema.json", "error.schema.json"}
+# Schemas that are not one tool's: shared definitions, the error envelope, the readers file.
+SHARED_CONTRACTS = {"common.schema.json", "error.schema.json", "readers.schema.json"}
 MIB = 1024 * 1024
 
 

@@ -19,6 +19,16 @@ from typing import Any
 from ._version import __version__
 from .dispatch import Dispatcher, ServeConfig, UnknownTool
 from .errors import BundleError
+from .okf.scopes import NOTHING, Access
+from .readers import (
+    ALL_READER,
+    Reader,
+    ReaderBook,
+    ReadersFileError,
+    hash_token,
+    load_readers,
+    new_token,
+)
 from .storage.handles import pin_root
 from .toolspec import TOOLSETS
 
@@ -91,6 +101,17 @@ def _parser() -> argparse.ArgumentParser:
         "use printable ASCII without spaces: clients encode other characters differently",
     )
     serve.add_argument(
+        "--readers",
+        metavar="FILE",
+        help="readers file (TOML or YAML, docs/READERS.md): who may read and write which "
+        "folders; over HTTP each request's bearer token picks its reader. Re-read on SIGHUP",
+    )
+    serve.add_argument(
+        "--reader",
+        metavar="NAME",
+        help="over stdio, serve as this reader of --readers (default: everything)",
+    )
+    serve.add_argument(
         "--allowed-host",
         action="append",
         dest="allowed_hosts",
@@ -137,6 +158,16 @@ def _parser() -> argparse.ArgumentParser:
 
     # Parsed separately in main() so that its options stay with validate_cli.
     commands.add_parser("validate", help="check a bundle for CI (see: bundle-mcp validate -h)")
+
+    hashing = commands.add_parser(
+        "hash-token",
+        help="make a new bearer token and print it with the hash a readers file stores",
+        description="Print a new random bearer token and its sha256: line for a readers "
+        "file's tokens list. With --stdin, hash the token read from standard input instead.",
+    )
+    hashing.add_argument("--stdin", action="store_true",
+                         help="hash the token on standard input (one line) instead")
+    hashing.set_defaults(handler=_hash_token)
     return parser
 
 
@@ -169,9 +200,12 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("give at least one BUNDLE folder, or --allow-any-bundle")
     if args.token and not args.http:
         raise UsageError("--token applies to --http only")
+    book, reader = _readers(args)
     # The environment variable is for HTTP deployments; a stdio server started by a host that
-    # happens to have it set must not refuse to start.
-    token = args.token or ((os.environ.get(TOKEN_ENV) or None) if args.http else None)
+    # happens to have it set must not refuse to start. With a readers file the file's tokens
+    # are the only ones.
+    token = None if book is not None else (
+        args.token or ((os.environ.get(TOKEN_ENV) or None) if args.http else None))
     allowed_hosts = _allowed_hosts(args.allowed_hosts, bool(args.http))
     config = ServeConfig(
         bundles=bundles,
@@ -179,6 +213,7 @@ def _serve(args: argparse.Namespace) -> int:
         skip_unparseable=args.skip_unparseable,
         read_only=args.read_only,
         toolsets=_toolsets(args.tools),
+        reader=reader,
     )
     if args.workers < 1:
         raise UsageError("--workers wants a number of processes, 1 or more")
@@ -188,9 +223,11 @@ def _serve(args: argparse.Namespace) -> int:
     from . import server
 
     if args.http is None:
-        return _with_dispatcher(config, server.serve_stdio)
+        return _with_dispatcher(
+            config, lambda dispatcher: server.serve_stdio(
+                dispatcher, _stdio_reload(book, reader, dispatcher)))
     host, port = _host_port(args.http)
-    if not token and not host.startswith(_LOOPBACK):
+    if not token and book is None and not host.startswith(_LOOPBACK):
         log.warning(
             "serving %s without a token: anyone who can reach this address can read the "
             "bundle%s; set --token or $%s",
@@ -199,21 +236,83 @@ def _serve(args: argparse.Namespace) -> int:
             TOKEN_ENV,
         )
     if args.workers > 1:
-        return _serve_workers(args, config, token, allowed_hosts, host, port)
+        return _serve_workers(args, config, token, allowed_hosts, host, port, book)
     try:
         sock = server.bind_http(host, port)
     except OSError as exc:
         raise UsageError(_cannot_listen(args.http, exc)) from None
 
     def ready(bound_host: str, bound_port: int) -> None:
-        _print_client_config(config, bound_host, bound_port, bool(token))
+        _print_client_config(config, bound_host, bound_port, bool(token) or book is not None)
 
     return _with_dispatcher(
         config,
         lambda dispatcher: server.serve_http(
-            dispatcher, sock, token, on_ready=ready, allowed_hosts=allowed_hosts
+            dispatcher, sock, token, on_ready=ready, allowed_hosts=allowed_hosts, readers=book
         ),
     )
+
+
+def _readers(args: argparse.Namespace) -> tuple[ReaderBook | None, Reader]:
+    """``--readers FILE`` and ``--reader NAME``: the reloadable readers, and stdio's reader."""
+    if args.readers is None:
+        if args.reader is not None:
+            raise UsageError("--reader names a reader of --readers FILE")
+        return None, ALL_READER
+    if args.token:
+        raise UsageError("--token and --readers exclude each other: a readers file holds "
+                         "every token (give an all-reading reader read = [\"**\"])")
+    if args.reader is not None and args.http:
+        raise UsageError("--reader applies to stdio only: over HTTP the token picks the reader")
+    try:
+        readers = load_readers(args.readers)
+    except ReadersFileError as exc:
+        raise UsageError(f"--readers: {exc}") from None
+    reader = ALL_READER
+    if args.reader is not None:
+        named = readers.named(args.reader)
+        if named is None:
+            raise UsageError(f"--reader: no reader named {args.reader!r} in {args.readers}; "
+                             f"the file has {', '.join(r.name for r in readers.readers)}")
+        reader = named
+    # One line per call of a named reader: who asked, never with what token.
+    logging.getLogger("bundle_mcp.calls").setLevel(logging.INFO)
+    return ReaderBook(readers), reader
+
+
+def _stdio_reload(
+    book: ReaderBook | None, reader: Reader, dispatcher: Dispatcher
+) -> Callable[[], None] | None:
+    """On SIGHUP over stdio: re-read the file and serve the same reader name as it is now; a
+    reader that left the file reads nothing from then on."""
+    if book is None or reader is ALL_READER:
+        return None
+
+    def reload() -> None:
+        if book.reload():
+            now = book.current().named(reader.name)
+            if now is None:
+                log.error("reader %s is no longer in the readers file: it reads nothing now",
+                          reader.name)
+                now = Reader(reader.name, Access(NOTHING, NOTHING))
+            dispatcher.use_reader(now)
+
+    return reload
+
+
+def _hash_token(args: argparse.Namespace) -> int:
+    if args.stdin:
+        token = sys.stdin.readline().rstrip("\r\n")
+        if not token:
+            raise UsageError("hash-token --stdin: no token on standard input")
+        print(hash_token(token))
+        return EXIT_OK
+    token = new_token()
+    print(f"token: {token}")
+    print(f"hash:  {hash_token(token)}")
+    print("Give the token to the reader's client (Authorization: Bearer <token>) and put the "
+          "hash in the reader's tokens list.", file=sys.stderr)
+    return EXIT_OK
 
 
 def _with_dispatcher(config: ServeConfig, serve: Callable[[Dispatcher], None]) -> int:
@@ -235,6 +334,7 @@ def _serve_workers(
     allowed_hosts: tuple[str, ...],
     host: str,
     port: int,
+    book: ReaderBook | None,
 ) -> int:
     """``--workers N``: the sockets bound here, then N forked servers (bundle_mcp.workers).
 
@@ -253,7 +353,7 @@ def _serve_workers(
         return _with_dispatcher(
             config,
             lambda dispatcher: server.serve_http(
-                dispatcher, sock, token, allowed_hosts=allowed_hosts
+                dispatcher, sock, token, allowed_hosts=allowed_hosts, readers=book
             ),
         )
 
@@ -261,7 +361,7 @@ def _serve_workers(
         # The sockets listen already: a client that connects now waits in the backlog.
         print(f"bundle-mcp: {len(pids)} workers, pids {', '.join(map(str, pids))}",
               file=sys.stderr)
-        _print_client_config(config, bound_host, bound_port, bool(token))
+        _print_client_config(config, bound_host, bound_port, bool(token) or book is not None)
 
     return workers.supervise(sockets, args.workers, serve, on_started=started)
 

@@ -131,6 +131,9 @@ class Dispatcher:
             if _selected(spec, config)
         }
         self._cache = cache if cache is not None else SnapshotCache()
+        # The reader of calls that name none; replaced (one reference, atomically) when stdio's
+        # readers file is reloaded.
+        self._reader = config.reader
         # The embedding index is a server-level service (a worker thread and its vectors); every
         # call's context carries it. None means "semantic search is off".
         self._semantic = semantic
@@ -141,6 +144,10 @@ class Dispatcher:
         self._capture_lock = threading.Lock()
         # (what, bundle path) → the revision whose broken files or stuck write were logged
         self._reported: dict[tuple[str, str], str] = {}
+
+    def use_reader(self, reader: Reader) -> None:
+        """Make ``reader`` the reader of every later call that names none (stdio)."""
+        self._reader = reader
 
     def on_capture(self, listener: Callable[[str, Snapshot], None]) -> None:
         """Call ``listener(bundle_path, snapshot)`` whenever a call sees a bundle's snapshot
@@ -183,7 +190,7 @@ class Dispatcher:
         if tool is None:
             raise UnknownTool(name)
         token = token if token is not None else CancelToken()
-        reader = reader if reader is not None else self.config.reader
+        reader = reader if reader is not None else self._reader
         if reader is not ALL_READER:
             # Name only: a token never reaches a log line.
             calls_log.info("%s called by reader %s", name, reader.name)
@@ -312,7 +319,7 @@ class Dispatcher:
                 cancellation).
         """
         resolved = self._resolve_bundle(bundle_path)
-        reader = reader if reader is not None else self.config.reader
+        reader = reader if reader is not None else self._reader
         snapshot = reader_view(self._snapshot(resolved, token), reader.access.read)
         token.check()
         self._report_pending(resolved, snapshot, token)
@@ -333,7 +340,7 @@ class Dispatcher:
         """
         if not self._cache.loaded(bundle_path):
             return None
-        reader = reader if reader is not None else self.config.reader
+        reader = reader if reader is not None else self._reader
         snapshot = reader_view(self._snapshot(bundle_path, token), reader.access.read)
         self._report_pending(bundle_path, snapshot, token)
         return snapshot

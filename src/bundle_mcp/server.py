@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import hmac
 import logging
+import signal
 import socket
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import anyio
@@ -205,9 +208,27 @@ def build_server(
 # Transports
 
 
-def serve_stdio(dispatcher: Dispatcher) -> None:
+@contextmanager
+def reload_on_sighup(reload: Callable[[], object] | None) -> Iterator[None]:
+    """Run ``reload`` on SIGHUP while serving (the readers file, re-read without a restart).
+
+    Only from the main thread, where Python runs signal handlers; elsewhere (a test serving
+    from a thread) nothing is installed.
+    """
+    if reload is None or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signal.SIGHUP, lambda signum, frame: reload())
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
+def serve_stdio(dispatcher: Dispatcher, on_reload: Callable[[], object] | None = None) -> None:
     """Serve one client on stdin/stdout; the served bundles are loaded and warmed in the
     background from the start (:mod:`bundle_mcp.readiness`), so the first calls find them built.
+    ``on_reload`` runs on SIGHUP.
     """
     server = build_server(dispatcher)
 
@@ -220,7 +241,8 @@ def serve_stdio(dispatcher: Dispatcher) -> None:
     readiness = Readiness(dispatcher, freeze_memory=True)
     readiness.start()
     try:
-        anyio.run(run)
+        with reload_on_sighup(on_reload):
+            anyio.run(run)
     finally:
         readiness.stop()
 
@@ -363,7 +385,9 @@ def serve_http(
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
     readiness.start()
     try:
-        _Uvicorn(config, lambda: on_ready(host, port) if on_ready else None).run(sockets=[sock])
+        with reload_on_sighup(readers.reload if readers is not None else None):
+            _Uvicorn(config, lambda: on_ready(host, port) if on_ready else None).run(
+                sockets=[sock])
     finally:
         readiness.stop()
 

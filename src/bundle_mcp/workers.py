@@ -96,7 +96,11 @@ def supervise(
             stop.append(signum)
             _signal_all(pids, signal.SIGTERM)
 
+    def reload(signum: int, frame: FrameType | None) -> None:
+        _signal_all(pids, signal.SIGHUP)  # each worker reloads its own readers file
+
     previous = {sig: signal.signal(sig, forward) for sig in _STOP_SIGNALS}
+    previous_reload = signal.signal(signal.SIGHUP, reload)
     try:
         for number in range(workers):
             if stop:
@@ -116,6 +120,7 @@ def supervise(
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        signal.signal(signal.SIGHUP, previous_reload)
 
 
 def _run_worker(
@@ -127,6 +132,9 @@ def _run_worker(
     try:
         for sig, handler in handlers.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
+        # Not the parent's forwarder (it would signal the siblings) and not the default (which
+        # ends the process): ignored until the server installs its reload.
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
         _die_with_parent()
         code = serve(sock)
     except KeyboardInterrupt:
