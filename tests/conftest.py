@@ -45,6 +45,14 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(scope="session")
+def mermaid_parser(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real Mermaid parser (tests/mermaid_harness.py), installed once per session."""
+    from mermaid_harness import parser_script
+
+    return parser_script(tmp_path_factory)
+
+
 @pytest.fixture
 def tmp_bundle(tmp_path: Path) -> BundleFactory:
     """Write ``{relative_path: text}`` into a fresh folder and return its absolute path."""

@@ -34,6 +34,7 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.loader": "loader",
     "bundle_mcp.validation": "validation",
     "bundle_mcp.semantic": "semantic",
+    "bundle_mcp.export": "export",
     "bundle_mcp.derived": "derived",
     "bundle_mcp.writes": "writes",
     "bundle_mcp.toolspec": "toolspec",
@@ -52,10 +53,13 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.workers": "surfaces",
     "bundle_mcp.cli": "commands",
     "bundle_mcp.validate_cli": "commands",
+    "bundle_mcp.graph_cli": "commands",
     "bundle_mcp": "commands",  # the package itself re-exports the public API
 }
 
-_BELOW_TOOLS = {"foundation", "model", "derived", "okf", "validation", "semantic", "writes"}
+_BELOW_TOOLS = {
+    "foundation", "model", "derived", "okf", "validation", "semantic", "writes", "export",
+}
 
 # The layers each layer may import (besides itself), lowest first.
 ALLOWED: dict[str, set[str]] = {
@@ -67,6 +71,7 @@ ALLOWED: dict[str, set[str]] = {
     "loader": {"foundation", "model", "derived", "okf", "storage"},
     "validation": {"foundation", "model", "derived", "okf", "loader"},
     "semantic": {"foundation", "model", "okf"},
+    "export": {"foundation", "model", "derived", "okf"},
     "writes": {"foundation", "model", "derived", "okf", "storage", "loader", "validation"},
     "toolspec": {"foundation", "model", "okf", "semantic"},
     "tools": _BELOW_TOOLS | {"toolspec"},

@@ -1,10 +1,11 @@
 """visualize_graph's Mermaid: structural checks always, and the real Mermaid parser when it can be
 installed.
 
-The real check installs ``mermaid`` and ``jsdom`` from the npm registry into a temporary folder
-(about 30 s) and runs ``mermaid.parse`` under Node on every diagram the tests draw. It is skipped,
-saying why, when node or npm is missing or the install fails (offline). Set
-``BUNDLE_MCP_MERMAID_PREFIX`` to a folder that already holds both packages to reuse an install.
+The real check (tests/mermaid_harness.py, shared with tests/test_graph_export.py) installs
+``mermaid`` and ``jsdom`` from the npm registry into a temporary folder (about 30 s) and runs
+``mermaid.parse`` under Node on every diagram the tests draw. It is skipped, saying why, when node
+or npm is missing or the install fails (offline). Set ``BUNDLE_MCP_MERMAID_PREFIX`` to a folder
+that already holds both packages to reuse an install.
 """
 
 from __future__ import annotations
@@ -12,8 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,10 +21,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundle_mcp.cancel import CancelToken
+from bundle_mcp.export.mermaid import cut, escape
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.model import Snapshot
 from bundle_mcp.tools import visualize_graph
-from bundle_mcp.tools.visualize_graph import cut, escape, mermaid
+from bundle_mcp.tools.visualize_graph import mermaid
+from mermaid_harness import parse_all
 from toolcall import run_tool
 
 REPO = Path(__file__).resolve().parent.parent
@@ -168,74 +169,7 @@ def test_empty_diagram_is_just_the_header(graph: Snapshot) -> None:
     assert result["unresolved"] == ["missing"]
 
 
-# -- the real parser -------------------------------------------------------------------------
-
-_PARSE = r"""
-import { JSDOM } from 'jsdom';
-import { readFileSync } from 'node:fs';
-const dom = new JSDOM('<!doctype html><html><body></body></html>');
-globalThis.window = dom.window;
-globalThis.document = dom.window.document;
-const { default: mermaid } = await import('mermaid');
-mermaid.initialize({ startOnLoad: false });
-const texts = JSON.parse(readFileSync(0, 'utf8'));
-const out = [];
-for (const text of texts) {
-  try {
-    const parsed = await mermaid.parse(text);
-    out.push({ ok: true, type: parsed.diagramType });
-  } catch (error) {
-    out.push({ ok: false, error: String((error && error.message) || error).slice(0, 500) });
-  }
-}
-process.stdout.write(JSON.stringify(out));
-"""
-
-
-@pytest.fixture(scope="module")
-def mermaid_parser(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Node script that parses a JSON list of diagrams, with mermaid installed beside it."""
-    node, npm = shutil.which("node"), shutil.which("npm")
-    if node is None or npm is None:
-        pytest.skip("node and npm are not on PATH: the Mermaid parser check needs them")
-    reuse = os.environ.get("BUNDLE_MCP_MERMAID_PREFIX")
-    prefix = Path(reuse) if reuse else tmp_path_factory.mktemp("mermaid")
-    if not (prefix / "node_modules" / "mermaid").is_dir():
-        try:
-            subprocess.run(
-                [
-                    npm,
-                    "install",
-                    "--prefix",
-                    str(prefix),
-                    "--no-audit",
-                    "--no-fund",
-                    "--loglevel=error",
-                    "mermaid@11",
-                    "jsdom@29",
-                ],
-                check=True,
-                capture_output=True,
-                timeout=300,
-            )
-        except (subprocess.CalledProcessError, subprocess.TimeoutExpired) as exc:
-            pytest.skip(f"could not install mermaid from the npm registry (offline?): {exc}")
-    script = prefix / "parse.mjs"
-    script.write_text(_PARSE, encoding="utf-8")
-    return script
-
-
-def parse_all(script: Path, texts: list[str]) -> list[dict[str, Any]]:
-    done = subprocess.run(
-        ["node", str(script)],
-        input=json.dumps(texts),
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=120,
-        cwd=script.parent,
-    )
-    return json.loads(done.stdout)
+# -- the real parser (the mermaid_parser fixture: conftest.py, tests/mermaid_harness.py) ------
 
 
 def test_mermaid_parses_every_diagram(mermaid_parser: Path, graph: Snapshot) -> None:

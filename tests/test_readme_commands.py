@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -118,6 +120,20 @@ def run_until_serving(command: str) -> None:
         process.wait(timeout=SECONDS)
 
 
+def run_in_scratch(command: str) -> None:
+    """A command that writes files (``> out``, ``-o FILE``): run in a scratch folder, the
+    example bundle named by its absolute path, every stage of a pipe checked."""
+    if re.search(r"\|\s*dot\b", command) and shutil.which("dot") is None:
+        pytest.skip("Graphviz `dot` is not installed (apt-get install graphviz)")
+    command = command.replace("examples/coffee-roastery", str(EXAMPLE))
+    with tempfile.TemporaryDirectory() as scratch:
+        done = subprocess.run(
+            ["bash", "-o", "pipefail", "-c", command], cwd=scratch, env=_env(),
+            capture_output=True, text=True, timeout=SECONDS, stdin=subprocess.DEVNULL,
+        )
+    assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+
+
 @dataclass(frozen=True)
 class Runner:
     pattern: str  # a regular expression the whole command must match
@@ -129,6 +145,7 @@ RUNNERS = (
     Runner(r"make test", None, "it is the command that runs this test"),
     Runner(r"make run", run_until_serving),
     Runner(r"(\.venv/bin/)?bundle-mcp (serve|call|validate)\b.*", run_until_serving),
+    Runner(r"bundle-mcp graph\b.*", run_in_scratch),
     Runner(r"pipx install .*", None, "installs into the user's home"),
     Runner(r"uvx .*", None, "builds into uv's cache"),
     Runner(r"claude mcp add .*", None, "changes the user's Claude Code settings"),

@@ -1,8 +1,9 @@
-"""``bundle-mcp``: serve | call | validate.
+"""``bundle-mcp``: serve | call | validate | graph.
 
 ``serve`` runs the MCP server (stdio, or streamable HTTP with ``--http``); ``call`` runs one tool
 through the same dispatcher and prints the structured result; ``validate`` is the CI validator,
-whose options and exit codes live in :mod:`bundle_mcp.validate_cli`.
+whose options and exit codes live in :mod:`bundle_mcp.validate_cli`; ``graph`` exports the
+bundle's graph (:mod:`bundle_mcp.graph_cli`).
 """
 
 from __future__ import annotations
@@ -63,6 +64,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list[:1] == ["validate"]:
             return _validate(args_list[1:])
+        if args_list[:1] == ["graph"]:
+            return _graph(args_list[1:])
         parser = _parser()
         if args_list[:1] == ["call"]:
             # Options and KEY=VALUE pairs mix in any order (`call TOOL --bundle B query=x`).
@@ -158,6 +161,9 @@ def _parser() -> argparse.ArgumentParser:
 
     # Parsed separately in main() so that its options stay with validate_cli.
     commands.add_parser("validate", help="check a bundle for CI (see: bundle-mcp validate -h)")
+    commands.add_parser(
+        "graph", help="export the bundle's graph: dot, mermaid, json-ld, ntriples, graphml, json"
+    )
 
     hashing = commands.add_parser(
         "hash-token",
@@ -528,6 +534,21 @@ def _validate(argv: list[str]) -> int:
     )
     validate_cli.add_arguments(parser)
     return int(validate_cli.run(parser.parse_args(argv)))
+
+
+# --------------------------------------------------------------------------------------------
+# graph
+
+
+def _graph(argv: list[str]) -> int:
+    # Parsed by its own module, like validate, so that its options stay with graph_cli.
+    from . import graph_cli
+
+    parser = argparse.ArgumentParser(
+        prog=graph_cli.PROG, description=graph_cli.DESCRIPTION, epilog=graph_cli.EPILOG
+    )
+    graph_cli.add_arguments(parser)
+    return int(graph_cli.run(parser.parse_args(argv)))
 
 
 if __name__ == "__main__":

@@ -26,11 +26,11 @@ profile) is ours, not the Go toolkit's closed-class profile:
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from ..cancel import CancelToken
 from ..derived import SEMANTIC_GRAPH_NODES, of_snapshot
 from ..errors import resource_limit
+from ..export.rdf import BUNDLE_BASE, OKF_VOCAB, concept_iri_path
 from ..model import Document, Snapshot
 from ..okf.temporal import INSTANT_PROFILE, Reference, parse_value, reference_from
 from ..okf.versions import resolve_version
@@ -50,9 +50,11 @@ PROJECTION_INSTANT = "bundle-mcp/okf-v0.2-instant"
 MAX_NODES = 100_000
 RESERVED_STEMS = ("index", "log")
 
+# The vocabulary and the concept IRIs are those of `bundle-mcp graph --format json-ld|ntriples`
+# (export/rdf.py), so both describe the same resources.
 CONTEXT: dict[str, Any] = {
-    "okf": "https://okf.io/ontology/v0.2#",
-    "bundle": "local:bundle:",
+    "okf": OKF_VOCAB,
+    "bundle": BUNDLE_BASE,
     "id": "okf:conceptId",
     "path": "okf:path",
     "type": "okf:type",
@@ -117,7 +119,7 @@ def _nodes(
 
 def iri(concept_id: str) -> str:
     """The compact IRI of a concept: ``bundle:`` + its ID percent-encoded, '/' kept."""
-    return "bundle:" + quote(concept_id, safe="/")
+    return "bundle:" + concept_iri_path(concept_id)
 
 
 def bundle_node(snapshot: Snapshot, ref: Reference) -> dict[str, Any]:
