@@ -1,8 +1,9 @@
-"""``bundle-mcp``: serve | call | validate.
+"""``bundle-mcp``: serve | call | validate | view.
 
 ``serve`` runs the MCP server (stdio, or streamable HTTP with ``--http``); ``call`` runs one tool
 through the same dispatcher and prints the structured result; ``validate`` is the CI validator,
-whose options and exit codes live in :mod:`bundle_mcp.validate_cli`.
+whose options and exit codes live in :mod:`bundle_mcp.validate_cli`; ``view`` writes (or serves)
+the bundle as one HTML page, with its options in :mod:`bundle_mcp.viewer.command`.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args_list[:1] == ["validate"]:
             return _validate(args_list[1:])
+        if args_list[:1] == ["view"]:
+            return _view(args_list[1:])
         parser = _parser()
         if args_list[:1] == ["call"]:
             # Options and KEY=VALUE pairs mix in any order (`call TOOL --bundle B query=x`).
@@ -137,6 +140,7 @@ def _parser() -> argparse.ArgumentParser:
 
     # Parsed separately in main() so that its options stay with validate_cli.
     commands.add_parser("validate", help="check a bundle for CI (see: bundle-mcp validate -h)")
+    commands.add_parser("view", help="the bundle as one offline HTML page (bundle-mcp view -h)")
     return parser
 
 
@@ -428,6 +432,21 @@ def _validate(argv: list[str]) -> int:
     )
     validate_cli.add_arguments(parser)
     return int(validate_cli.run(parser.parse_args(argv)))
+
+
+# --------------------------------------------------------------------------------------------
+# view
+
+
+def _view(argv: list[str]) -> int:
+    # Its options, the page and its server live in bundle_mcp.viewer (docs/VIEWER.md).
+    from .viewer import command
+
+    parser = argparse.ArgumentParser(
+        prog="bundle-mcp view", description="Write a bundle as one self-contained HTML page."
+    )
+    command.add_arguments(parser)
+    return command.run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
