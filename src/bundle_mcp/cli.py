@@ -1,9 +1,11 @@
-"""``bundle-mcp``: serve | call | validate | graph.
+"""``bundle-mcp``: serve | call | validate | graph | view | hash-token.
 
 ``serve`` runs the MCP server (stdio, or streamable HTTP with ``--http``); ``call`` runs one tool
 through the same dispatcher and prints the structured result; ``validate`` is the CI validator,
 whose options and exit codes live in :mod:`bundle_mcp.validate_cli`; ``graph`` exports the
-bundle's graph (:mod:`bundle_mcp.graph_cli`).
+bundle's graph (:mod:`bundle_mcp.graph_cli`); ``view`` writes (or serves) the bundle as one HTML
+page, with its options in :mod:`bundle_mcp.viewer.command`; ``hash-token`` makes a bearer token
+and the hash a readers file stores (:mod:`bundle_mcp.readers`).
 """
 
 from __future__ import annotations
@@ -66,6 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _validate(args_list[1:])
         if args_list[:1] == ["graph"]:
             return _graph(args_list[1:])
+        if args_list[:1] == ["view"]:
+            return _view(args_list[1:])
         parser = _parser()
         if args_list[:1] == ["call"]:
             # Options and KEY=VALUE pairs mix in any order (`call TOOL --bundle B query=x`).
@@ -174,6 +178,7 @@ def _parser() -> argparse.ArgumentParser:
     hashing.add_argument("--stdin", action="store_true",
                          help="hash the token on standard input (one line) instead")
     hashing.set_defaults(handler=_hash_token)
+    commands.add_parser("view", help="the bundle as one offline HTML page (bundle-mcp view -h)")
     return parser
 
 
@@ -549,6 +554,18 @@ def _graph(argv: list[str]) -> int:
     )
     graph_cli.add_arguments(parser)
     return int(graph_cli.run(parser.parse_args(argv)))
+# view
+
+
+def _view(argv: list[str]) -> int:
+    # Its options, the page and its server live in bundle_mcp.viewer (docs/VIEWER.md).
+    from .viewer import command
+
+    parser = argparse.ArgumentParser(
+        prog="bundle-mcp view", description="Write a bundle as one self-contained HTML page."
+    )
+    command.add_arguments(parser)
+    return command.run(parser.parse_args(argv))
 
 
 if __name__ == "__main__":
