@@ -50,6 +50,7 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.surfaces": "surfaces",
     "bundle_mcp.stdio": "surfaces",
     "bundle_mcp.server": "surfaces",
+    "bundle_mcp.rest": "surfaces",
     "bundle_mcp.workers": "surfaces",
     "bundle_mcp.viewer": "viewer",
     "bundle_mcp.cli": "commands",

@@ -42,6 +42,7 @@ __all__ = [
     "hash_token",
     "load_readers",
     "new_token",
+    "reader_in",
 ]
 
 log = logging.getLogger(__name__)
@@ -68,6 +69,14 @@ class Reader:
 
 
 ALL_READER = Reader("all", FULL_ACCESS)
+
+
+def reader_in(scope: Mapping[str, Any]) -> Reader | None:
+    """The reader the bearer middleware left in an ASGI ``scope``, or ``None`` (no middleware
+    ran: stdio, or HTTP without a token, where the dispatcher's configured reader applies)."""
+    state = scope.get("state")
+    reader = state.get(READER_STATE_KEY) if isinstance(state, dict) else None
+    return reader if isinstance(reader, Reader) else None
 
 
 def hash_token(token: bytes | str) -> str:

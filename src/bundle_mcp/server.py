@@ -34,6 +34,7 @@ from .observe import CallObserver
 from .readers import ALL_READER, READER_STATE_KEY, Reader, ReaderBook
 from .readiness import Readiness
 from .resources import DEFAULT_PAGE_SIZE
+from .rest import RestApi, with_rest_api
 from .stdio import stdio_transport
 from .surfaces import DEFAULT_POLL_SECONDS, Surfaces, SurfaceServer, reader_of
 
@@ -323,11 +324,14 @@ def build_http_app(
     token: str | None,
     extra_hosts: Sequence[str] = (),
     readers: ReaderBook | None = None,
+    ready: Callable[[], bool] | None = None,
 ) -> ASGIApp:
-    """Stateless streamable HTTP with JSON responses, DNS-rebinding protection, optional token.
+    """Stateless streamable HTTP with JSON responses, DNS-rebinding protection, optional token,
+    and the REST endpoints under ``/api`` (:mod:`bundle_mcp.rest`) behind the same checks.
 
     ``extra_hosts``: Host header values accepted besides the bound address and the loopback
     names (``--allowed-host``: a Service name, a proxy's name; ``NAME:*`` for any port).
+    ``ready``: the warm-up's ``is_ready``, for REST's 503 on a bundle not loaded yet.
     """
     server = build_server(dispatcher, streams=False)
     hosts = _allowed_hosts(host, port)
@@ -346,6 +350,14 @@ def build_http_app(
         transport_security=security,
         host=host,
     )
+    rest = RestApi(
+        dispatcher,
+        lambda name, arguments, reader: _call_in_worker(dispatcher, name, arguments, None, reader),
+        security,
+        ready=ready,
+        secured=bool(token) or readers is not None,
+    )
+    app = with_rest_api(app, rest)
     if readers is not None:
         return BearerTokenMiddleware(app, readers=readers)
     return BearerTokenMiddleware(app, token) if token else app
@@ -377,7 +389,7 @@ def serve_http(
     host, port = sock.getsockname()[:2]
     readiness = Readiness(dispatcher, freeze_memory=True)
     app = public_paths(
-        build_http_app(dispatcher, host, port, token, allowed_hosts, readers),
+        build_http_app(dispatcher, host, port, token, allowed_hosts, readers, readiness.is_ready),
         readiness.is_ready,
     )
     # No access log: a line per request costs more than a cached read_concept itself; the

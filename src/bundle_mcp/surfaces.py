@@ -54,7 +54,7 @@ from .dispatch import Dispatcher
 from .errors import CONCEPT_NOT_FOUND, INVALID_REQUEST, BundleError, redact
 from .model import Snapshot
 from .observe import LEVELS, CallObserver, Notice, level_at_least
-from .readers import READER_STATE_KEY, Reader
+from .readers import Reader, reader_in
 from .resources import Catalog, ResourceEntry, ServedBundle
 
 __all__ = [
@@ -682,10 +682,8 @@ def reader_of(ctx: Context) -> Reader | None:
     """The reader the HTTP request was authenticated as (set by the bearer middleware in the
     ASGI scope's state), or ``None`` on a connection with no such request: the dispatcher then
     uses its configured reader (stdio's ``--reader``)."""
-    request = ctx.request
-    state = getattr(request, "scope", {}).get("state") if request is not None else None
-    reader = state.get(READER_STATE_KEY) if isinstance(state, dict) else None
-    return reader if isinstance(reader, Reader) else None
+    scope = getattr(ctx.request, "scope", None)
+    return reader_in(scope) if isinstance(scope, Mapping) else None
 
 
 def _state(ctx: Context) -> ConnectionState | None:
