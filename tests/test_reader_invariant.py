@@ -111,6 +111,19 @@ def bundles(draw: st.DrawFn) -> dict[str, str]:
             body += ["The [data](data.csv) behind it.", ""]
             files[posixpath.join(folder, "data.csv")] = "a,b\n1,2\n"
         files[path] = "---\n" + "\n".join(fm) + "\n---\n" + "\n".join(body)
+    if draw(st.booleans()):  # an Attested Computation whose SQL file may sit in another folder
+        home, sql_folder = draw(st.sampled_from(FOLDERS)), draw(st.sampled_from(FOLDERS))
+        sql = posixpath.join(sql_folder, "margin.sql")
+        calc = posixpath.join(home, "margin-calc.md")
+        if calc not in files:
+            files[sql] = "SELECT sum(revenue - cost) FROM ledger WHERE day >= :start\n"
+            files[calc] = (
+                "---\ntype: Attested Computation\ntitle: Margin calculation\nruntime: duckdb\n"
+                f"computation: {posixpath.relpath(sql, home or '.')}\n"
+                "parameters:\n  - { name: start, type: date, required: true }\n"
+                "executor:\n  receipt: [run_id, executed_sql, result]\n---\n"
+                "# Computation\n\nThe query lives in its own file.\n")
+            ids.append(calc[:-3])
     if draw(st.booleans()):  # a root index listing every concept
         files["index.md"] = "# Index\n\n" + "".join(f"- [{i}]({i}.md)\n" for i in ids)
     for folder in sorted({posixpath.dirname(p) for p in paths} - {""}):
@@ -184,6 +197,8 @@ def questions(files: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
             ("fetch_slice", {"entity_id": concept_id}),
             ("get_neighbors", {"concept_id": concept_id, "direction": "both"}),
             ("get_computation", {"concept_id": concept_id}),
+            ("check_receipt", {"concept_id": concept_id, "parameters": {}, "receipt": {},
+                               "displayed_value": 1, "as_of": AS_OF}),
             ("preview_concept_patch", {"actor": "test", "operations": [
                 {"kind": "set_lifecycle", "concept_id": concept_id,
                  "lifecycle": {"status": "stable", "stale_after": "2027-01-01"}}]}),

@@ -8,7 +8,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from bundle_mcp.readers import (
     hash_token,
     load_readers,
 )
+from served import printed_url
 
 FINANCE_TOKEN = "finance-token-0123456789"
 SALES_TOKEN = "sales-token-0123456789"
@@ -313,37 +313,19 @@ def test_the_call_log_names_the_reader_never_the_token(
 # ------------------------------------------------------------------------------ over HTTP
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def served(bundle: Path, readers_file: Path, tmp_path: Path
            ) -> Iterator[tuple[int, subprocess.Popen[bytes], Path]]:
-    port = _free_port()
     log = tmp_path / "stderr.log"
     with log.open("wb") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "bundle_mcp.cli", "serve", str(bundle),
-             "--http", f"127.0.0.1:{port}", "--readers", str(readers_file)],
+             "--http", "127.0.0.1:0", "--readers", str(readers_file)],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-            env={**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent / "src")},
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"serve exited:\n{log.read_text('utf-8')}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("serve --http did not start listening")
-                time.sleep(0.05)
-        yield port, process, log
+        url = printed_url(process, log)
+        yield int(url.rsplit(":", 1)[1].split("/", 1)[0]), process, log
     finally:
         process.terminate()
         try:
@@ -423,3 +405,30 @@ def test_serve_refuses_a_bad_readers_file_with_its_line(tmp_path: Path, bundle: 
     )
     assert done.returncode == 2
     assert f"{bad}:3: readers[0].read[0]" in done.stderr
+
+
+# ------------------------------------------------------------------------------ over stdio
+
+
+@pytest.mark.anyio
+async def test_stdio_serves_the_reader_it_was_started_as(bundle: Path, readers_file: Path) -> None:
+    """`serve --readers FILE --reader sales` over stdio, through the Python SDK's client: the
+    tools and the resources both see the sales view only."""
+    import mcp.types as types
+    from mcp import Client, StdioServerParameters
+
+    server = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "bundle_mcp.cli", "serve", str(bundle), "--readers", str(readers_file),
+              "--reader", "sales"],
+    )
+    async with Client(server, mode="legacy", cache=None) as client:
+        listed = await client.call_tool("list_concepts", {})
+        assert isinstance(listed.structured_content, dict)
+        ids = [c["id"] for c in listed.structured_content["concepts"]]
+        assert ids == ["glossary/margin", "sales/pipeline"]
+        forbidden = await client.call_tool("read_concept", {"concept_id": "finance/q3-plan"})
+        assert forbidden.is_error
+        names = {r.name for r in (await client.list_resources()).resources}
+        assert names and not any("finance" in name or "q3" in name for name in names)
+        assert all(isinstance(r, types.Resource) for r in (await client.list_resources()).resources)
