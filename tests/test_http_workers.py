@@ -185,3 +185,46 @@ def test_a_taken_port_is_one_line_and_exit_2(reuse_port: bool) -> None:
         )
     assert result.returncode == 2
     assert result.stderr.decode().strip().endswith("cannot listen there (Address already in use)")
+
+
+def _status_with(port: int, token: str) -> int:
+    """A new connection (so either worker may take it) asking tools/list with ``token``."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("POST", "/mcp", json.dumps(
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}), {
+            "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2025-11-25",
+        })
+        response = connection.getresponse()
+        response.read()
+        return response.status
+    finally:
+        connection.close()
+
+
+def test_sighup_reaches_every_worker(tmp_path: Path) -> None:
+    """The supervisor forwards SIGHUP: each worker re-reads the readers file itself."""
+    from bundle_mcp.readers import hash_token
+
+    readers = tmp_path / "readers.toml"
+    entry = '[[readers]]\nname = "beans"\ntokens = [{tokens}]\nread = ["beans"]\n'
+    readers.write_text(entry.format(tokens=f'"{hash_token("old-token")}"'), "utf-8")
+    log = tmp_path / "serve.log"
+    process = _start(log, "--readers", str(readers))
+    try:
+        port = int(printed_url(process, log, WAIT_SECONDS).rsplit(":", 1)[1].split("/")[0])
+        assert _status_with(port, "new-token") == 401
+        readers.write_text(entry.format(
+            tokens=f'"{hash_token("old-token")}", "{hash_token("new-token")}"'), "utf-8")
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + WAIT_SECONDS
+        answers: list[int] = []
+        while answers[-CONNECTIONS:] != [200] * CONNECTIONS:  # both workers, by chance
+            assert time.monotonic() < deadline, (answers[-CONNECTIONS:], log.read_text())
+            answers.append(_status_with(port, "new-token"))
+        assert process.poll() is None  # a worker did not take SIGHUP as a stop
+        assert log.read_text().count("readers reloaded from") == 2
+    finally:
+        process.kill()
+        process.wait(WAIT_SECONDS)

@@ -366,3 +366,60 @@ def test_with_the_bare_output_contract_this_sdk_drops_the_error(run: Run) -> Non
     assert control["protocol_error"] is not None, control
     assert control["protocol_error"]["code"] == -32602
     assert "Structured content does not match" in control["protocol_error"]["message"]
+
+
+# --------------------------------------------------------------------------------------------
+# Readers, as a TypeScript host meets them: each token is its own reader (docs/READERS.md)
+
+
+def test_two_readers_through_the_typescript_client(node: str, tmp_path: Path) -> None:
+    from bundle_mcp.readers import hash_token
+
+    workdir = Path(os.path.realpath(tmp_path))
+    example = REPO / "examples" / "coffee-roastery"
+    readers = workdir / "readers.toml"
+    readers.write_text(
+        f'[[readers]]\nname = "roasting"\ntokens = ["{hash_token("roasting-token")}"]\n'
+        'read = ["beans", "roast-profiles", "glossary", "/"]\n\n'
+        f'[[readers]]\nname = "finance"\ntokens = ["{hash_token("finance-token")}"]\n'
+        'read = ["pricing", "glossary", "/"]\n', encoding="utf-8")
+    port = _free_port()
+    log = workdir / "stderr.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [*_serve_command(), "serve", str(example), "--http", f"127.0.0.1:{port}",
+             "--readers", str(readers)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+        )
+    try:
+        _wait_for_port(port, process, log)
+        seen = {}
+        for name in ("roasting", "finance"):
+            plan = {
+                "timeout_ms": 30000,
+                "transport": {"kind": "http", "url": f"http://127.0.0.1:{port}/mcp",
+                              "token": f"{name}-token"},
+                "calls": [
+                    {"id": "list", "tool": "list_concepts", "arguments": {}},
+                    {"id": "cost", "tool": "read_concept",
+                     "arguments": {"concept_id": "pricing/landed-cost"}},
+                ],
+            }
+            report = _run_client(node, plan, workdir)
+            seen[name] = {c["id"]: c for c in report["calls"]}
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def folders(name: str) -> set[str]:
+        return {c["id"].split("/")[0] for c in seen[name]["list"]["structuredContent"]["concepts"]}
+
+    assert folders("roasting") == {"beans", "roast-profiles", "glossary"}
+    assert folders("finance") == {"pricing", "glossary"}
+    assert seen["roasting"]["cost"]["isError"]
+    assert seen["roasting"]["cost"]["structuredContent"]["code"] == "concept_not_found"
+    assert not seen["finance"]["cost"]["isError"]
