@@ -21,3 +21,13 @@ def printed_url(process: subprocess.Popen[bytes], log: Path, seconds: float = 60
         assert process.poll() is None, log.read_text()
         time.sleep(0.05)
     raise AssertionError("the server never printed its address: " + log.read_text())
+
+
+def stop(process: subprocess.Popen[bytes], seconds: float = 10) -> None:
+    """End a served child: SIGTERM, then SIGKILL if it has not exited within ``seconds``."""
+    process.terminate()
+    try:
+        process.wait(seconds)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

@@ -27,7 +27,7 @@ from bundle_mcp.readers import (
     hash_token,
     load_readers,
 )
-from served import printed_url
+from served import printed_url, stop
 
 FINANCE_TOKEN = "finance-token-0123456789"
 SALES_TOKEN = "sales-token-0123456789"
@@ -327,12 +327,7 @@ def served(bundle: Path, readers_file: Path, tmp_path: Path
         url = printed_url(process, log)
         yield int(url.rsplit(":", 1)[1].split("/", 1)[0]), process, log
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 def _rpc(port: int, token: str | None, method: str, params: dict[str, Any]) -> tuple[int, Any]:

@@ -34,6 +34,7 @@ import pytest
 
 from bundle_mcp.contracts import ContractSet
 from bundle_mcp.errors import BundleError
+from served import stop
 
 try:
     from tests import golden_runner
@@ -268,12 +269,7 @@ def run(
         plan["transport"] = {"kind": "http", "url": f"http://127.0.0.1:{port}/mcp", "token": TOKEN}
         yield Run(transport, calls, _run_client(node, plan, workdir))
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
 
 # --------------------------------------------------------------------------------------------
@@ -408,12 +404,7 @@ def test_two_readers_through_the_typescript_client(node: str, tmp_path: Path) ->
             report = _run_client(node, plan, workdir)
             seen[name] = {c["id"]: c for c in report["calls"]}
     finally:
-        process.terminate()
-        try:
-            process.wait(10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process)
 
     def folders(name: str) -> set[str]:
         return {c["id"].split("/")[0] for c in seen[name]["list"]["structuredContent"]["concepts"]}
