@@ -23,6 +23,7 @@ from .export.graph import DEFAULT_MAX_NODES, GraphQuery, OverBudget, SelectionEr
 from .export.rdf import BUNDLE_BASE, base_iri_problem
 from .loader import PENDING_WRITE, load_bundle
 from .model import Snapshot
+from .validate_cli import report_unreadable
 
 EXIT_OK = 0
 EXIT_OVER_BUDGET = 1
@@ -107,17 +108,8 @@ def run(
     token = CancelToken()
     try:
         snapshot, _ = load_bundle(bundle_path, token)
-    except BundleError as exc:
-        print(f"{PROG}: {exc.code}: {exc.message}", file=err)
-        for d in exc.diagnostics:
-            print(f"  {d.severity} {d.code}: {d.message}", file=err)
-        return EXIT_USAGE
-    except OSError as exc:
-        # As in `bundle-mcp validate`: what the loader does not turn into a BundleError is the
-        # host refusing this process; the bundle could not be read either way.
-        reason = os.strerror(exc.errno) if exc.errno else "unknown error"
-        print(f"{PROG}: the bundle cannot be read ({reason})", file=err)
-        return EXIT_USAGE
+    except (BundleError, OSError) as exc:
+        return report_unreadable(PROG, exc, err)
     if not _parse_policy(snapshot, args.skip_unparseable, err):
         return EXIT_USAGE
     query = GraphQuery(

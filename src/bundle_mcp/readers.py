@@ -218,8 +218,8 @@ def _readers(file: Path, document: Mapping[str, Any], locate: _Lines) -> Readers
             raise ReadersFileError(
                 f"{file}:{locate.line(('readers', n, 'name'))}: a second reader named {name!r}")
         read = _scope(file, locate, n, "read", entry["read"])
-        write = _scope(file, locate, n, "write", entry.get("write", [])) if entry.get(
-            "write") else NOTHING
+        writable = entry.get("write") or []
+        write = _scope(file, locate, n, "write", writable) if writable else NOTHING
         hashes = frozenset(entry.get("tokens", []))
         for k, token_hash in enumerate(entry.get("tokens", [])):
             other = owners.get(token_hash)

@@ -84,6 +84,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def report_unreadable(prog: str, exc: BundleError | OSError, err: TextIO) -> int:
+    """Say on ``err`` why a command could not read its bundle; the exit status (2) to return.
+
+    The loader turns what a bundle's files do into findings or a ``BundleError``; an
+    ``OSError`` left over is the host refusing this process (out of file descriptors or memory)
+    or a path the loader missed. Either way the bundle could not be read: exit 2, never the 1 of
+    an uncaught traceback, which CI would take for "not conformant".
+    """
+    if isinstance(exc, BundleError):
+        print(f"{prog}: {exc.code}: {exc.message}", file=err)
+        for d in exc.diagnostics:
+            print(f"  {d.severity} {d.code}: {d.message}", file=err)
+    else:
+        reason = os.strerror(exc.errno) if exc.errno else "unknown error"
+        print(f"{prog}: the bundle cannot be read ({reason})", file=err)
+    return EXIT_USAGE
+
+
 def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None = None) -> int:
     out = out or sys.stdout
     err = err or sys.stderr
@@ -105,19 +123,8 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
             ),
             token,
         )
-    except BundleError as exc:
-        print(f"bundle-mcp validate: {exc.code}: {exc.message}", file=err)
-        for d in exc.diagnostics:
-            print(f"  {d.severity} {d.code}: {d.message}", file=err)
-        return EXIT_USAGE
-    except OSError as exc:
-        # The loader turns what a bundle's files do into findings or a BundleError; what is
-        # left is the host refusing this process (out of file descriptors or memory) or a path
-        # the loader missed. Either way the bundle could not be read: exit 2, never the 1 of an
-        # uncaught traceback, which CI would take for "not conformant".
-        reason = os.strerror(exc.errno) if exc.errno else "unknown error"
-        print(f"bundle-mcp validate: the bundle cannot be read ({reason})", file=err)
-        return EXIT_USAGE
+    except (BundleError, OSError) as exc:
+        return report_unreadable("bundle-mcp validate", exc, err)
     renderers: dict[str, Callable[[dict[str, Any], SourceRoot], str]] = {
         "text": render_text, "json": render_json, "github": render_github,
         "sarif": render_sarif,

@@ -25,13 +25,14 @@ __all__ = ["changed_view", "current_view"]
 
 
 def current_view(
-    root_fd: int, captured: Capture, like: Snapshot, scope: FolderScope, token: CancelToken
+    root_fd: int, captured: Capture, like: Snapshot | None, scope: FolderScope,
+    token: CancelToken,
 ) -> Snapshot:
     """The view ``scope`` has of the bundle captured under a held lock.
 
-    Documents whose bytes equal ``like``'s are reused, so only files changed since the caller's
-    snapshot are parsed again; attachments are read through ``root_fd`` (no lock is taken: the
-    caller holds the bundle's).
+    Documents whose bytes equal ``like``'s (when given) are reused, so only files changed since
+    the caller's snapshot are parsed again; attachments are read through ``root_fd`` (no lock
+    is taken: the caller holds the bundle's).
     """
     documents: dict[str, Document] = {}
     for f in captured.files:
@@ -39,7 +40,7 @@ def current_view(
             continue
         token.check()
         data = f.data or b""
-        old = like.documents.get(f.path)
+        old = like.documents.get(f.path) if like is not None else None
         if (old is not None and old.record.size == len(data)
                 and old.record.sha256 == hashlib.sha256(data).hexdigest()):
             documents[f.path] = old

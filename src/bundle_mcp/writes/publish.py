@@ -84,8 +84,6 @@ __all__ = ["PlannedWrite", "Receipt", "apply_writes"]
 
 ROOT_INDEX = "index.md"
 _JOURNAL_REFUSED = "the write journal cannot be saved; nothing was changed"
-# The snapshot to reuse parsed documents from when the caller has none: every file is parsed.
-_EMPTY = Snapshot("", {}, {}, frozenset(), frozenset(), ())
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +143,6 @@ def apply_writes(
             "the write reaches outside the folders this reader may write; nothing was changed",
             f"writable folders: {', '.join(access.write.patterns) or 'none'}",
         )
-    like = like if like is not None else _EMPTY
     root_fd = pin_root(bundle_path)
     try:
         # Before the state folder is created: on a read-only mount nothing is attempted at all.
@@ -178,7 +175,7 @@ def _apply_locked(
     request_digest: str,
     token: CancelToken,
     hook: StepHook,
-    like: Snapshot,
+    like: Snapshot | None,
     scope: FolderScope,
 ) -> Receipt:
     captured = capture(root_fd, token)
