@@ -168,6 +168,13 @@ class Dispatcher:
             listener(bundle_path, snapshot)
         return snapshot
 
+    def _view(self, bundle_path: str, token: CancelToken, reader: Reader | None) -> Snapshot:
+        """The reader's view of the bundle's current snapshot (the configured reader's when
+        ``None``): the bundle as it would load with every file the reader may not read deleted.
+        Everything a call or a surface computes sees only this."""
+        reader = reader if reader is not None else self._reader
+        return reader_view(self._snapshot(bundle_path, token), reader.access.read)
+
     def save_parse_cache(self, bundle_path: str, snapshot: Snapshot) -> None:
         """Consider saving what ``snapshot`` has parsed to the persistent cache now (the
         warm-up's last step), rather than at the next call."""
@@ -211,9 +218,8 @@ class Dispatcher:
         self.contracts.check_input(name, arguments)
         token.check()
         bundle_path = self._resolve_bundle(arguments.get("bundle_path"))
-        # The reader's view: the bundle as it would load with every file the reader may not
-        # read deleted. Everything below (parse policy, answers, caches) sees only that.
-        snapshot = reader_view(self._snapshot(bundle_path, token), reader.access.read)
+        # Everything below (parse policy, answers, caches) sees only the reader's view.
+        snapshot = self._view(bundle_path, token, reader)
         token.check()
         self._report_pending(bundle_path, snapshot, token)
         if snapshot.broken and spec.needs_parseable:
@@ -319,8 +325,7 @@ class Dispatcher:
                 cancellation).
         """
         resolved = self._resolve_bundle(bundle_path)
-        reader = reader if reader is not None else self._reader
-        snapshot = reader_view(self._snapshot(resolved, token), reader.access.read)
+        snapshot = self._view(resolved, token, reader)
         token.check()
         self._report_pending(resolved, snapshot, token)
         if snapshot.broken:
@@ -340,8 +345,7 @@ class Dispatcher:
         """
         if not self._cache.loaded(bundle_path):
             return None
-        reader = reader if reader is not None else self._reader
-        snapshot = reader_view(self._snapshot(bundle_path, token), reader.access.read)
+        snapshot = self._view(bundle_path, token, reader)
         self._report_pending(bundle_path, snapshot, token)
         return snapshot
 
