@@ -101,9 +101,17 @@ class Opened:
         assert self.page.evaluate("window.__violations") == []
 
     def select_by_search(self, text: str) -> None:
+        """Search, press Enter, and wait until the selection has moved to a new concept.
+
+        Enter sets the location hash and the page selects on ``hashchange``, a later task: a
+        test that only waited for a visible pane would read the previous concept's pane.
+        """
+        before = self.page.evaluate("okfViewer.selected()")
         self.page.fill("#okfv-search", text)
         self.page.keyboard.press("Enter")
-        self.page.wait_for_function("() => document.querySelector('#okfv-detail').hidden === false")
+        self.page.wait_for_function(
+            "before => okfViewer.selected() !== null && okfViewer.selected() !== before"
+            " && document.querySelector('#okfv-detail').hidden === false", arg=before)
 
     def shot(self, name: str) -> Path:
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -193,6 +201,7 @@ def test_the_example_bundle(browser: Any, tmp_path: Path) -> None:
     page.click("#okfv-detail a[data-concept='roast-profiles/guji-filter-v2']")
     page.wait_for_function("() => okfViewer.selected() === 'roast-profiles/guji-filter-v2'")
     opened.select_by_search("landed cost")
+    assert page.evaluate("okfViewer.selected()") == "pricing/landed-cost"
     pane = _pane(opened)
     assert "Attested computation" in pane and "python3.12" in pane
     assert "run_id, code_sha256, result" in pane
