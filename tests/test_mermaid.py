@@ -16,18 +16,21 @@ import re
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from bundle_mcp.cancel import CancelToken
-from bundle_mcp.export.mermaid import cut, escape
+from bundle_mcp.export.mermaid import MAX_TEXT_SIZE, cut, escape, text_size
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.model import Snapshot
 from bundle_mcp.tools import visualize_graph
-from bundle_mcp.tools.visualize_graph import mermaid
+from bundle_mcp.tools._extraction import extract
+from bundle_mcp.tools._walk_params import parse_query
+from bundle_mcp.tools.visualize_graph import DiagramBudget, mermaid
 from mermaid_harness import parse_all
-from toolcall import run_tool
+from toolcall import run_tool, snapshot_of
 
 REPO = Path(__file__).resolve().parent.parent
 GRAPH = os.path.realpath(REPO / "testdata" / "bundles" / "subgraph-graph")
@@ -197,3 +200,93 @@ def test_the_parser_check_catches_a_broken_label(mermaid_parser: Path) -> None:
     """The check is not vacuous: an unescaped quote in a label fails to parse."""
     (result,) = parse_all(mermaid_parser, ['graph TD\n    n0["a " b"]'])
     assert not result["ok"]
+
+
+# -- Mermaid's default limits (500 edges, 50,000 UTF-16 units) --------------------------------
+
+
+def dense_bundle(count: int) -> Snapshot:
+    """``count`` concepts, each linking every other one: count * (count - 1) relations."""
+    names = [f"c{i:03d}" for i in range(count)]
+    return snapshot_of({
+        f"{name}.md": f"---\ntype: Note\ntitle: {name}\n---\n# {name}\n\n"
+        + " ".join(f"[{other}]({other}.md)" for other in names if other != name) + "\n"
+        for name in names
+    })
+
+
+def quoted_titles_bundle(count: int) -> Snapshot:
+    """``count`` unlinked concepts whose 80-character titles escape to six times their length,
+    one emoji each (two UTF-16 units)."""
+    title = "🚀" + '\\"' * 79
+    return snapshot_of({
+        f"q{i:03d}.md": f'---\ntype: Note\ntitle: "{title}"\n---\n# Q\n' for i in range(count)
+    })
+
+
+def output_schema() -> dict[str, Any]:
+    path = REPO / "contracts" / "visualize_graph.output.schema.json"
+    return dict(json.loads(path.read_text("utf-8")))
+
+
+def test_text_size_counts_utf16_units() -> None:
+    assert text_size("graph TD") == 8
+    assert text_size("🚀 שלום") == 7  # the rocket is a surrogate pair in JavaScript
+
+
+def test_the_diagram_keeps_to_mermaids_edge_limit() -> None:
+    snapshot = dense_bundle(40)  # 1,560 relations among the first 200 objects
+    result = run_tool(visualize_graph, snapshot, {"max_objects": 200, "max_tokens": 100_000})
+    lines = result["mermaid"].split("\n")
+    nodes = [line for line in lines if _NODE.match(line)]
+    edges = [line for line in lines if _EDGE.match(line)]
+    # 22 mutually linked objects bring 462 edges; a 23rd would bring 44 more (506 > 500), and
+    # so would every later one: none is drawn with some of its edges left out.
+    assert (len(nodes), len(edges)) == (22, 22 * 21)
+    assert result["returned_nodes"] == 22 and result["total_found_nodes"] == 40
+    assert result["is_truncated"] and result["truncation_reason"] == "mermaid_limits"
+    assert result["suggested_next_seed"] == "c022"
+    jsonschema.validate(result, output_schema())
+
+
+def test_the_diagram_keeps_to_mermaids_text_size() -> None:
+    snapshot = quoted_titles_bundle(200)
+    result = run_tool(visualize_graph, snapshot, {"max_objects": 200, "max_tokens": 100_000})
+    text = result["mermaid"]
+    assert text_size(text) <= MAX_TEXT_SIZE < text_size(text) + text_size(text.split("\n")[1]) + 1
+    assert result["truncation_reason"] == "mermaid_limits"
+    assert result["returned_nodes"] == len(text.split("\n")) - 1 < 200
+    check_structure(text)
+    jsonschema.validate(result, output_schema())
+
+
+def test_a_smaller_budget_is_priced_exactly() -> None:
+    """The budget prices each line as mermaid() writes it: its running figures are the
+    diagram's own, to the unit, and the other budgets still come first."""
+    snapshot = dense_bundle(12)
+    query = parse_query({"max_objects": 200, "max_tokens": 100_000}, seeds=None,
+                        default_depth=1, default_max_objects=20, compact=True)
+    for max_edges, max_size in ((0, 10_000), (7, 10_000), (50, 10_000), (1_000, 300),
+                                (1_000, 10_000)):
+        budget = DiagramBudget(max_edges, max_size)
+        found = extract(snapshot, query, CancelToken(), budget)
+        text = mermaid(found.subgraph, CancelToken())
+        assert budget.size == text_size(text) <= max_size
+        assert budget.edges == len(found.subgraph["edges"]) <= max_edges
+        limited = found.returned < 12
+        assert found.truncation_reason == ("mermaid_limits" if limited else None)
+    small = parse_query({"max_objects": 3}, seeds=None, default_depth=1, default_max_objects=20,
+                        compact=True)
+    found = extract(snapshot, small, CancelToken(), DiagramBudget(1_000, 10_000))
+    assert found.truncation_reason == "max_objects"
+
+
+def test_mermaid_parses_a_diagram_at_the_limits(mermaid_parser: Path) -> None:
+    texts = [
+        run_tool(visualize_graph, dense_bundle(40), {"max_objects": 200, "max_tokens": 100_000})[
+            "mermaid"],
+        run_tool(visualize_graph, quoted_titles_bundle(200),
+                 {"max_objects": 200, "max_tokens": 100_000})["mermaid"],
+    ]
+    results = parse_all(mermaid_parser, texts)
+    assert [r["ok"] for r in results] == [True, True], results

@@ -113,3 +113,26 @@ def test_the_revision_is_the_canonical_json_hash() -> None:
     expected = hashlib.sha256(canonical_json(payload).encode("utf-8")).hexdigest()
     assert revision_of(records) == expected
     assert revision_of(tuple(sorted(records, key=lambda r: r.path))) == expected
+
+
+def test_a_pack_pruned_by_another_process_is_no_failed_save(
+    cache: ParseCache, monkeypatch, caplog
+) -> None:
+    """Workers share the cache folder and prune it too: a pack listed, then gone before its
+    stat, is skipped (it used to fail the save with a false 'cannot be written' warning)."""
+    bundle = str(EXAMPLE)
+    snapshot, _ = load_bundle(bundle)
+    folder = cache._directory  # the folder the packs live in
+    assert folder is not None
+    folder.mkdir(parents=True, exist_ok=True)
+    real_glob = Path.glob
+
+    def glob_with_a_ghost(self: Path, pattern: str):
+        yield from real_glob(self, pattern)
+        yield folder / "pruned-meanwhile.json"
+
+    monkeypatch.setattr(Path, "glob", glob_with_a_ghost)
+    with caplog.at_level("WARNING"):
+        cache.save(bundle, snapshot.documents)
+    assert "cannot be written" not in caplog.text
+    assert cache.load(bundle) != {}

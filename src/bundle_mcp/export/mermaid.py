@@ -14,7 +14,8 @@ from ..okf.graph import PART_OF_KIND
 from .graph import CONCEPT, SECTION, TAG, TAG_KIND, ExportGraph
 
 __all__ = [
-    "LABEL_LIMIT", "MAX_EDGES", "MAX_TEXT_SIZE", "cut", "escape", "label", "render", "warnings",
+    "LABEL_LIMIT", "MAX_EDGES", "MAX_TEXT_SIZE", "cut", "escape", "label", "render", "text_size",
+    "warnings",
 ]
 
 LABEL_LIMIT = 80
@@ -53,6 +54,12 @@ _SHAPES = MappingProxyType(
 )
 # Structure (a section's PART_OF, a tag) is drawn dotted, what an author linked or declared solid.
 _DOTTED = frozenset({PART_OF_KIND, TAG_KIND})
+
+
+def text_size(text: str) -> int:
+    """The length Mermaid compares with ``maxTextSize``: JavaScript's, in UTF-16 code units
+    (a character outside the Basic Multilingual Plane, an emoji, counts two)."""
+    return len(text) + sum(1 for char in text if ord(char) > 0xFFFF)
 
 
 def escape(text: str) -> str:
@@ -107,9 +114,10 @@ def warnings(graph: ExportGraph, text: str) -> list[str]:
             f"{len(graph.edges)} edges: Mermaid renders at most {MAX_EDGES} unless its site "
             "configuration raises maxEdges"
         )
-    if len(text) > MAX_TEXT_SIZE:
+    size = text_size(text)
+    if size > MAX_TEXT_SIZE:
         found.append(
-            f"{len(text)} characters: Mermaid renders at most {MAX_TEXT_SIZE} unless its site "
+            f"{size} characters: Mermaid renders at most {MAX_TEXT_SIZE} unless its site "
             "configuration raises maxTextSize"
         )
     return found

@@ -130,8 +130,17 @@ class ParseCache:
 
 
 def _prune(directory: Path) -> None:
-    packs = sorted(directory.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
-    for stale in packs[MAX_PACKS:]:
+    """Keep the :data:`MAX_PACKS` newest packs. Other processes share the folder (``--workers``,
+    two servers of one user) and prune it too: a pack gone between the listing and its ``stat``
+    is one less to remove, never a failed save."""
+    dated: list[tuple[float, Path]] = []
+    for pack in directory.glob("*.json"):
+        try:
+            dated.append((pack.stat().st_mtime, pack))
+        except FileNotFoundError:
+            continue
+    dated.sort(reverse=True)
+    for _mtime, stale in dated[MAX_PACKS:]:
         stale.unlink(missing_ok=True)
 
 

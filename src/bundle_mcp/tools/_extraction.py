@@ -20,7 +20,10 @@ The algorithm, and the faults of the reference it fixes (research/peers.md §1.2
 4. Take greedily: ``max_objects`` counts seeds too and stops the selection; a candidate whose
    token cost would overflow ``max_tokens`` is skipped and smaller later ones are still tried.
    An object's cost includes the relations it brings to what is already kept, so the sum over
-   the returned items never exceeds the budget, in either mode.
+   the returned items never exceeds the budget, in either mode. A caller may add a budget of
+   its own (:class:`Budget`: visualize_graph keeps its diagram within what a Mermaid renderer
+   accepts); it is asked last, the same way, and named in ``truncation_reason`` when it first
+   leaves an object out.
 
 Nothing is kept between calls here; the snapshot's graph keeps its own derived data.
 """
@@ -29,9 +32,9 @@ from __future__ import annotations
 
 import hashlib
 import types
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from ..cancel import CancelToken
 from ..model import Document, Snapshot, canonical_json, thaw
@@ -228,6 +231,23 @@ def passes(entity: Entity, query: Query) -> bool:
 # -- extraction ----------------------------------------------------------------------------
 
 
+class Budget(Protocol):
+    """A caller's own budget over the rendered items, asked after the object and token budgets.
+
+    ``admits`` sees a candidate object and the relations it would bring (both rendered), and
+    ``take`` is called once it is kept; one instance serves one extraction.
+    """
+
+    @property
+    def reason(self) -> str:
+        """The ``truncation_reason`` reported when this budget first leaves an object out."""
+        ...
+
+    def admits(self, node: Mapping[str, Any], fresh: Sequence[Mapping[str, Any]]) -> bool: ...
+
+    def take(self, node: Mapping[str, Any], fresh: Sequence[Mapping[str, Any]]) -> None: ...
+
+
 @dataclass(frozen=True)
 class Extraction:
     subgraph: Mapping[str, Any]
@@ -282,7 +302,9 @@ def seed_entity(graph: BundleGraph, seed: str, selection: Selection) -> Entity |
     return entity
 
 
-def extract(snapshot: Snapshot, query: Query, token: CancelToken) -> Extraction:
+def extract(
+    snapshot: Snapshot, query: Query, token: CancelToken, budget: Budget | None = None
+) -> Extraction:
     graph = graph_of(snapshot)
     known = graph.known_types(token)
     weights = query.type_weights
@@ -312,7 +334,7 @@ def extract(snapshot: Snapshot, query: Query, token: CancelToken) -> Extraction:
             candidates.append(_Candidate(entity, hops, object_id in seed_ids, weight))
     candidates.sort(key=_Candidate.rank)
 
-    chosen = _select(graph, candidates, query, token)
+    chosen = _select(graph, candidates, query, token, budget)
     subgraph = chosen.subgraph(query.compact)
     digest = hashlib.sha256(canonical_json(subgraph).encode("utf-8")).hexdigest()
     return Extraction(
@@ -357,7 +379,11 @@ class _Chosen:
 
 
 def _select(
-    graph: BundleGraph, candidates: list[_Candidate], query: Query, token: CancelToken
+    graph: BundleGraph,
+    candidates: list[_Candidate],
+    query: Query,
+    token: CancelToken,
+    budget: Budget | None,
 ) -> _Chosen:
     chosen = _Chosen(Kept(graph, query.selection))
     # No object renders in fewer characters than one with an empty ID, type and name; once
@@ -387,6 +413,12 @@ def _select(
         if chosen.used + cost > query.max_tokens:
             chosen.note("max_tokens")
             continue
+        brought = list(fresh.values())
+        if budget is not None:
+            if not budget.admits(node, brought):
+                chosen.note(budget.reason)
+                continue
+            budget.take(node, brought)
         chosen.kept.add(candidate.entity)
         chosen.objects.append(node)
         chosen.relations.update(fresh)
