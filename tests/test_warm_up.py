@@ -19,7 +19,10 @@ from bundle_mcp import derived
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError, resource_limit
+from bundle_mcp.loader.views import reader_view
 from bundle_mcp.model import Memo, Snapshot
+from bundle_mcp.okf.scopes import NOTHING, Access, FolderScope
+from bundle_mcp.readers import ALL_READER, Reader
 from bundle_mcp.readiness import Readiness
 from conftest import FakeTools, fake_spec
 
@@ -217,3 +220,77 @@ def test_a_serving_warm_up_freezes_what_it_built(tmp_bundle: Callable[..., str])
     finally:
         readiness.stop()
         gc.unfreeze()
+
+
+# ------------------------------------------------------------------------- readers' views
+
+
+def _snapshot_slots(snapshot: Snapshot) -> set[str]:
+    """The whole-snapshot structures built for this very snapshot (not its documents')."""
+    return {key[0].name for key in snapshot.memo.keys()
+            if isinstance(key, tuple) and key and isinstance(key[0], derived.Slot)}
+
+
+def test_the_warm_up_warms_each_readers_view(
+    tmp_bundle: Callable[..., str], caplog: pytest.LogCaptureFixture
+) -> None:
+    """With readers, what calls will run on is each reader's view: the warm-up builds those
+    (one per distinct scope), not the whole snapshot's structures no reader uses; a re-read
+    readers file (rescope) warms the new scopes. No warm-up call is logged as a reader's."""
+    bundle = tmp_bundle({
+        "index.md": INDEX,
+        "sales/orders.md": ORDERS,
+        "sales/returns.md": RETURNS,
+        "finance/ledger.md": "---\ntype: table\ntitle: Ledger\n---\n# Ledger\n\nSee "
+                             "[orders](../sales/orders.md).\n",
+    })
+    sales, finance, both = (FolderScope.of(p) for p in (["sales"], ["finance", "/"],
+                                                        ["sales", "finance"]))
+    served = [sales, finance, sales]
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    readiness = Readiness(dispatcher, scopes=lambda: list(served))
+    caplog.set_level("INFO", logger="bundle_mcp.calls")
+    readiness.start()
+    try:
+        assert readiness.wait_idle(WAIT_SECONDS)
+        full = dispatcher.refreshed_snapshot(bundle, CancelToken(), ALL_READER)
+        assert full is not None
+        for scope in (sales, finance):
+            view = reader_view(full, scope)
+            assert view is not full
+            assert {derived.ANSWERS.name, derived.ORPHAN_FINDINGS.name} <= _snapshot_slots(view)
+        assert derived.ANSWERS.name not in _snapshot_slots(full)  # nobody reads everything
+        assert derived.ANSWERS.name not in _snapshot_slots(reader_view(full, both))
+
+        served[:] = [both]
+        readiness.rescope()
+        assert readiness.wait_idle(WAIT_SECONDS)
+        assert derived.ANSWERS.name in _snapshot_slots(reader_view(full, both))
+    finally:
+        readiness.stop()
+    assert "called by reader" not in caplog.text
+
+
+def test_without_readers_the_configured_readers_view_is_warmed(
+    tmp_bundle: Callable[..., str]
+) -> None:
+    """stdio's --reader: the dispatcher's configured reader, and after use_reader (SIGHUP), the
+    new one once rescoped."""
+    bundle = tmp_bundle({"index.md": INDEX, "sales/orders.md": ORDERS, "hr/people.md": RETURNS})
+    sales, hr = FolderScope.of(["sales"]), FolderScope.of(["hr"])
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    dispatcher.use_reader(Reader("sales", Access(sales, NOTHING)))
+    readiness = Readiness(dispatcher)
+    readiness.start()
+    try:
+        assert readiness.wait_idle(WAIT_SECONDS)
+        full = dispatcher.refreshed_snapshot(bundle, CancelToken(), ALL_READER)
+        assert full is not None
+        assert derived.ANSWERS.name in _snapshot_slots(reader_view(full, sales))
+        assert derived.ANSWERS.name not in _snapshot_slots(full)
+        dispatcher.use_reader(Reader("hr", Access(hr, NOTHING)))
+        readiness.rescope()
+        assert readiness.wait_idle(WAIT_SECONDS)
+        assert derived.ANSWERS.name in _snapshot_slots(reader_view(full, hr))
+    finally:
+        readiness.stop()

@@ -149,6 +149,11 @@ class Dispatcher:
         """Make ``reader`` the reader of every later call that names none (stdio)."""
         self._reader = reader
 
+    @property
+    def reader(self) -> Reader:
+        """The reader of calls that name none."""
+        return self._reader
+
     def on_capture(self, listener: Callable[[str, Snapshot], None]) -> None:
         """Call ``listener(bundle_path, snapshot)`` whenever a call sees a bundle's snapshot
         change. It runs in the calling thread, so it must only take note and return."""
@@ -190,15 +195,18 @@ class Dispatcher:
         arguments: Mapping[str, Any] | None,
         token: CancelToken | None = None,
         reader: Reader | None = None,
+        *,
+        logged: bool = True,
     ) -> Outcome:
         """Run one tool call to completion for ``reader`` (the configured one when ``None``);
-        never raises except :class:`UnknownTool`."""
+        never raises except :class:`UnknownTool`. ``logged=False``: a call no reader made (the
+        warm-up's), which leaves no "called by reader" line."""
         tool = self._tools.get(name)
         if tool is None:
             raise UnknownTool(name)
         token = token if token is not None else CancelToken()
         reader = reader if reader is not None else self._reader
-        if reader is not ALL_READER:
+        if logged and reader is not ALL_READER:
             # Name only: a token never reaches a log line.
             calls_log.info("%s called by reader %s", name, reader.name)
         try:

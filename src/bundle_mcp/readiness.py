@@ -20,6 +20,14 @@ documents that did not change keep their structures, so it rebuilds only the cha
 the whole-snapshot ones. A bundle that cannot be loaded keeps the server not ready; the reason is
 logged once and the load is retried every :data:`RETRY_SECONDS` (a bundle being synced into
 place, a broken file fixed). Once ready, the server stays ready.
+
+Readers (``serve --readers``): every call runs on its reader's view of the snapshot, with its
+own indexes, so what is warmed is each served scope's view: the distinct read scopes of the
+readers in force (``scopes``), else the configured reader's (stdio's ``--reader``, or the
+all-reading reader). The whole snapshot's own structures are built only when some reader reads
+everything; ``/readyz`` waits for every served view. :meth:`Readiness.rescope` (after SIGHUP
+re-read the readers file) warms the views of new scopes and forgets the ones no reader has now.
+Warm-up calls are nobody's: they leave no "called by reader" line.
 """
 
 from __future__ import annotations
@@ -29,13 +37,15 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from .cancel import CancelToken
 from .dispatch import Dispatcher, UnknownTool
 from .errors import BundleError
 from .model import Snapshot
+from .okf.scopes import NOTHING, Access, FolderScope
+from .readers import ALL_READER, Reader
 
 __all__ = ["RETRY_SECONDS", "WARM_CALLS", "WARM_CONCEPT_CALLS", "Readiness"]
 
@@ -90,9 +100,12 @@ class Readiness:
         retry_seconds: float = RETRY_SECONDS,
         follow: bool = True,
         freeze_memory: bool = False,
+        scopes: Callable[[], Iterable[FolderScope]] | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._bundles = tuple(dispatcher.config.bundles if bundles is None else bundles)
+        # The read scopes served now (the readers file's); None: the configured reader's.
+        self._scopes = scopes
         self._retry_seconds = retry_seconds
         self._follow = follow
         self._freeze_memory = freeze_memory
@@ -104,7 +117,9 @@ class Readiness:
         self._changed: set[str] = set()
         self._changed_lock = threading.Lock()
         self._wake = threading.Event()
-        self._warmed: dict[str, Snapshot] = {}  # only the warm-up thread touches it
+        # (bundle, scope) → the view last warmed; only the warm-up thread touches these.
+        self._warmed: dict[tuple[str, FolderScope], Snapshot] = {}
+        self._loaded: set[str] = set()  # bundles warmed at least once
         self._idle = threading.Event()  # set while nothing is waiting to be warmed
 
     def is_ready(self) -> bool:
@@ -136,6 +151,14 @@ class Readiness:
         self._token.cancel()
         self._wake.set()
 
+    def rescope(self) -> None:
+        """The served scopes may have changed (the readers file was re-read): warm every bundle
+        again for them. Views already warm are skipped; runs in any thread, only takes note."""
+        with self._changed_lock:
+            self._changed.update(self._bundles)
+            self._idle.clear()
+        self._wake.set()
+
     def _captured(self, bundle: str, snapshot: Snapshot) -> None:
         """The dispatcher's capture listener: runs in the calling thread, so it only takes note."""
         if bundle not in self._bundles:
@@ -144,6 +167,14 @@ class Readiness:
             self._changed.add(bundle)
             self._idle.clear()
         self._wake.set()
+
+    def _readers(self) -> list[Reader]:
+        """One reader per distinct scope served now, as the warm-up calls with."""
+        if self._scopes is None:
+            scopes: Iterable[FolderScope] = (self._dispatcher.reader.access.read,)
+        else:
+            scopes = self._scopes()
+        return [Reader("warm-up", Access(scope, NOTHING)) for scope in dict.fromkeys(scopes)]
 
     def _run(self) -> None:
         waiting = list(self._bundles)
@@ -179,9 +210,12 @@ class Readiness:
                 self._warm(bundle, reported)
 
     def _warm(self, bundle: str, reported: set[str], *, freeze: bool = True) -> bool:
-        """Load and warm one bundle; False when it could not be loaded (retried later)."""
+        """Load one bundle and warm its served views; False when one of them could not be
+        loaded (retried later)."""
+        readers = self._readers()
         try:
-            snapshot = self._dispatcher.served_snapshot(bundle, self._token)
+            views = [(reader, self._dispatcher.served_snapshot(bundle, self._token, reader))
+                     for reader in readers]
         except BundleError as exc:
             if not self._stopped.is_set() and bundle not in reported:
                 reported.add(bundle)
@@ -193,22 +227,34 @@ class Readiness:
                     self._retry_seconds,
                 )
             return False
-        if self._warmed.get(bundle) is snapshot:
+        served = {(bundle, reader.access.read) for reader in readers}
+        for key in [key for key in self._warmed if key[0] == bundle and key not in served]:
+            del self._warmed[key]  # a scope no reader has any more: let its view go
+        cold = [(reader, view) for reader, view in views
+                if self._warmed.get((bundle, reader.access.read)) is not view]
+        if not cold:
             return True  # the calls of the last warm-up captured nothing new
         started = time.perf_counter()
-        for name, arguments in self._calls(snapshot):
-            if self._stopped.is_set():
-                return False
-            try:
-                outcome = self._dispatcher.call(
-                    name, {"bundle_path": bundle, **arguments}, self._token
-                )
-            except UnknownTool:
-                continue  # not served (--tools)
-            if outcome.is_error:
-                log.debug("warm-up %s on %s: %s", name, bundle, outcome.text)
-        first = bundle not in self._warmed
-        self._warmed[bundle] = snapshot
+        for reader, view in cold:
+            for name, arguments in self._calls(view):
+                if self._stopped.is_set():
+                    return False
+                try:
+                    outcome = self._dispatcher.call(
+                        name, {"bundle_path": bundle, **arguments}, self._token, reader,
+                        logged=False,
+                    )
+                except UnknownTool:
+                    continue  # not served (--tools)
+                if outcome.is_error:
+                    log.debug("warm-up %s on %s: %s", name, bundle, outcome.text)
+            self._warmed[(bundle, reader.access.read)] = view
+        first = bundle not in self._loaded
+        self._loaded.add(bundle)
+        # The whole capture, whatever the views: the parse cache holds every file parsed.
+        snapshot = self._dispatcher.refreshed_snapshot(bundle, self._token, ALL_READER)
+        if snapshot is None:  # never once a view has loaded; the type says it could be
+            return False
         self._dispatcher.save_parse_cache(bundle, snapshot)
         if first:
             # The schemas of the tools the warm calls did not use; otherwise the first call of
@@ -217,12 +263,14 @@ class Readiness:
         if self._freeze_memory and freeze:
             _freeze_memory()
         # Logged last: this line is "ready" for whoever reads the log (make bench does).
+        scoped = [reader for reader, _view in cold if reader.access.read != ALL_READER.access.read]
         log.info(
-            "%s is warm: %d concepts, revision %s, built in %.3f s",
+            "%s is warm: %d concepts, revision %s, built in %.3f s%s",
             bundle,
             len(snapshot.concepts),
             snapshot.revision[:12],
             time.perf_counter() - started,
+            f" ({len(scoped)} reader scope{'s' if len(scoped) != 1 else ''})" if scoped else "",
         )
         if bundle in reported:
             reported.discard(bundle)

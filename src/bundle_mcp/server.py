@@ -31,6 +31,7 @@ from .cancel import CancelToken
 from .contracts import internal_error
 from .dispatch import Dispatcher, Outcome, ServedTool, UnknownTool
 from .observe import CallObserver
+from .okf.scopes import FolderScope
 from .readers import ALL_READER, READER_STATE_KEY, Reader, ReaderBook
 from .readiness import Readiness
 from .resources import DEFAULT_PAGE_SIZE
@@ -240,9 +241,15 @@ def serve_stdio(dispatcher: Dispatcher, on_reload: Callable[[], object] | None =
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     readiness = Readiness(dispatcher, freeze_memory=True)
+
+    def reload() -> None:
+        if on_reload is not None:
+            on_reload()
+            readiness.rescope()  # the reader, and so the view to keep warm, may have changed
+
     readiness.start()
     try:
-        with reload_on_sighup(on_reload):
+        with reload_on_sighup(reload if on_reload is not None else None):
             anyio.run(run)
     finally:
         readiness.stop()
@@ -387,7 +394,13 @@ def serve_http(
     (:mod:`bundle_mcp.readiness`); ``/readyz`` says when that is done.
     """
     host, port = sock.getsockname()[:2]
-    readiness = Readiness(dispatcher, freeze_memory=True)
+    readiness = Readiness(dispatcher, freeze_memory=True,
+                          scopes=served_scopes(readers) if readers is not None else None)
+
+    def reload() -> None:
+        if readers is not None and readers.reload():
+            readiness.rescope()
+
     app = public_paths(
         build_http_app(dispatcher, host, port, token, allowed_hosts, readers, readiness.is_ready),
         readiness.is_ready,
@@ -397,11 +410,16 @@ def serve_http(
     config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
     readiness.start()
     try:
-        with reload_on_sighup(readers.reload if readers is not None else None):
+        with reload_on_sighup(reload if readers is not None else None):
             _Uvicorn(config, lambda: on_ready(host, port) if on_ready else None).run(
                 sockets=[sock])
     finally:
         readiness.stop()
+
+
+def served_scopes(readers: ReaderBook) -> Callable[[], list[FolderScope]]:
+    """The read scopes of the readers in force, for the warm-up to keep warm."""
+    return lambda: [reader.access.read for reader in readers.current().readers]
 
 
 class _Uvicorn(uvicorn.Server):
