@@ -449,3 +449,34 @@ def test_waiting_stops_when_the_call_is_cancelled(coffee: Snapshot) -> None:
     finally:
         gate.set()
         stuck.close()
+
+
+def test_views_taking_turns_keep_their_vectors_once_reserved() -> None:
+    """Readers' views are snapshots of their own. Past max_snapshots they pushed each other
+    out, and a reader whose entry was dropped got not_ready (search_semantic: 'not ready yet')
+    on every turn; reserve() keeps room for each, and the vectors stay shared."""
+    views = [snapshot_of({k: v for k, v in COFFEE.items() if k != left_out})
+             for left_out in ("roast.md", "ledger.md", "brew.md")]
+    embedder = BagOfWords()
+    crowded = SemanticIndex(source(embedder), None, max_snapshots=2)
+    try:
+        for view in views:
+            assert crowded.wait(view, WAIT) == READY
+        assert crowded.status(views[0]) == NOT_READY  # pushed out by the third
+    finally:
+        crowded.close()
+
+    embedder = BagOfWords()
+    roomy = SemanticIndex(source(embedder), None, max_snapshots=2)
+    roomy.reserve(3)
+    try:
+        assert roomy.capacity == 6
+        for view in views:
+            assert roomy.wait(view, WAIT) == READY
+        for _turn in range(3):
+            assert [roomy.status(view) for view in views] == [READY] * 3
+        assert len(embedder.encoded) == 4  # each concept's text embedded once for all views
+        roomy.reserve(0)
+        assert roomy.capacity == 2  # never below what it was made with
+    finally:
+        roomy.close()

@@ -294,3 +294,25 @@ def test_without_readers_the_configured_readers_view_is_warmed(
         assert derived.ANSWERS.name in _snapshot_slots(reader_view(full, hr))
     finally:
         readiness.stop()
+
+
+def test_the_warm_up_reserves_a_semantic_entry_per_served_view(
+    tmp_bundle: Callable[..., str]
+) -> None:
+    from bundle_mcp.semantic import SemanticIndex
+    from bundle_mcp.semantic.embedder import MINILM
+
+    bundle = tmp_bundle({"index.md": INDEX, "sales/orders.md": ORDERS})
+    scopes = [FolderScope.of([f"team{n}"]) for n in range(5)]
+    semantic = SemanticIndex(MINILM, None)  # never loaded: no search is made here
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), semantic=semantic)
+    readiness = Readiness(dispatcher, scopes=lambda: list(scopes), follow=True)
+    readiness.start()
+    try:
+        assert semantic.capacity == 10  # 1 bundle x 5 scopes, two revisions each
+        scopes.extend(FolderScope.of([f"more{n}"]) for n in range(3))
+        readiness.rescope()
+        assert semantic.capacity == 16
+    finally:
+        readiness.stop()
+        semantic.close()

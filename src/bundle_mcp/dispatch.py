@@ -154,6 +154,12 @@ class Dispatcher:
         """The reader of calls that name none."""
         return self._reader
 
+    def reserve_views(self, views: int) -> None:
+        """Tell the services that keep state per snapshot (the embedding index) how many views
+        are served at once (bundles times reader scopes), so they keep one for each."""
+        if self._semantic is not None:
+            self._semantic.reserve(views)
+
     def on_capture(self, listener: Callable[[str, Snapshot], None]) -> None:
         """Call ``listener(bundle_path, snapshot)`` whenever a call sees a bundle's snapshot
         change. It runs in the calling thread, so it must only take note and return."""

@@ -140,6 +140,7 @@ class Readiness:
             self._ready.set()
             self._idle.set()
             return
+        self._reserve()
         if self._follow:
             self._dispatcher.on_capture(self._captured)
         self._thread = threading.Thread(target=self._run, name="bundle-mcp-warm-up", daemon=True)
@@ -154,6 +155,7 @@ class Readiness:
     def rescope(self) -> None:
         """The served scopes may have changed (the readers file was re-read): warm every bundle
         again for them. Views already warm are skipped; runs in any thread, only takes note."""
+        self._reserve()
         with self._changed_lock:
             self._changed.update(self._bundles)
             self._idle.clear()
@@ -167,6 +169,10 @@ class Readiness:
             self._changed.add(bundle)
             self._idle.clear()
         self._wake.set()
+
+    def _reserve(self) -> None:
+        """Room in the per-snapshot services for every view served: bundles times scopes."""
+        self._dispatcher.reserve_views(len(self._bundles) * len(self._readers()))
 
     def _readers(self) -> list[Reader]:
         """One reader per distinct scope served now, as the warm-up calls with."""

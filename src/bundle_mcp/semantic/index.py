@@ -64,7 +64,10 @@ class SemanticIndex:
     """Per-server registry of embedding state, keyed by snapshot revision.
 
     ``max_snapshots`` bounds memory: the least recently used revision is dropped (a changed
-    bundle makes a new revision; the disk cache makes refilling it cheap). ``wait_seconds`` lets
+    bundle makes a new revision; the disk cache makes refilling it cheap). A server that serves
+    several views at once (readers, several bundles) raises it with :meth:`reserve`: a view
+    whose entry was dropped answers ``not_ready`` until it is filled again, so views taking
+    turns must not push each other out. ``wait_seconds`` lets
     a search wait that long for the vectors: 0 for a server (requests never wait), more for a
     one-shot ``bundle-mcp call``, whose index would otherwise never be ready in time.
     """
@@ -81,6 +84,7 @@ class SemanticIndex:
         self._source = source
         self._cache = cache
         self._wait_seconds = wait_seconds
+        self._min_snapshots = max_snapshots
         self._max_snapshots = max_snapshots
         self._batch_size = batch_size
         self._cond = threading.Condition()
@@ -97,6 +101,20 @@ class SemanticIndex:
     def default(cls) -> SemanticIndex:
         """The packaged MiniLM model with the user cache folder (read from the environment)."""
         return cls(MINILM, VectorCache.for_source(default_cache_dir(), MINILM))
+
+    def reserve(self, views: int) -> None:
+        """Keep room for ``views`` snapshots served at once, each with its current revision
+        and the one before it (a search that arrives during a change); never below the
+        ``max_snapshots`` given. An entry whose vectors other entries hold too costs only its
+        two tables: the vectors themselves are shared."""
+        with self._cond:
+            self._max_snapshots = max(self._min_snapshots, 2 * views)
+
+    @property
+    def capacity(self) -> int:
+        """How many snapshot revisions are kept at most now."""
+        with self._cond:
+            return self._max_snapshots
 
     # -- what requests call
 
