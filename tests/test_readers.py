@@ -427,3 +427,61 @@ async def test_stdio_serves_the_reader_it_was_started_as(bundle: Path, readers_f
         names = {r.name for r in (await client.list_resources()).resources}
         assert names and not any("finance" in name or "q3" in name for name in names)
         assert all(isinstance(r, types.Resource) for r in (await client.list_resources()).resources)
+
+
+def test_stdio_sighup_widens_the_reader_and_logs_only_its_own_calls(
+    bundle: Path, readers_file: Path, tmp_path: Path
+) -> None:
+    """Over stdio, SIGHUP re-reads the file and the named reader's new scope is in force for
+    the next calls. The log has one "called by reader" line per call the client made: the
+    warm-up's own calls (list_concepts among them) are nobody's."""
+    log = tmp_path / "stderr.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "bundle_mcp.cli", "serve", str(bundle), "--readers",
+             str(readers_file), "--reader", "sales"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+        )
+    assert process.stdin is not None and process.stdout is not None
+    ids = iter(range(1, 10_000))
+
+    def send(method: str, params: dict[str, Any], *, notify: bool = False) -> Any:
+        message: dict[str, Any] = {"jsonrpc": "2.0", "method": method, "params": params}
+        if not notify:
+            message["id"] = next(ids)
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write(json.dumps(message).encode() + b"\n")
+        process.stdin.flush()
+        if notify:
+            return None
+        while True:
+            reply = json.loads(process.stdout.readline())
+            if reply.get("id") == message["id"]:
+                return reply
+
+    def listed() -> list[str]:
+        reply = send("tools/call", {"name": "list_concepts", "arguments": {}})
+        return [c["id"] for c in reply["result"]["structuredContent"]["concepts"]]
+
+    try:
+        send("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "test", "version": "1"}})
+        send("notifications/initialized", {}, notify=True)
+        calls = 1
+        assert listed() == ["glossary/margin", "sales/pipeline"]
+        readers_file.write_text(TWO_TEAMS.replace('read = ["sales", "glossary"]',
+                                                  'read = ["sales", "glossary", "finance"]'),
+                                "utf-8")
+        process.send_signal(signal.SIGHUP)
+        deadline = time.monotonic() + 30
+        while "finance/q3-plan" not in listed():
+            calls += 1
+            assert time.monotonic() < deadline, log.read_text("utf-8")
+            time.sleep(0.1)
+        calls += 1
+    finally:
+        stop(process)
+    text = log.read_text("utf-8")
+    assert "readers reloaded" in text
+    assert text.count("list_concepts called by reader sales") == calls
+    assert "called by reader" not in text.replace("list_concepts called by reader sales", "")

@@ -215,12 +215,24 @@ def reload_on_sighup(reload: Callable[[], object] | None) -> Iterator[None]:
     """Run ``reload`` on SIGHUP while serving (the readers file, re-read without a restart).
 
     Only from the main thread, where Python runs signal handlers; elsewhere (a test serving
-    from a thread) nothing is installed.
+    from a thread) nothing is installed. The handler only starts a thread: a handler runs
+    between two bytecodes of the main thread, which may hold the very lock the reload takes
+    (the reader book's, read by every request), and the file is read off the event loop.
+    Reloads run one at a time, each reading the file as it is then.
     """
     if reload is None or threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.signal(signal.SIGHUP, lambda signum, frame: reload())
+    one_at_a_time = threading.Lock()
+
+    def run() -> None:
+        with one_at_a_time:
+            reload()
+
+    def handler(signum: int, frame: object) -> None:
+        threading.Thread(target=run, name="bundle-mcp-reload", daemon=True).start()
+
+    previous = signal.signal(signal.SIGHUP, handler)
     try:
         yield
     finally:
