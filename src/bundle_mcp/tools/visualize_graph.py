@@ -16,6 +16,7 @@ would pass either limit is left out like one over ``max_tokens`` (``truncation_r
 
 from __future__ import annotations
 
+from collections import ChainMap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -97,21 +98,22 @@ class DiagramBudget:
         self.edges = 0
         self.size = text_size(HEADER)
 
-    def _cost(
-        self, node: Mapping[str, Any], fresh: Sequence[Mapping[str, Any]]
-    ) -> tuple[dict[str, str], int]:
-        alias = {**self._alias, node["id"]: f"n{len(self._alias)}"}
-        lines = [node_line(alias[node["id"]], node), *(edge_line(alias, e) for e in fresh)]
-        return alias, sum(1 + text_size(line) for line in lines)  # each after a line break
+    def _size(self, node: Mapping[str, Any], fresh: Sequence[Mapping[str, Any]]) -> int:
+        """The units the candidate's lines would add, each after a line break."""
+        own = f"n{len(self._alias)}"
+        alias = ChainMap({node["id"]: own}, self._alias)  # the kept ones', and its own
+        lines = [node_line(own, node), *(edge_line(alias, edge) for edge in fresh)]
+        return sum(1 + text_size(line) for line in lines)
 
     def admits(self, node: Mapping[str, Any], fresh: Sequence[Mapping[str, Any]]) -> bool:
-        _alias, size = self._cost(node, fresh)
-        return self.edges + len(fresh) <= self._max_edges and self.size + size <= self._max_size
+        if self.edges + len(fresh) > self._max_edges:
+            return False
+        return self.size + self._size(node, fresh) <= self._max_size
 
     def take(self, node: Mapping[str, Any], fresh: Sequence[Mapping[str, Any]]) -> None:
-        self._alias, size = self._cost(node, fresh)
+        self.size += self._size(node, fresh)
         self.edges += len(fresh)
-        self.size += size
+        self._alias[node["id"]] = f"n{len(self._alias)}"
 
 
 SPEC = ToolSpec(
