@@ -26,7 +26,8 @@ own indexes, so what is warmed is each served scope's view: the distinct read sc
 readers in force (``scopes``), else the configured reader's (stdio's ``--reader``, or the
 all-reading reader). The whole snapshot's own structures are built only when some reader reads
 everything; ``/readyz`` waits for every served view. :meth:`Readiness.rescope` (after SIGHUP
-re-read the readers file) warms the views of new scopes and forgets the ones no reader has now.
+re-read the readers file) warms the views of new scopes and stops following the ones no reader
+has now (a view lives with its snapshot, so it goes at the bundle's next change).
 Warm-up calls are nobody's: they leave no "called by reader" line.
 """
 
@@ -235,7 +236,7 @@ class Readiness:
             return False
         served = {(bundle, reader.access.read) for reader in readers}
         for key in [key for key in self._warmed if key[0] == bundle and key not in served]:
-            del self._warmed[key]  # a scope no reader has any more: let its view go
+            del self._warmed[key]  # a scope no reader has any more: not warmed again
         cold = [(reader, view) for reader, view in views
                 if self._warmed.get((bundle, reader.access.read)) is not view]
         if not cold:
