@@ -181,6 +181,14 @@
     style: graphStyle()
   });
 
+  // A folder's name is sized in model units, so it reads from afar; close up it would cover the
+  // concepts drawn over its box, so on screen it never grows past FOLDER_LABEL_PX.
+  var FOLDER_LABEL_PX = 26;
+
+  function folderFont(ele) {
+    return Math.min(ele.data('fs'), FOLDER_LABEL_PX / ele.cy().zoom());
+  }
+
   function graphStyle() {
     var edge = {
       width: 1, 'line-color': '#aab2bf', opacity: 0.75, 'z-index': 5, 'z-index-compare': 'manual',
@@ -202,8 +210,9 @@
       { selector: 'node.folder', style: {
         shape: 'round-rectangle', width: 'data(w)', height: 'data(h)',
         'background-color': '#e9edf3', 'background-opacity': 0.5, 'border-width': 1,
-        'border-color': '#c3cad6', label: 'data(label)', 'font-size': 'data(fs)',
-        'text-valign': 'top', 'text-halign': 'center', 'text-margin-y': 'data(lm)',
+        'border-color': '#c3cad6', label: 'data(label)', 'font-size': folderFont,
+        'text-valign': 'top', 'text-halign': 'center',
+        'text-margin-y': function (ele) { return folderFont(ele) + 6; },
         color: '#4a5366', 'font-weight': 600, 'min-zoomed-font-size': 5, 'z-index': 1,
         'z-index-compare': 'manual', 'text-max-width': 'data(w)', 'text-wrap': 'ellipsis',
         'text-background-color': '#fbfcfd', 'text-background-opacity': 0.8,
@@ -253,8 +262,7 @@
     var label = collapsed ? f.name + '  (' + f.total.toLocaleString('en') + ')' : f.name;
     return {
       group: 'nodes',
-      data: { id: 'f:' + f.path, label: label, w: box[2], h: box[3], fs: fs,
-        lm: collapsed ? 0 : fs + 6, path: f.path },
+      data: { id: 'f:' + f.path, label: label, w: box[2], h: box[3], fs: fs, path: f.path },
       position: { x: box[0] + box[2] / 2, y: box[1] + box[3] / 2 },
       classes: 'folder ' + (collapsed ? 'collapsed' : 'expanded'),
       grabbable: false
@@ -379,6 +387,17 @@
   var layer = { canvas: null, groups: { link: [], field: [], relation: [] }, agg: [], pending: false };
   var LAYER_STYLE = { link: ['#8d97a8', 0.22, []], field: ['#7a5fb0', 0.45, [4, 3]],
     relation: ['#44546a', 0.4, []] };
+
+  // The folder names' size depends on the zoom: restyle the folders once per frame it changes.
+  var folderRestyle = false;
+  cy.on('zoom', function () {
+    if (folderRestyle) return;
+    folderRestyle = true;
+    requestAnimationFrame(function () {
+      folderRestyle = false;
+      cy.nodes('.folder').updateStyle();
+    });
+  });
 
   if (HEAVY) {
     layer.canvas = document.createElement('canvas');
