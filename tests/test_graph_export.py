@@ -24,7 +24,6 @@ import re
 import shutil
 import subprocess
 import sys
-import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -53,12 +52,11 @@ from bundle_mcp.export.graph import (
 )
 from bundle_mcp.export.rdf import BUNDLE_BASE, OKF_VOCAB, RELATION_VOCAB, base_iri_problem
 from bundle_mcp.loader import load_bundle
-from bundle_mcp.loader.document import parse_document
-from bundle_mcp.model import Snapshot, revision_of
+from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.graph import field_edges
 from bundle_mcp.tools import get_semantic_graph
 from mermaid_harness import parse_all
-from toolcall import run_tool
+from toolcall import run_tool, snapshot_of
 
 # rdflib's JSON-LD parser builds a ConjunctiveGraph internally, which rdflib 7 deprecates.
 pytestmark = pytest.mark.filterwarnings("ignore:ConjunctiveGraph is deprecated:DeprecationWarning")
@@ -130,28 +128,6 @@ AWKWARD: dict[str, str] = {
 
 
 # -- helpers ---------------------------------------------------------------------------------
-
-
-def snapshot_of(files: Mapping[str, str]) -> Snapshot:
-    """An immutable snapshot of ``{path: text}`` without touching the disk."""
-    documents = {path: parse_document(path, text.encode("utf-8")) for path, text in files.items()}
-    concepts = {
-        d.concept_id: d
-        for d in documents.values()
-        if d.concept_id is not None and d.parse_error is None
-    }
-    directories = {""}
-    for path in files:
-        parts = path.split("/")[:-1]
-        directories.update("/".join(parts[: n + 1]) for n in range(len(parts)))
-    return Snapshot(
-        revision=revision_of([d.record for d in documents.values()]),
-        documents=types.MappingProxyType(documents),
-        concepts=types.MappingProxyType(dict(sorted(concepts.items()))),
-        assets=frozenset(),
-        directories=frozenset(directories),
-        skipped=(),
-    )
 
 
 def selected(snapshot: Snapshot, **query: Any) -> ExportGraph:

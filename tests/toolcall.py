@@ -31,18 +31,23 @@ def run_tool(
 
 
 def snapshot_of(files: Mapping[str, str]) -> Snapshot:
-    """An in-memory snapshot of ``{path: text}`` (the loader's parse, without a folder)."""
+    """An in-memory snapshot of ``{path: text}`` (the loader's parse, without a folder on disk),
+    with the folders the paths name, as a load would list them (``project`` reads them)."""
     documents = {path: parse_document(path, text.encode("utf-8")) for path, text in files.items()}
     concepts = {
         d.concept_id: d
         for d in documents.values()
         if d.concept_id is not None and d.parse_error is None
     }
+    directories = {""}
+    for path in files:
+        parts = path.split("/")[:-1]
+        directories.update("/".join(parts[: n + 1]) for n in range(len(parts)))
     return Snapshot(
         revision=revision_of([d.record for d in documents.values()]),
         documents=types.MappingProxyType(documents),
         concepts=types.MappingProxyType(dict(sorted(concepts.items()))),
         assets=frozenset(),
-        directories=frozenset({""}),
+        directories=frozenset(directories),
         skipped=(),
     )
