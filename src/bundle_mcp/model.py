@@ -441,31 +441,45 @@ class Snapshot:
     @functools.cached_property
     def edges(self) -> tuple[Edge, ...]:
         """Every resolved edge, deduplicated, sorted by (kind, from, to, relation_type)."""
-        seen: set[tuple[str, str, str, str | None]] = set()
         out: list[Edge] = []
         for doc in self.concepts.values():
-            src = doc.concept_id
-            assert src is not None
-            for link in doc.markdown.links:
-                tid = link.concept_id
-                if tid is None or tid not in self.concepts:
-                    continue
-                key: tuple[str, str, str, str | None] = ("navigation", src, tid, None)
-                if key not in seen:
-                    seen.add(key)
-                    out.append(Edge("navigation", src, tid, src, tid, None))
-            for rel in doc.relations:
-                if rel.target_id not in self.concepts:
-                    continue
-                key = ("relation", rel.source, rel.target, rel.relation_type)
-                if key not in seen:
-                    seen.add(key)
-                    out.append(
-                        Edge("relation", src, rel.target_id, rel.source, rel.target,
-                             rel.relation_type)
-                    )
-        out.sort(key=lambda e: (e.kind, e.source_ref, e.target_ref, e.relation_type or ""))
+            out.extend(self._edges_from(doc))
+        out.sort(key=_edge_order)
         return tuple(out)
+
+    def outgoing_edges(self, concept_id: str) -> tuple[Edge, ...]:
+        """The resolved edges from one concept, in :attr:`edges` order: the same edges as
+        ``[e for e in edges if e.source_id == concept_id]``, from that concept's own links and
+        relations alone, so a one-concept call parses one document instead of the bundle."""
+        doc = self.concepts.get(concept_id)
+        return tuple(sorted(self._edges_from(doc), key=_edge_order)) if doc is not None else ()
+
+    def _edges_from(self, doc: Document) -> list[Edge]:
+        """One concept's resolved links and relations, each edge once (an edge's identity is
+        its kind, its two references and its relation type; no two sources share an edge)."""
+        src = doc.concept_id
+        assert src is not None
+        seen: set[tuple[str, str, str, str | None]] = set()
+        out: list[Edge] = []
+        for link in doc.markdown.links:
+            tid = link.concept_id
+            if tid is None or tid not in self.concepts:
+                continue
+            key: tuple[str, str, str, str | None] = ("navigation", src, tid, None)
+            if key not in seen:
+                seen.add(key)
+                out.append(Edge("navigation", src, tid, src, tid, None))
+        for rel in doc.relations:
+            if rel.target_id not in self.concepts:
+                continue
+            key = ("relation", rel.source, rel.target, rel.relation_type)
+            if key not in seen:
+                seen.add(key)
+                out.append(
+                    Edge("relation", src, rel.target_id, rel.source, rel.target,
+                         rel.relation_type)
+                )
+        return out
 
     @functools.cached_property
     def edges_by_concept(self) -> Mapping[str, tuple[Edge, ...]]:
@@ -476,3 +490,7 @@ class Snapshot:
             if edge.target_id != edge.source_id:
                 index.setdefault(edge.target_id, []).append(edge)
         return types.MappingProxyType({k: tuple(v) for k, v in index.items()})
+
+
+def _edge_order(edge: Edge) -> tuple[str, str, str, str]:
+    return (edge.kind, edge.source_ref, edge.target_ref, edge.relation_type or "")

@@ -103,10 +103,12 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
 def uses_computations(snapshot: Snapshot, concept_id: str) -> list[dict[str, Any]]:
     """The Attested Computations this concept links to (OKF v0.2 §10.4), by ID: where its
     figures must be computed, with get_computation."""
+    # Outgoing edges only: the concept's own links and relations, never the whole bundle's
+    # edge index (building that parsed every document on a first read; issue 29).
     targets = {
         edge.target_id
-        for edge in snapshot.edges_by_concept.get(concept_id, ())
-        if edge.source_id == concept_id and edge.target_id != concept_id
+        for edge in snapshot.outgoing_edges(concept_id)
+        if edge.target_id != concept_id
         and is_attested_computation(snapshot.concepts[edge.target_id])
     }
     out = []

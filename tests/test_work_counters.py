@@ -1,0 +1,99 @@
+"""Work counters: a one-concept call parses one document, whatever the bundle's size.
+
+No test here reads a clock. Each counts the documents whose Markdown was parsed during a call
+(``"markdown" in doc.__dict__``: ``Document.markdown`` is computed on first use and kept there),
+so a feature that drags the whole bundle into a small call fails here on any machine. Issue 29
+found ``read_concept`` parsing all 9,890 documents of a bundle to say which computations one
+concept links to.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.model import Snapshot
+from bundle_mcp.snapshots import SnapshotCache
+
+CONCEPTS = 1_000
+
+
+def _write_bundle(root: Path) -> None:
+    """A chain of linked concepts in ten folders; every tenth also links a computation."""
+    (root / "index.md").write_text('---\nokf_version: "0.2"\n---\n# Bundle\n', encoding="utf-8")
+    (root / "calc").mkdir()
+    (root / "calc" / "total.md").write_text(
+        "---\ntype: Attested Computation\ntitle: Total\nruntime: sql\n---\n"
+        "# Computation\n\n```sql\nSELECT 1\n```\n",
+        encoding="utf-8",
+    )
+    for n in range(CONCEPTS):
+        folder = root / f"f{n % 10}"
+        folder.mkdir(exist_ok=True)
+        nxt = n + 1
+        body = f"# Concept {n}\n\nSee [next](/f{nxt % 10}/c{nxt}.md).\n"
+        if n % 10 == 0:
+            body += "\nIts figure comes from [the total](/calc/total.md).\n"
+        (folder / f"c{n}.md").write_text(
+            f"---\ntype: Metric\ntitle: Concept {n}\n---\n{body}", encoding="utf-8"
+        )
+
+
+def _parsed(snapshot: Snapshot) -> set[str]:
+    return {path for path, doc in snapshot.documents.items() if "markdown" in doc.__dict__}
+
+
+class Cold:
+    """A dispatcher on a 1,000-concept bundle with no parse cache: every parse is counted."""
+
+    def __init__(self, root: Path) -> None:
+        self.bundle = str(root)
+        self.cache = SnapshotCache(parse_cache=ParseCache(None), watch=False)
+        self.dispatcher = Dispatcher(ServeConfig(bundles=(self.bundle,)), cache=self.cache)
+
+    def snapshot(self) -> Snapshot:
+        # The snapshot the calls ran on: the cache hands back the same object while the
+        # bundle is unchanged.
+        return self.cache.get(self.bundle, CancelToken())
+
+
+@pytest.fixture()
+def cold(tmp_path: Path) -> Cold:
+    root = tmp_path / "bundle"
+    root.mkdir()
+    _write_bundle(root)
+    return Cold(root)
+
+
+def test_read_concept_parses_exactly_one_document(cold: Cold) -> None:
+    outcome = cold.dispatcher.call("read_concept", {"concept_id": "f0/c10"})
+    assert not outcome.is_error, outcome.structured
+    # It still names the computation it links to, from its own links alone.
+    assert [c["id"] for c in outcome.structured["uses_computations"]] == ["calc/total"]
+    assert _parsed(cold.snapshot()) == {"f0/c10.md"}
+
+
+def test_read_concept_without_computations_parses_one_document(cold: Cold) -> None:
+    outcome = cold.dispatcher.call("read_concept", {"concept_id": "f3/c13"})
+    assert not outcome.is_error, outcome.structured
+    assert "uses_computations" not in outcome.structured
+    assert _parsed(cold.snapshot()) == {"f3/c13.md"}
+
+
+def test_list_concepts_parses_no_document(cold: Cold) -> None:
+    outcome = cold.dispatcher.call("list_concepts", {})
+    assert not outcome.is_error, outcome.structured
+    assert _parsed(cold.snapshot()) == set()
+
+
+def test_outgoing_edges_agree_with_the_edge_index(cold: Cold) -> None:
+    """The one-concept edges are the whole index's edges from that concept, in its order."""
+    snapshot = cold.snapshot()
+    for concept_id in ("f0/c0", "f0/c10", "f9/c999", "calc/total"):
+        expected = tuple(e for e in snapshot.edges if e.source_id == concept_id)
+        assert snapshot.outgoing_edges(concept_id) == expected
+    assert snapshot.outgoing_edges("no/such") == ()
