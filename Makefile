@@ -10,11 +10,11 @@ EXTRAS ?= dev
 
 # The real TypeScript MCP SDK client that tests/test_ts_client.py drives (pinned in
 # tests/ts/package-lock.json). Without npm, or offline, this step only says so and that test
-# skips with the reason, so `make test` works on a machine without node.
+# skips with the reason, so `make test-all` works on a machine without node.
 TS_DIR := tests/ts
 TS_STAMP := $(TS_DIR)/node_modules/.package-lock.json
 
-.PHONY: install ts-deps run test lint bench bench-all bench-quality update-goldens vendor-js viewer-screenshots clean
+.PHONY: install ts-deps run test test-all lint bench bench-all bench-quality update-goldens vendor-js viewer-screenshots clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,7 +41,12 @@ run: $(STAMP)
 	$(BIN)/bundle-mcp validate $(BUNDLE)
 	$(BIN)/bundle-mcp serve $(BUNDLE) --http $(HTTP)
 
-test: $(STAMP) ts-deps
+# The fast tier for the edit-test loop: every test not marked slow (tests/conftest.py says which
+# are), on every core. test-all: every test, one at a time, as .ci/run runs them.
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not slow" -n auto
+
+test-all: $(STAMP) ts-deps
 	$(BIN)/python -m pytest -q
 
 # mypy reads its settings (strict, files = src/bundle_mcp) from [tool.mypy] in pyproject.toml.

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import settings
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.contracts import ContractSet
@@ -36,6 +37,42 @@ _TEST_CACHE = tempfile.mkdtemp(prefix="bundle-mcp-test-cache-")
 os.environ.setdefault("XDG_CACHE_HOME", _TEST_CACHE)
 os.environ.setdefault("BUNDLE_MCP_CACHE_DIR", os.path.join(_TEST_CACHE, "bundle-mcp"))
 REAL_CONTRACTS = REPO / "contracts"
+
+# Hypothesis: "dev" (the default) for the edit-test loop, "ci" (.ci/run sets HYPOTHESIS_PROFILE)
+# fewer examples and no deadline, since a shared CI machine's timing says nothing.
+settings.register_profile("ci", max_examples=50, deadline=None)
+settings.register_profile("dev", max_examples=200)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+# The fast tier (`make test`) deselects `slow`; `make test-all` (what .ci/run runs) runs all.
+# Modules whose every test starts a server process, builds a wheel or an image, runs npm, node
+# or Chromium, or drives a long stateful property run:
+SLOW_MODULES = frozenset({
+    "test_ci_integrations",  # GitHub Action and pre-commit hook from a checkout
+    "test_cli_serve",  # serve subprocesses
+    "test_deploy",  # the deploy manifests' servers
+    "test_dockerfile",  # the Dockerfile's RUN lines in a fresh venv
+    "test_health_probes",  # /healthz and /readyz of served children
+    "test_http_token",  # bearer tokens against a served child
+    "test_http_workers",  # --workers processes
+    "test_packaging",  # wheel and sdist builds, installed into fresh venvs
+    "test_read_only_mount",  # a served child on a read-only mount
+    "test_readme_commands",  # every README command, some of them servers
+    "test_stdio_transport",  # stdio children
+    "test_surfaces_stdio",  # stdio children
+    "test_ts_client",  # npm and the TypeScript SDK client
+    "test_viewer_browser",  # headless Chromium
+    "test_write_stateful",  # SIGKILL mid-apply, stateful hypothesis
+})
+# Fixtures that install or start something slow, wherever a test uses them.
+SLOW_FIXTURES = frozenset({"mermaid_parser"})  # npm-installs the Mermaid parser
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__ if item.module is not None else ""
+        if module in SLOW_MODULES or SLOW_FIXTURES.intersection(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
 
 BundleFactory = Callable[[Mapping[str, str | bytes]], str]
 

@@ -7,7 +7,6 @@ default). The heavier properties are marked ``slow``.
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 import pytest
@@ -24,10 +23,6 @@ from bundle_mcp.okf.relations import (
     format_reference,
     parse_reference,
 )
-
-settings.register_profile("ci", max_examples=50, deadline=None)
-settings.register_profile("dev", max_examples=200)
-settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
 
 # Characters that are never part of an ID or fragment here: controls and surrogates (categories)
 # plus the ID separators and forbidden characters.

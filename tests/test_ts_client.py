@@ -10,7 +10,7 @@ tool with an unknown argument, against ``bundle-mcp serve`` over stdio and over 
 Every success must pass the SDK's check and equal its golden; every failure must arrive as
 ``isError: true`` with the envelope intact and its message as the text block.
 
-Needs node (18+) and npm. ``make test`` runs ``npm ci`` in tests/ts first; without node_modules
+Needs node (18+) and npm. ``make test-all`` runs ``npm ci`` in tests/ts first; without node_modules
 this test runs it itself, and skips (saying why) when node or npm is missing or the registry
 cannot be reached.
 """
