@@ -15,7 +15,7 @@ import pytest
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
-from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.loader.parse_cache import ParseCache, markdown_from_cache
 from bundle_mcp.model import Snapshot
 from bundle_mcp.snapshots import SnapshotCache
 
@@ -97,3 +97,46 @@ def test_outgoing_edges_agree_with_the_edge_index(cold: Cold) -> None:
         expected = tuple(e for e in snapshot.edges if e.source_id == concept_id)
         assert snapshot.outgoing_edges(concept_id) == expected
     assert snapshot.outgoing_edges("no/such") == ()
+
+
+def _parsed_by_the_parser(snapshot: Snapshot) -> set[str]:
+    """Documents whose Markdown facts the parser computed (not read back from the cache)."""
+    return {
+        path for path, doc in snapshot.documents.items()
+        if "markdown" in doc.__dict__ and not markdown_from_cache(doc)
+    }
+
+
+RESTART_CALLS = (
+    ("read_concept", {"concept_id": "f0/c10"}),
+    ("get_neighbors", {"concept_id": "f0/c10"}),
+    ("get_computation", {"concept_id": "calc/total"}),
+    ("expand_neighbors", {"entity_ids": ["f0/c10"], "depth": 2}),
+    ("search_sections", {"query": "next"}),
+    ("context", {"question": "which concept comes next"}),
+    ("bundle_summary", {}),
+    ("validate_bundle", {"check_links": True}),
+)
+
+
+@pytest.mark.parametrize(("tool", "arguments"), RESTART_CALLS, ids=[c[0] for c in RESTART_CALLS])
+def test_after_a_restart_on_a_filled_cache_no_call_parses(
+    tmp_path: Path, tool: str, arguments: dict[str, object]
+) -> None:
+    """A restart reads every document's Markdown facts back from the parse cache: even a call
+    that needs the whole bundle's edges parses nothing."""
+    root = tmp_path / "bundle"
+    root.mkdir()
+    _write_bundle(root)
+    bundle = str(root)
+    first = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"), watch=False)
+    before = first.get(bundle, CancelToken())
+    for doc in before.documents.values():
+        assert doc.markdown is not None  # parse everything, as the warm-up would
+    ParseCache(tmp_path / "cache").save(bundle, before.documents)
+
+    restarted = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"), watch=False)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=restarted)
+    outcome = dispatcher.call(tool, arguments)
+    assert not outcome.is_error, outcome.structured
+    assert _parsed_by_the_parser(restarted.get(bundle, CancelToken())) == set()
