@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
+import threading
 from pathlib import Path
 
 import pytest
@@ -28,10 +30,10 @@ def cache(tmp_path: Path) -> ParseCache:
     return ParseCache(tmp_path / "cache")
 
 
-def test_a_saved_pack_replaces_parsing(cache: ParseCache, monkeypatch) -> None:
+def test_a_saved_cache_replaces_parsing(cache: ParseCache, monkeypatch) -> None:
     bundle = str(EXAMPLE)
     first, _ = load_bundle(bundle)
-    expected = _facts(first)  # touches doc.markdown, so the pack holds bodies too
+    expected = _facts(first)  # touches doc.markdown, so the cache holds the facts too
     cache.save(bundle, first.documents)
 
     def no_parse(*_args, **_kwargs):
@@ -56,33 +58,101 @@ def test_an_entry_for_other_bytes_is_ignored(cache: ParseCache, tmp_path: Path) 
     assert new.concepts["a"].fm["title"] == "New"
 
 
+def _rows(database: Path, table: str) -> list[tuple[str, str, str]]:
+    with sqlite3.connect(database) as db:
+        return db.execute(f"SELECT * FROM {table} ORDER BY path").fetchall()
+
+
+def _damage_rows(database: Path, table: str, column: str, damage) -> None:
+    db = sqlite3.connect(database)
+    try:
+        rows = db.execute(f"SELECT path, sha256, {column} FROM {table}").fetchall()
+        changed = 0
+        for path, sha, text in rows:
+            damaged = damage(text)
+            if damaged != text:
+                changed += 1
+                db.execute(f"UPDATE {table} SET {column} = ? WHERE path = ? AND sha256 = ?",
+                           (damaged, path, sha))
+        db.commit()
+    finally:
+        db.close()
+    assert changed  # each case really damages a row
+
+
 @pytest.mark.parametrize(
-    "damage",
+    ("table", "column", "damage"),
     [
-        lambda text: "not json at all",
-        lambda text: text.replace(f'"format":"{FORMAT}"', '"format":"other/9"'),
-        lambda text: text.replace('"frontmatter":{', '"frontmatter":[{', 1),
-        lambda text: text.replace('"relations":[', '"relations":[[1,2],', 1),
-        lambda text: text.replace('"sha256":"', '"sha256":"0', 1),
-        lambda text: re.sub(r'"layout":\[(\d+),(\d+),(\d+),(\d+)\]',
-                            lambda m: f'"layout":[{m[1]},{m[2]},{m[3]},{int(m[4]) + 1}]', text),
-        lambda text: re.sub(r'"layout":\[(\d+),', lambda m: f'"layout":[{int(m[1]) + 1},', text),
+        ("documents", "entry", lambda text: "not json at all"),
+        ("documents", "entry", lambda text: text.replace('"frontmatter":{', '"frontmatter":[{', 1)),
+        ("documents", "entry",
+         lambda text: text.replace('"relations":[', '"relations":[[1,2],', 1)),
+        ("documents", "entry", lambda text: text.replace('"sha256":"', '"sha256":"0', 1)),
+        ("documents", "entry", lambda text: re.sub(
+            r'"layout":\[(\d+),(\d+),(\d+),(\d+)\]',
+            lambda m: f'"layout":[{m[1]},{m[2]},{m[3]},{int(m[4]) + 1}]', text)),
+        ("documents", "entry", lambda text: re.sub(
+            r'"layout":\[(\d+),', lambda m: f'"layout":[{int(m[1]) + 1},', text)),
+        ("facts", "facts", lambda text: text.replace('"links":[', '"links":[["x"],', 1)),
+        ("facts", "facts", lambda text: "[not json"),
     ],
-    ids=["garbage", "foreign-format", "wrong-shape", "bad-relation", "other-hash", "body-line",
-         "raw-start"],
+    ids=["garbage", "wrong-shape", "bad-relation", "other-hash", "body-line", "raw-start",
+         "bad-facts", "garbage-facts"],
 )
-def test_a_corrupt_or_foreign_pack_is_never_trusted(cache: ParseCache, damage) -> None:
+def test_a_damaged_row_is_never_trusted(cache: ParseCache, table, column, damage) -> None:
     bundle = str(EXAMPLE)
     reference, _ = load_bundle(bundle)
     expected = _facts(reference)
     cache.save(bundle, reference.documents)
-    (pack,) = (Path(cache._directory)).glob("*.json")  # noqa: SLF001 - the test owns the folder
-    original = pack.read_text(encoding="utf-8")
-    damaged = damage(original)
-    assert damaged != original  # each case really damages the pack
-    pack.write_text(damaged, encoding="utf-8")
+    database = cache.database(bundle)
+    assert database is not None
+    _damage_rows(database, table, column, damage)
     reloaded, _ = load_bundle(bundle, cached=cache.load(bundle))
     assert _facts(reloaded) == expected
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda path: path.write_bytes(b"not a database at all" * 100),
+        lambda path: path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 3]),
+        lambda path: _set_meta(path, "format", "bundle-mcp-parse-cache/999"),
+        lambda path: _set_meta(path, "bundle", "/some/other/bundle"),
+        lambda path: _drop(path, "facts"),
+    ],
+    ids=["garbage", "truncated", "foreign-format", "foreign-bundle", "missing-table"],
+)
+def test_a_corrupt_or_foreign_database_is_ignored_then_replaced(cache: ParseCache, damage) -> None:
+    bundle = str(EXAMPLE)
+    reference, _ = load_bundle(bundle)
+    expected = _facts(reference)
+    cache.save(bundle, reference.documents)
+    database = cache.database(bundle)
+    assert database is not None
+    _checkpoint(database)  # every row in the main file, so damaging it damages them
+    damage(database)
+    reloaded, _ = load_bundle(bundle, cached=cache.load(bundle))
+    assert _facts(reloaded) == expected
+    cache.save(bundle, reloaded.documents)  # the next save starts the database again
+    assert set(cache.load(bundle)) == set(reference.documents)
+
+
+def _checkpoint(database: Path) -> None:
+    with sqlite3.connect(database) as db:
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        db.execute("PRAGMA journal_mode=DELETE")
+    for suffix in ("-wal", "-shm"):
+        Path(f"{database}{suffix}").unlink(missing_ok=True)
+
+
+def _set_meta(database: Path, key: str, value: str) -> None:
+    with sqlite3.connect(database) as db:
+        db.execute("UPDATE meta SET value = ? WHERE key = ?", (value, key))
+
+
+def _drop(database: Path, table: str) -> None:
+    with sqlite3.connect(database) as db:
+        db.execute(f"DROP TABLE {table}")
 
 
 def test_a_disabled_cache_reads_and_writes_nothing(tmp_path: Path) -> None:
@@ -93,13 +163,100 @@ def test_a_disabled_cache_reads_and_writes_nothing(tmp_path: Path) -> None:
     assert not cache.enabled
 
 
-def test_the_pack_is_plain_json(cache: ParseCache) -> None:
+def test_rows_are_json_keyed_by_path_and_content(cache: ParseCache) -> None:
     snapshot, _ = load_bundle(str(EXAMPLE))
+    for doc in snapshot.documents.values():
+        assert doc.markdown is not None
     cache.save(str(EXAMPLE), snapshot.documents)
-    (pack,) = Path(cache._directory).glob("*.json")  # noqa: SLF001
-    data = json.loads(pack.read_text(encoding="utf-8"))
-    assert data["bundle"] == str(EXAMPLE)
-    assert set(data["entries"]) == set(snapshot.documents)
+    database = cache.database(str(EXAMPLE))
+    assert database is not None
+    documents = _rows(database, "documents")
+    assert [(path, sha) for path, sha, _ in documents] == sorted(
+        (path, doc.record.sha256) for path, doc in snapshot.documents.items()
+    )
+    assert all(isinstance(json.loads(entry), dict) for _, _, entry in documents)
+    assert len(_rows(database, "facts")) == len(documents)
+    with sqlite3.connect(database) as db:
+        assert dict(db.execute("SELECT key, value FROM meta")) == {
+            "format": FORMAT, "bundle": str(EXAMPLE)}
+
+
+def test_a_save_writes_only_what_changed(cache: ParseCache, tmp_path: Path) -> None:
+    """Rows never change once written: an edit adds the new bytes' row and drops the old one,
+    and every other row stays as it was."""
+    root = tmp_path / "b"
+    root.mkdir()
+    for n in range(5):
+        (root / f"c{n}.md").write_text(f"---\ntype: Note\ntitle: C{n}\n---\nBody {n}.\n")
+    first, _ = load_bundle(str(root))
+    cache.save(str(root), first.documents)
+    database = cache.database(str(root))
+    assert database is not None
+    before = _rows(database, "documents")
+    (root / "c2.md").write_text("---\ntype: Note\ntitle: Changed\n---\nBody.\n")
+    (root / "c4.md").unlink()
+    second, _ = load_bundle(str(root), cached=cache.load(str(root)))
+    cache.save(str(root), second.documents)
+    after = _rows(database, "documents")
+    kept = [row for row in before if row[0] in {"c0.md", "c1.md", "c3.md"}]
+    assert [row for row in after if row[0] != "c2.md"] == kept
+    (new_row,) = [row for row in after if row[0] == "c2.md"]
+    assert new_row[1] == second.documents["c2.md"].record.sha256
+    assert cache.load(str(root))["c2.md"]["frontmatter"]["title"] == "Changed"
+
+
+def test_facts_computed_later_are_added(cache: ParseCache) -> None:
+    bundle = str(EXAMPLE)
+    snapshot, _ = load_bundle(bundle)
+    cache.save(bundle, snapshot.documents)  # nothing parsed yet: no facts
+    database = cache.database(bundle)
+    assert database is not None
+    assert _rows(database, "facts") == []
+    for doc in snapshot.documents.values():
+        assert doc.markdown is not None
+    cache.save(bundle, snapshot.documents)
+    assert len(_rows(database, "facts")) == len(snapshot.documents)
+
+
+def test_two_writers_share_one_database(tmp_path: Path) -> None:
+    """Two processes' saves (here two caches on one folder, in two threads) never warn or
+    leave a database the next load cannot use (a save that meets the other writer's lock past
+    the busy timeout is skipped: the other writer saves the same rows)."""
+    bundle = str(EXAMPLE)
+    snapshot, _ = load_bundle(bundle)
+    for doc in snapshot.documents.values():
+        assert doc.markdown is not None
+    caches = [ParseCache(tmp_path / "cache"), ParseCache(tmp_path / "cache")]
+    errors: list[BaseException] = []
+
+    def save_often(cache: ParseCache) -> None:
+        try:
+            for _ in range(20):
+                cache.save(bundle, snapshot.documents)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save_often, args=(c,)) for c in caches]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert not caches[0]._warned and not caches[1]._warned  # noqa: SLF001
+    assert set(caches[0].load(bundle)) == set(snapshot.documents)
+
+
+def test_an_unwritable_cache_warns_once_and_serves(tmp_path: Path, caplog) -> None:
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    (folder / "parse").write_text("a file where the folder should be")
+    cache = ParseCache(folder)
+    snapshot, _ = load_bundle(str(EXAMPLE))
+    with caplog.at_level("WARNING"):
+        cache.save(str(EXAMPLE), snapshot.documents)
+        cache.save(str(EXAMPLE), snapshot.documents)
+    assert caplog.text.count("cannot be written") == 1
+    assert cache.load(str(EXAMPLE)) == {}
 
 
 def test_the_revision_is_the_canonical_json_hash() -> None:
@@ -118,18 +275,18 @@ def test_the_revision_is_the_canonical_json_hash() -> None:
 def test_a_pack_pruned_by_another_process_is_no_failed_save(
     cache: ParseCache, monkeypatch, caplog
 ) -> None:
-    """Workers share the cache folder and prune it too: a pack listed, then gone before its
+    """Workers share the cache folder and prune it too: a database listed, then gone before its
     stat, is skipped (it used to fail the save with a false 'cannot be written' warning)."""
     bundle = str(EXAMPLE)
     snapshot, _ = load_bundle(bundle)
-    folder = cache._directory  # the folder the packs live in
+    folder = cache._directory  # the folder the databases live in
     assert folder is not None
     folder.mkdir(parents=True, exist_ok=True)
     real_glob = Path.glob
 
     def glob_with_a_ghost(self: Path, pattern: str):
         yield from real_glob(self, pattern)
-        yield folder / "pruned-meanwhile.json"
+        yield folder / "pruned-meanwhile.sqlite3"
 
     monkeypatch.setattr(Path, "glob", glob_with_a_ghost)
     with caplog.at_level("WARNING"):

@@ -159,12 +159,12 @@ class SnapshotCache:
     def persist(self, bundle_path: str, snapshot: Snapshot, *, now: bool = False) -> None:
         """Save what this snapshot has parsed to the persistent cache, in the background.
 
-        Called after each call. The pack is rewritten only when it would gain a lot: the
-        first time, and when the parsed bodies grew by a twentieth of the bundle (at least 32
-        files). One edited file is not worth rewriting a pack of tens of megabytes, whose
-        serialisation holds the interpreter lock while the next calls wait; an entry the pack
-        misses only costs that one file's parse at the next start. Counting the parsed bodies
-        is itself skipped within a second of the last count of the same revision, unless
+        Called after each call. A save is started only when it would gain a lot: the first
+        time, and when the parsed bodies grew by a twentieth of the bundle (at least 32 files).
+        The save itself writes only the rows the cache lacks, but finding them and encoding
+        them holds the interpreter lock while the next calls wait; an entry the cache misses
+        only costs that one file's parse at the next start. Counting the parsed bodies is
+        itself skipped within a second of the last count of the same revision, unless
         ``now`` (the warm-up asks so once it has parsed everything).
         """
         if not self._parse_cache.enabled:
@@ -196,7 +196,7 @@ class SnapshotCache:
                     slot.saving = False
                     slot.persisted = (snapshot.revision, parsed)
 
-        # Started a moment later: serialising the pack holds the interpreter lock, and the call
+        # Started a moment later: encoding the rows holds the interpreter lock, and the call
         # that triggered it is still turning its own result into JSON.
         timer = threading.Timer(PERSIST_DELAY_SECONDS, save)
         timer.name = "bundle-mcp-parse-cache"

@@ -1,23 +1,37 @@
 """A persistent parse cache, so a restarted server does not parse every file again.
 
-One JSON pack per bundle path lives outside the bundle, in the user's cache directory
+One SQLite database per bundle path lives outside the bundle, in the user's cache directory
 (``$BUNDLE_MCP_CACHE_DIR``, else ``$XDG_CACHE_HOME/bundle-mcp``, else ``~/.cache/bundle-mcp``;
-``BUNDLE_MCP_CACHE_DIR=off`` disables it). An entry is used only when its path and the SHA-256 of
-the file's current bytes match and it decodes into exactly the expected shapes; a corrupt,
-foreign or outdated entry is ignored and the file is parsed. JSON, never pickle: a cache file is
-data, and loading it must not be able to run code.
+``BUNDLE_MCP_CACHE_DIR=off`` disables it), under ``parse/``. It is the first layer of the
+embedded index (docs/DECISIONS.md, "The parse cache is an embedded SQLite index"):
+
+- Rows are content-addressed: a document's row is keyed by its path and the SHA-256 of its
+  bytes and never changes once written; its Markdown facts, computed later than its frontmatter,
+  are a second row with the same key. A save inserts only the rows the database lacks, so one
+  edited file costs one row, not a rewrite of the bundle's cache.
+- A save also deletes the rows of files the saved snapshot no longer has, in the same
+  transaction, so the database holds one bundle's current files (and, for a moment, those of a
+  second process that saw another revision: a cache miss at worst).
+- WAL mode and a busy timeout let the ``--workers`` processes and two servers of one user share
+  one database; every write is one transaction.
+- It is a cache, never the truth. An entry is used only when its path and the SHA-256 of the
+  file's current bytes match and it decodes into exactly the expected shapes. A database that
+  is corrupt, foreign (another format or bundle) or unwritable (a full disk, a read-only mount)
+  is ignored, the files are parsed, and a corrupt or foreign one is replaced at the next save.
+  JSON text in SQLite, never pickle: a cache file is data, and loading it must not run code.
 """
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
 import logging
 import os
-import tempfile
+import sqlite3
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -41,9 +55,20 @@ from .text import BOM, count_breaks, count_lines
 
 log = logging.getLogger(__name__)
 
-FORMAT = "bundle-mcp-parse-cache/3"  # 3: concept files with unaddressable names are broken
-MAX_PACKS = 32
+# 4: SQLite rows instead of one JSON pack per bundle.
+FORMAT = "bundle-mcp-parse-cache/4"
+MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle path)
+SUFFIX = ".sqlite3"
+# How long a save or a load waits for another process's write transaction to end.
+BUSY_TIMEOUT_MS = 5_000
 _DISABLED = ("off", "none", "0", "false")
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS documents(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
+    " entry TEXT NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
+    "CREATE TABLE IF NOT EXISTS facts(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
+    " facts TEXT NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
+)
 
 
 def default_directory() -> Path | None:
@@ -55,7 +80,7 @@ def default_directory() -> Path | None:
 
 
 class ParseCache:
-    """Reads and writes the pack of one bundle; every failure degrades to "not cached"."""
+    """Reads and writes the database of one bundle; every failure degrades to "not cached"."""
 
     def __init__(self, directory: Path | None) -> None:
         self._directory = directory / "parse" if directory is not None else None
@@ -70,78 +95,200 @@ class ParseCache:
     def enabled(self) -> bool:
         return self._directory is not None
 
-    def _pack(self, bundle_path: str) -> Path | None:
+    def database(self, bundle_path: str) -> Path | None:
+        """The file this bundle's rows live in (``None`` when the cache is off)."""
         if self._directory is None:
             return None
         key = hashlib.sha256(bundle_path.encode("utf-8", "surrogateescape")).hexdigest()
-        return self._directory / f"{key}.json"
+        return self._directory / f"{key}{SUFFIX}"
 
     def load(self, bundle_path: str) -> Mapping[str, Any]:
-        """The pack's entries by file path (empty when absent, unreadable or foreign)."""
-        pack = self._pack(bundle_path)
-        if pack is None:
+        """The entries by file path (empty when absent, unreadable, corrupt or foreign)."""
+        database = self.database(bundle_path)
+        if database is None or not database.exists():
             return {}
         try:
-            with open(pack, encoding="utf-8") as handle:
-                data = json.load(handle)
-        except (OSError, ValueError):
+            with _connected(database, read_only=True) as db:
+                if not _is_ours(db, bundle_path):
+                    return {}
+                rows = db.execute(
+                    "SELECT d.path, d.entry, f.facts FROM documents d"
+                    " LEFT JOIN facts f ON f.path = d.path AND f.sha256 = d.sha256"
+                ).fetchall()
+        except sqlite3.Error:
             return {}
-        if not isinstance(data, dict) or data.get("format") != FORMAT:
-            return {}
-        if data.get("bundle") != bundle_path or not isinstance(data.get("entries"), dict):
-            return {}
-        entries: Mapping[str, Any] = data["entries"]  # checked above: a JSON object
+        entries: dict[str, Any] = {}
+        for path, entry_text, facts in rows:
+            try:
+                entry = json.loads(entry_text)
+            except (TypeError, ValueError):
+                continue  # a damaged row: that file is parsed
+            if isinstance(entry, dict):
+                entry["markdown"] = facts
+            entries[path] = entry
         return entries
 
     def save(self, bundle_path: str, documents: Mapping[str, Document]) -> None:
-        """Write the pack atomically; a cache that cannot be written is skipped.
+        """Insert the rows the database lacks and drop those of files no longer there, in one
+        transaction; a cache that cannot be written is skipped.
 
         The first failure is logged (one warning per cache, however many saves follow): the
-        server works on, only a restart parses the bundle again.
+        server works on, only a restart parses the bundle again. A corrupt or foreign database
+        is replaced.
         """
-        pack = self._pack(bundle_path)
-        if pack is None:
+        database = self.database(bundle_path)
+        if database is None:
             return
-        entries = {path: encode(doc) for path, doc in documents.items()}
-        payload = {"format": FORMAT, "bundle": bundle_path, "entries": entries}
         try:
-            pack.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=pack.parent, prefix=".pack-", suffix=".tmp")
+            database.parent.mkdir(parents=True, exist_ok=True)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                    json.dump(payload, handle, ensure_ascii=False, separators=(",", ":"))
-                os.replace(tmp, pack)
-            except BaseException:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
-                raise
-            _prune(pack.parent)
-        except OSError as exc:
-            with self._warned_lock:
-                first, self._warned = not self._warned, True
-            if first:
-                log.warning(
-                    "the parse cache in %s cannot be written (%s); serving without it, so a "
-                    "restart parses the bundle again (set BUNDLE_MCP_CACHE_DIR to a writable "
-                    "folder, or to off)",
-                    self._directory,
-                    errno.errorcode.get(exc.errno or 0, "error"),
+                self._write(database, bundle_path, documents)
+            except sqlite3.DatabaseError as exc:
+                if isinstance(exc, sqlite3.OperationalError) and not _corrupt(exc):
+                    raise
+                # Not a database, or a damaged one: start it again.
+                _remove(database)
+                self._write(database, bundle_path, documents)
+            _prune(database.parent)
+        except sqlite3.OperationalError as exc:
+            if not _contended(exc):
+                self._warn(exc)
+            # Another process held the database past the busy timeout, or two connections
+            # switching a new database to WAL met (SQLite then answers "locked" at once): that
+            # writer saves the same rows, and a row missed costs one parse at the next start.
+            log.debug("parse cache save skipped: %s", exc)
+        except (OSError, sqlite3.Error) as exc:
+            self._warn(exc)
+
+    def _write(
+        self, database: Path, bundle_path: str, documents: Mapping[str, Document]
+    ) -> None:
+        with _connected(database, read_only=False) as db:
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                if not _is_ours(db, bundle_path):
+                    for table in ("meta", "documents", "facts"):
+                        db.execute(f"DELETE FROM {table}")
+                    db.executemany(
+                        "INSERT INTO meta(key, value) VALUES (?, ?)",
+                        (("format", FORMAT), ("bundle", bundle_path)),
+                    )
+                stored = set(db.execute("SELECT path, sha256 FROM documents"))
+                with_facts = set(db.execute("SELECT path, sha256 FROM facts"))
+                current = {(path, doc.record.sha256) for path, doc in documents.items()}
+                db.executemany(
+                    "INSERT OR IGNORE INTO documents(path, sha256, entry) VALUES (?, ?, ?)",
+                    (
+                        (path, doc.record.sha256, _json(encode_entry(doc)))
+                        for path, doc in documents.items()
+                        if (path, doc.record.sha256) not in stored
+                    ),
                 )
+                db.executemany(
+                    "INSERT OR IGNORE INTO facts(path, sha256, facts) VALUES (?, ?, ?)",
+                    (
+                        (path, doc.record.sha256, facts)
+                        for path, doc in documents.items()
+                        if (path, doc.record.sha256) not in with_facts
+                        and (facts := encode_facts(doc)) is not None
+                    ),
+                )
+                for table, keys in (("documents", stored), ("facts", with_facts)):
+                    db.executemany(
+                        f"DELETE FROM {table} WHERE path = ? AND sha256 = ?",
+                        keys - current,
+                    )
+                db.execute("COMMIT")
+            except BaseException:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                raise
+
+    def _warn(self, exc: OSError | sqlite3.Error) -> None:
+        with self._warned_lock:
+            first, self._warned = not self._warned, True
+        if first:
+            reason = (
+                errno.errorcode.get(exc.errno or 0, "error")
+                if isinstance(exc, OSError)
+                else str(exc)
+            )
+            log.warning(
+                "the parse cache in %s cannot be written (%s); serving without it, so a "
+                "restart parses the bundle again (set BUNDLE_MCP_CACHE_DIR to a writable "
+                "folder, or to off)",
+                self._directory,
+                reason,
+            )
+
+
+@contextlib.contextmanager
+def _connected(database: Path, *, read_only: bool) -> Iterator[sqlite3.Connection]:
+    """A connection in autocommit mode (transactions are explicit), closed on exit."""
+    if read_only:
+        db = sqlite3.connect(
+            f"{database.as_uri()}?mode=ro", uri=True, isolation_level=None,
+            timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+        )
+    else:
+        db = sqlite3.connect(
+            database, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000,
+            check_same_thread=False,
+        )
+    try:
+        if not read_only:
+            db.execute("PRAGMA journal_mode=WAL")
+            for statement in _SCHEMA:
+                db.execute(statement)
+        yield db
+    finally:
+        db.close()
+
+
+def _is_ours(db: sqlite3.Connection, bundle_path: str) -> bool:
+    """Whether the database holds this bundle's rows in this format (a missing table: no)."""
+    try:
+        meta = dict(db.execute("SELECT key, value FROM meta").fetchall())
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return False
+        raise
+    return meta.get("format") == FORMAT and meta.get("bundle") == bundle_path
+
+
+def _corrupt(exc: sqlite3.OperationalError) -> bool:
+    # SQLite reports some damage (a torn header, a missing page) as an operational error.
+    text = str(exc)
+    return "malformed" in text or "not a database" in text
+
+
+def _contended(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc)
+    return "database is locked" in text or "database is busy" in text
+
+
+def _remove(database: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{database}{suffix}").unlink(missing_ok=True)
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _prune(directory: Path) -> None:
-    """Keep the :data:`MAX_PACKS` newest packs. Other processes share the folder (``--workers``,
-    two servers of one user) and prune it too: a pack gone between the listing and its ``stat``
-    is one less to remove, never a failed save."""
+    """Keep the :data:`MAX_PACKS` newest databases. Other processes share the folder
+    (``--workers``, two servers of one user) and prune it too: a file gone between the listing
+    and its ``stat`` is one less to remove, never a failed save."""
     dated: list[tuple[float, Path]] = []
-    for pack in directory.glob("*.json"):
+    for database in directory.glob(f"*{SUFFIX}"):
         try:
-            dated.append((pack.stat().st_mtime, pack))
+            dated.append((database.stat().st_mtime, database))
         except FileNotFoundError:
             continue
     dated.sort(reverse=True)
     for _mtime, stale in dated[MAX_PACKS:]:
-        stale.unlink(missing_ok=True)
+        _remove(stale)
 
 
 def has_markdown(doc: Document) -> bool:
@@ -154,10 +301,8 @@ def markdown_from_cache(doc: Document) -> bool:
     return isinstance(doc.rules.markdown, _CachedMarkdown)
 
 
-def encode(doc: Document) -> dict[str, Any]:
-    facts = doc.__dict__.get("markdown")
-    if facts is None and markdown_from_cache(doc):
-        facts = doc.markdown
+def encode_entry(doc: Document) -> dict[str, Any]:
+    """A document's row: everything its loader computed but the Markdown facts."""
     return {
         "sha256": doc.record.sha256,
         "size": doc.record.size,
@@ -170,11 +315,16 @@ def encode(doc: Document) -> dict[str, Any]:
             [r.source, r.relation_type, r.target, r.target_id, r.fragment] for r in doc.relations
         ],
         "relation_diagnostics": [_diag(d) for d in doc.relation_diagnostics],
-        # Nested JSON text: loading the pack only scans this string; it is decoded on first use.
-        "markdown": None if facts is None else json.dumps(
-            _facts(facts), ensure_ascii=False, separators=(",", ":")
-        ),
     }
+
+
+def encode_facts(doc: Document) -> str | None:
+    """The document's Markdown facts as JSON text, ``None`` when they have not been computed.
+    Kept as text in the entry a load returns: decoded on the document's first use."""
+    facts = doc.__dict__.get("markdown")
+    if facts is None and markdown_from_cache(doc):
+        facts = doc.markdown
+    return None if facts is None else _json(_facts(facts))
 
 
 def _layout_of(doc: Document) -> list[int]:
