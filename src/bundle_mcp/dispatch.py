@@ -85,9 +85,9 @@ class ServeConfig:
         for outer in self.bundles:
             for inner in self.bundles:
                 if inner.startswith(outer.rstrip("/") + "/"):
-                    return (f"with --readers no bundle may lie inside another: {inner} is inside "
-                            f"{outer}, so a reader could name a folder of {outer} as a bundle "
-                            "of its own; serve them from separate servers")
+                    return (f"with --readers no BUNDLE may lie inside another ({inner} is "
+                            f"inside {outer}): a reader could name the inner one and step out "
+                            "of its scopes; serve them from separate servers")
         return None
 
 
