@@ -271,3 +271,25 @@ def test_every_preview_applies_its_applys_scope(dated: Path, legacy: Path) -> No
     everything = _call(migrate, legacy, _reader(["**"], ["**"]), "preview_v02_migration",
                        **request)
     assert everything["status"] == "applicable", everything
+
+
+@pytest.mark.parametrize(("read", "write", "writable"), [
+    (["finance", "glossary", "/"], ["finance/drafts"], ("finance/drafts",)),
+    (["**"], ["beans"], ("beans",)),
+    (["finance", "glossary", "/"], ["**"], ("/", "finance", "glossary")),
+    (["beans", "glossary"], ["beans", "reports"], ("beans",)),
+    (["teams/a"], ["teams/*/public"], ("teams/a/public",)),
+    (["teams/*/public"], ["teams"], ("teams/*/public",)),
+    (["finance"], ["finance", "finance/q3"], ("finance",)),
+    (["glossary"], ["beans", "/"], ()),
+])
+def test_the_writable_folders_are_the_write_scope_within_the_read_scope(
+    read: list[str], write: list[str], writable: tuple[str, ...]
+) -> None:
+    access = Access(FolderScope.of(read), FolderScope.of(write))
+    assert access.writable_patterns() == writable
+    for folder in ("beans", "finance/drafts", "finance/q3", "teams/a/public", "teams/b/public",
+                   "reports", "glossary", ""):
+        path = f"{folder}/x.md" if folder else "x.md"
+        named = any(FolderScope.of([p]).reads_file(path) for p in writable)
+        assert named is access.may_write(path), (folder, writable)
