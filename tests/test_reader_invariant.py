@@ -5,7 +5,14 @@ all-reading reader's answer on a copy of the bundle from which every file R may 
 been deleted. Hypothesis generates bundles with links, relations, tags, sections, indexes and an
 asset across several folders, and reader scopes from patterns of every kind; the test asks R on
 the whole bundle, prunes the same folder in place (so the bundle path in every answer is the
-same), and asks the all-reading reader, from a fresh dispatcher, the same questions.
+same), and asks the all-reading reader, from a fresh dispatcher, the same questions. R may write
+what it may read, and the reader of the pruned copy writes the same folders, so the previews
+(which answer what R's apply would write) compare too.
+
+Scopes are folders of the served bundle's root, so no call may name a folder inside it as a
+bundle of its own: the questions include such calls (refused alike on both sides), and
+``test_a_subfolder_can_never_be_a_scoped_readers_bundle`` checks that the configurations which
+would accept them (``--allow-any-bundle``, a bundle inside another) refuse every scoped call.
 
 The plain test runs 25 examples; the ``slow`` one 300, or 40 under ``HYPOTHESIS_PROFILE=ci``.
 """
@@ -189,7 +196,7 @@ def questions(files: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
         ("query_subgraph", {"seed_ids": some, "depth": 2}),
         ("expand_neighbors", {"entity_ids": some, "depth": 2, "include_incoming": True}),
         ("find_path", {"from_id": first, "to_id": last, "include_incoming": True}),
-        ("preview_v02_migration", {"timestamp_policy": "omit", "citation_mappings": []}),
+        ("preview_v02_migration", {"timestamp_policy": "preserve", "citation_mappings": []}),
     ]
     for concept_id in [*ids, "missing/nowhere"]:
         calls += [
@@ -218,21 +225,38 @@ def _answers(dispatcher: Dispatcher, root: Path, reader: Reader | None,
     return out
 
 
+def subfolder_questions(root: Path, files: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    """Calls whose bundle_path names a folder of the bundle, with IDs relative to it."""
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for folder in sorted({posixpath.dirname(p) for p in files} - {""}):
+        inner = str(root / folder)
+        calls.append(("list_concepts", {"bundle_path": inner}))
+        for path in sorted(files):
+            if path.startswith(folder + "/") and path.endswith(".md"):
+                calls.append(("read_concept", {"bundle_path": inner,
+                                               "concept_id": path[len(folder) + 1:-3]}))
+                break
+    return calls
+
+
 def _check(root: Path, files: dict[str, str], scope: FolderScope) -> None:
     _write(root, files)
-    calls = questions(files)
-    reader = Reader("r", Access(scope, NOTHING))
+    calls = questions(files) + subfolder_questions(root, files)
+    # R writes what it reads; the reader of the pruned copy reads everything and writes the
+    # same folders (for the read tools it is the all-reading reader).
+    reader = Reader("r", Access(scope, scope))
+    pruned_reader = Reader("w", Access(EVERYTHING, scope))
     semantic = _semantic()
     try:
-        seen = _answers(Dispatcher(ServeConfig(allow_any_bundle=True), semantic=semantic),
+        seen = _answers(Dispatcher(ServeConfig(bundles=(str(root),)), semantic=semantic),
                         root, reader, calls)
     finally:
         semantic.close()
     _prune(root, scope)
     semantic = _semantic()
     try:
-        expected = _answers(Dispatcher(ServeConfig(allow_any_bundle=True), semantic=semantic),
-                            root, ALL_READER, calls)
+        expected = _answers(Dispatcher(ServeConfig(bundles=(str(root),)), semantic=semantic),
+                            root, pruned_reader, calls)
     finally:
         semantic.close()
     for (name, arguments), got, want in zip(calls, seen, expected, strict=True):
@@ -265,13 +289,29 @@ def test_the_example_bundle_for_two_teams(tmp_path: Path) -> None:
     scope = FolderScope.of(["pricing", "/"])
     root = tmp_path / "b"
     _write(root, files)
-    everyone = _answers(Dispatcher(ServeConfig(allow_any_bundle=True)), root, ALL_READER,
+    everyone = _answers(Dispatcher(ServeConfig(bundles=(str(root),))), root, ALL_READER,
                         [("list_concepts", {})])
     _check(root, files, scope)
     _write(root, files)
-    pricing = _answers(Dispatcher(ServeConfig(allow_any_bundle=True)), root,
+    pricing = _answers(Dispatcher(ServeConfig(bundles=(str(root),))), root,
                        Reader("pricing", Access(scope, NOTHING)), [("list_concepts", {})])
     assert everyone != pricing
+
+
+def test_a_subfolder_can_never_be_a_scoped_readers_bundle(tmp_path: Path) -> None:
+    """Where a call could name a folder of a bundle as its bundle, that folder's files would
+    be matched against R's scope as root files: there the property cannot hold, so those
+    configurations refuse every call of a scoped reader (serve refuses to start with them)."""
+    root = tmp_path / "b"
+    _write(root, {"index.md": "# Root\n", "finance/plan.md": "---\ntype: Plan\n---\n# Plan\n"})
+    reader = Reader("r", Access(FolderScope.of(["/"]), NOTHING))
+    for config in (ServeConfig(allow_any_bundle=True),
+                   ServeConfig(bundles=(str(root), str(root / "finance")))):
+        for bundle in (root, root / "finance"):
+            outcome = Dispatcher(config).call("list_concepts", {"bundle_path": str(bundle)},
+                                              None, reader)
+            assert outcome.is_error and outcome.structured["code"] == "operation_rejected"
+            assert "plan" not in outcome.text
 
 
 def test_everything_is_the_snapshot_itself(tmp_path: Path) -> None:

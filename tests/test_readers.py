@@ -178,7 +178,7 @@ def _call(dispatcher: Dispatcher, bundle: Path, reader: Reader, tool: str,
 
 
 def test_forbidden_and_absent_read_alike(bundle: Path) -> None:
-    dispatcher = Dispatcher(ServeConfig(allow_any_bundle=True))
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(bundle),)))
     sales = _reader(["sales", "glossary"])
     for tool, key in (("read_concept", "concept_id"), ("fetch_slice", "entity_id"),
                       ("get_neighbors", "concept_id")):
@@ -210,7 +210,7 @@ def _trace(run: Callable[[], object]) -> list[str]:
 def test_forbidden_and_absent_take_the_same_code_path(bundle: Path, tool: str, key: str) -> None:
     """Timing is no oracle: the same functions run, in the same order, for an ID the reader
     may not read and for one that does not exist (not a wall-clock comparison)."""
-    dispatcher = Dispatcher(ServeConfig(allow_any_bundle=True))
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(bundle),)))
     sales = _reader(["sales", "glossary"])
     _call(dispatcher, bundle, sales, tool, **{key: "sales/pipeline"})  # warm: views built
     _call(dispatcher, bundle, sales, tool, **{key: "finance/q4-plan"})
@@ -221,7 +221,7 @@ def test_forbidden_and_absent_take_the_same_code_path(bundle: Path, tool: str, k
 
 
 def test_the_revision_moves_only_with_what_the_reader_sees(bundle: Path) -> None:
-    dispatcher = Dispatcher(ServeConfig(allow_any_bundle=True))
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(bundle),)))
     sales = _reader(["sales", "glossary"])
 
     def revision(reader: Reader) -> str:
@@ -246,7 +246,7 @@ def _files(bundle: Path) -> list[str]:
 
 
 def test_writes_stay_inside_the_writable_folders(bundle: Path) -> None:
-    dispatcher = Dispatcher(ServeConfig(allow_any_bundle=True))
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(bundle),)))
     finance = _reader(["finance", "glossary", "/"], ["finance/drafts"])
     before = _files(bundle)
     for outside in ("finance/new", "glossary/new", "sales/new", "new"):
@@ -260,7 +260,7 @@ def test_writes_stay_inside_the_writable_folders(bundle: Path) -> None:
 
 
 def test_cas_compares_the_readers_own_revision(bundle: Path) -> None:
-    dispatcher = Dispatcher(ServeConfig(allow_any_bundle=True))
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(bundle),)))
     finance = _reader(["finance", "glossary", "/"], ["finance/drafts"])
     operations = [{"kind": "set_lifecycle", "concept_id": "finance/drafts/note",
                    "lifecycle": {"status": "stable", "stale_after": "2027-01-01"}}]
@@ -285,25 +285,26 @@ def test_cas_compares_the_readers_own_revision(bundle: Path) -> None:
 
 
 def test_a_patch_outside_the_writable_folders_is_refused_before_staging(bundle: Path) -> None:
-    dispatcher = Dispatcher(ServeConfig(allow_any_bundle=True))
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(bundle),)))
     finance = _reader(["finance", "glossary", "/"], ["finance/drafts"])
     operations = [{"kind": "set_lifecycle", "concept_id": "glossary/margin",
                    "lifecycle": {"status": "stable", "stale_after": "2027-01-01"}}]
     preview = _call(dispatcher, bundle, finance, "preview_concept_patch", actor="t",
                     operations=operations)
-    assert not preview["is_error"], preview
+    # The preview applies its apply's scope (tests/test_reader_scopes.py has the details).
+    assert not preview["is_error"] and preview["status"] == "rejected", preview
     applied = _call(dispatcher, bundle, finance, "apply_concept_patch", actor="t",
                     operations=operations, expected_revision=preview["base_revision"],
-                    expected_plan_digest=preview["plan_digest"])
+                    expected_plan_digest="sha256:" + "0" * 64)
     assert applied["is_error"] and applied["code"] == "operation_rejected"
     assert "status: stable" not in (bundle / "glossary/margin.md").read_text("utf-8")
-    assert not (bundle / ".bundle-mcp" / "journal.json").exists()
+    assert not (bundle / ".bundle-mcp").exists()
 
 
 def test_the_call_log_names_the_reader_never_the_token(
     bundle: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    dispatcher = Dispatcher(ServeConfig(allow_any_bundle=True))
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(bundle),)))
     reader = Reader("sales", Access(FolderScope.of(["sales"]), NOTHING),
                     frozenset({hash_token(SALES_TOKEN)}))
     with caplog.at_level(logging.INFO, logger="bundle_mcp.calls"):

@@ -685,6 +685,24 @@ async def test_a_forbidden_concept_is_the_same_404_as_an_absent_one(
             assert (await rest_call(c, path, arguments, ALL_TOKEN)).status_code == 404
 
 
+async def test_a_folder_named_as_a_bundle_is_refused_to_a_reader_on_both_surfaces(
+    tmp_bundle: BundleFactory, scoped_readers: ReaderBook
+) -> None:
+    """Issue 25, item 1: under --allow-any-bundle a reader of "/" named a folder as its bundle
+    and read that folder's concepts as root files. `serve` refuses the combination; a server
+    built in process anyway refuses every reader's call, over REST and MCP alike."""
+    bundle = tmp_bundle(SCOPED)
+    inner = {"bundle_path": str(Path(bundle, "finance"))}
+    async with serving(Dispatcher(ServeConfig(allow_any_bundle=True)),
+                       readers=scoped_readers) as c:
+        response = await rest_call(c, "/api/tools/list_concepts", inner, PUBLIC_TOKEN)
+        assert response.status_code == 422, response.text
+        assert envelope_of(response)["code"] == "operation_rejected"
+        assert "plan" not in response.text
+        raw, is_error = await mcp_call(c, "list_concepts", inner, PUBLIC_TOKEN)
+        assert is_error and raw_member(response.text, "structuredContent") == raw
+
+
 async def test_a_single_token_guards_the_api_too(simple_bundle: str) -> None:
     async with serving(Dispatcher(ServeConfig(bundles=(simple_bundle,))), token="s3cret") as c:
         assert (await c.get("/api/openapi.json")).status_code == 401

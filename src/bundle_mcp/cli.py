@@ -111,7 +111,8 @@ def _parser() -> argparse.ArgumentParser:
         "--readers",
         metavar="FILE",
         help="readers file (TOML or YAML, docs/READERS.md): who may read and write which "
-        "folders; over HTTP each request's bearer token picks its reader. Re-read on SIGHUP",
+        "folders; over HTTP each request's bearer token picks its reader. Re-read on SIGHUP. "
+        "Not with --allow-any-bundle, nor with one BUNDLE inside another",
     )
     serve.add_argument(
         "--reader",
@@ -138,7 +139,8 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--allow-any-bundle",
         action="store_true",
-        help="accept any absolute bundle_path, not only the BUNDLE arguments",
+        help="accept any absolute bundle_path, not only the BUNDLE arguments (not with "
+        "--readers: a reader could name a folder as a bundle and step out of its scopes)",
     )
     serve.add_argument(
         "--skip-unparseable",
@@ -226,6 +228,10 @@ def _serve(args: argparse.Namespace) -> int:
         toolsets=_toolsets(args.tools),
         reader=reader,
     )
+    if book is not None:
+        problem = config.scopes_problem()
+        if problem is not None:
+            raise UsageError(problem)
     if args.workers < 1:
         raise UsageError("--workers wants a number of processes, 1 or more")
     if args.workers > 1 and not args.http:

@@ -70,6 +70,26 @@ class ServeConfig:
     # Who a call is made by when the transport names no reader: stdio's --reader, else all.
     reader: Reader = ALL_READER
 
+    def scopes_problem(self) -> str | None:
+        """Why readers' folder scopes cannot hold with these bundles, or ``None`` when they can.
+
+        A scope is a set of folders relative to a bundle's root. If a call could name a folder
+        inside a served bundle as its bundle (any path under ``--allow-any-bundle``, or a second
+        BUNDLE inside the first), that folder's files would be the root files of a bundle of
+        their own, and every scope would be matched against the wrong paths. So a readers file
+        is served only with BUNDLE arguments none of which lies inside another.
+        """
+        if self.allow_any_bundle:
+            return ("--readers and --allow-any-bundle exclude each other: reader scopes are "
+                    "folders of the served bundles; name each bundle as a BUNDLE argument")
+        for outer in self.bundles:
+            for inner in self.bundles:
+                if inner.startswith(outer.rstrip("/") + "/"):
+                    return (f"with --readers no BUNDLE may lie inside another ({inner} is "
+                            f"inside {outer}): a reader could name the inner one and step out "
+                            "of its scopes; serve them from separate servers")
+        return None
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -184,6 +204,16 @@ class Dispatcher:
         ``None``): the bundle as it would load with every file the reader may not read deleted.
         Everything a call or a surface computes sees only this."""
         reader = reader if reader is not None else self._reader
+        if reader is not ALL_READER and self.config.scopes_problem() is not None:
+            # `serve` refuses this configuration at start; this holds the rule for every other
+            # way a dispatcher is built (REST, MCP, stdio and resources all come through here).
+            raise BundleError(
+                OPERATION_REJECTED,
+                "this server cannot keep to reader scopes: it accepts any bundle_path, or "
+                "serves one bundle inside another",
+                (recovery_step("the operator serves the bundles as BUNDLE arguments, none "
+                               "inside another, without --allow-any-bundle"),),
+            )
         return reader_view(self._snapshot(bundle_path, token), reader.access.read)
 
     def save_parse_cache(self, bundle_path: str, snapshot: Snapshot) -> None:

@@ -110,6 +110,58 @@ def _segment(pattern: str, name: str) -> bool:
     return fnmatch.fnmatchcase(name, pattern)
 
 
+def _within(pattern: str, other: str) -> bool:
+    """Whether every folder ``pattern`` names is one ``other`` names (read as a folder path,
+    ``pattern`` is in ``other``'s scope). Only used to tidy and to meet patterns."""
+    if pattern == other or other == _ALL:
+        return True
+    if _ROOT in (pattern, other) or pattern == _ALL:
+        return False
+    return _folder_in((other,), pattern)
+
+
+def _meet(write: str, read: str) -> str | None:
+    """The folders both patterns name, as one pattern (``None``: none). Neither is ``**``."""
+    if _within(write, read):
+        return write
+    if _within(read, write):
+        return read
+    if _ROOT in (write, read):
+        return None  # "/" names the root's own files; no other pattern names the root
+    ws, rs = write.split("/"), read.split("/")
+    if _ALL in ws or _ALL in rs:
+        return write  # not one pattern: the write pattern stands for it (see writable_patterns)
+    out: list[str] = []
+    for a, b in zip(ws, rs, strict=False):
+        segment = _meet_segment(a, b)
+        if segment is None:
+            return None
+        out.append(segment)
+    longer = ws if len(ws) > len(rs) else rs
+    return "/".join(out + longer[len(out):])
+
+
+def _meet_segment(write: str, read: str) -> str | None:
+    if write == read:
+        return write
+    write_glob, read_glob = not _GLOB_CHARS.isdisjoint(write), not _GLOB_CHARS.isdisjoint(read)
+    if not write_glob and not read_glob:
+        return None
+    if not write_glob:
+        return write if fnmatch.fnmatchcase(write, read) else None
+    if not read_glob:
+        return read if fnmatch.fnmatchcase(read, write) else None
+    if write == "*":
+        return read
+    return write  # two globs: "*" narrows to the other; else the write one stands for both
+
+
+def _reduced(patterns: tuple[str, ...]) -> tuple[str, ...]:
+    """Sorted, without a pattern another one already covers."""
+    unique = sorted(set(patterns))
+    return tuple(p for p in unique if not any(q != p and _within(p, q) for q in unique))
+
+
 EVERYTHING = FolderScope((_ALL,))
 NOTHING = FolderScope(())
 
@@ -124,6 +176,24 @@ class Access:
 
     def may_write(self, path: str) -> bool:
         return self.write.reads_file(path) and self.read.reads_file(path)
+
+    def writable_patterns(self) -> tuple[str, ...]:
+        """The folders this reader may write, as patterns: the write scope within the read
+        scope, so that a refusal naming them names nothing the reader cannot see.
+
+        Exact for the usual patterns (literal folders, ``*`` segments, ``/`` and ``**``). Where
+        two patterns meet in a way no single pattern says (two different globs in one segment,
+        a ``**`` inside a pattern), the write pattern stands for the meeting: a pattern from the
+        reader's own configuration, never a file's name.
+        """
+        if self.write.everything:
+            met = self.read.patterns
+        elif self.read.everything:
+            met = self.write.patterns
+        else:
+            found = (_meet(w, r) for w in self.write.patterns for r in self.read.patterns)
+            met = tuple(p for p in found if p is not None)
+        return _reduced(met)
 
 
 FULL_ACCESS = Access()

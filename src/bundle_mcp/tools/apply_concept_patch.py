@@ -6,7 +6,7 @@ from typing import Any
 
 from ..toolspec import CallContext, ToolSpec
 from ..writes.apply import ApplyCall, apply_plan
-from ..writes.patch_ops import replan, request_of
+from ..writes.patch_ops import replan, request_of, targets_of
 from ..writes.plan import require_utf8
 
 NAME = "apply_concept_patch"
@@ -27,7 +27,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     apply_call = ApplyCall.previewed(NAME, PREVIEW, request, params, "expected_revision",
                                "expected_plan_digest")
     applied = apply_plan(apply_call, snapshot, call.bundle_path,
-                         lambda: replan(snapshot, request, token), token, access=call.access)
+                         lambda: replan(snapshot, request, token), token, access=call.access,
+                         targets=targets_of(request))
     return applied.receipt(params["expected_plan_digest"])
 
 

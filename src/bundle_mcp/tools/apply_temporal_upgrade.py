@@ -7,7 +7,7 @@ from typing import Any
 from ..toolspec import CallContext, ToolSpec
 from ..writes.apply import APPLIED, ApplyCall, apply_plan
 from ..writes.plan import require_utf8
-from ..writes.temporal_upgrade import replan, request_of
+from ..writes.temporal_upgrade import replan, request_of, targets_of
 
 NAME = "apply_temporal_upgrade"
 PREVIEW = "preview_temporal_upgrade"
@@ -27,7 +27,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     apply_call = ApplyCall.previewed(NAME, PREVIEW, request, params, "base_revision", "plan_digest")
     applied = apply_plan(apply_call, snapshot, call.bundle_path,
                          lambda: replan(snapshot, request, PREVIEW, token), token,
-                         access=call.access)
+                         access=call.access,
+                         targets=targets_of(m["concept"] for m in request["mappings"]))
     # a ready plan rewrites at least one date, so what it published is always applied
     return {
         "status": APPLIED,

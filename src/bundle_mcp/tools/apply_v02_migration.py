@@ -6,7 +6,14 @@ from typing import Any
 
 from ..toolspec import CallContext, ToolSpec
 from ..writes.apply import NOOP, Applied, ApplyCall, apply_plan
-from ..writes.migration import TARGET_NOOP, normalized, replan, require_source, resolve_source
+from ..writes.migration import (
+    TARGET_NOOP,
+    normalized,
+    replan,
+    require_source,
+    resolve_source,
+    targets_of,
+)
 from ..writes.plan import digest, require_utf8, revision_of_snapshot
 
 NAME = "apply_v02_migration"
@@ -43,7 +50,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     )
     applied = apply_plan(apply_call, snapshot, call.bundle_path,
                          lambda: replan(snapshot, request, expected_source, PREVIEW, token), token,
-                         access=call.access)
+                         access=call.access, targets=targets_of(account))
     return applied.receipt(expected_digest, source=expected_source)
 
 

@@ -5,21 +5,30 @@ from __future__ import annotations
 from typing import Any
 
 from ..toolspec import CallContext, ToolSpec
-from ..writes.patch_ops import REJECTED, plan_of, request_of
+from ..writes.patch_ops import REJECTED, PatchPlan, plan_of, request_of, targets_of
 from ..writes.plan import preview_fields, require_utf8, unified_diff
+from ..writes.scope import outside, scope_diagnostic
 
 NAME = "preview_concept_patch"
 DESCRIPTION = (
     "Preview typed frontmatter operations (see operations for each kind's fields) without "
-    "writing. Returns status applicable, noop or rejected, a unified diff, base_revision and "
-    "plan_digest; then apply_concept_patch writes it."
+    "writing. Returns status applicable, noop or rejected (also for a concept outside the "
+    "folders you may write), a unified diff, base_revision and plan_digest; then "
+    "apply_concept_patch writes it."
 )
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     snapshot, token = call.snapshot, call.token
     require_utf8(params)
-    plan, digest = plan_of(snapshot, request_of(params), token)
+    request = request_of(params)
+    # The apply's first check, first: a preview never promises a write its apply refuses.
+    plan: PatchPlan | None = None
+    digest = None
+    if not outside(call.access, targets_of(request)):
+        plan, digest = plan_of(snapshot, request, token)
+    if plan is None or outside(call.access, (c.path for c in plan.changes)):
+        plan, digest = PatchPlan(REJECTED, (), (scope_diagnostic(call.access),)), None
     diff, truncated = unified_diff(plan.changes)  # a rejected plan has no changes: no diff
     return {
         "status": plan.status,

@@ -20,6 +20,7 @@ from ..validation.concepts import guidance
 from ..writes.apply import ApplyCall, Replanned, apply_plan
 from ..writes.concept_file import checked_concept_file
 from ..writes.plan import FileChange, require_utf8, revision_of_snapshot
+from ..writes.scope import require_writable
 from ._common import invalid_field
 
 NAME = "write_concept"
@@ -43,6 +44,9 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     for field in ("concept_id", "frontmatter", "body"):
         require_utf8(params[field], field)
     path = path_for_concept_id(concept_id)
+    # The scope first: a reader learns nothing about a file it may not write, not even whether
+    # its new content would pass.
+    require_writable(call.access, (path,))
     body = params["body"]
     doc, text = checked_concept_file(path, params["frontmatter"], body)
 
@@ -61,7 +65,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     )
     applied = apply_plan(
         apply_call, snapshot, call.bundle_path, lambda: Replanned((change,)), token,
-        access=call.access,
+        access=call.access, targets=(path,),
     )
     findings = sorted(guidance(doc), key=Diagnostic.sort_key)
     return {

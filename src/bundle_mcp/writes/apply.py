@@ -4,6 +4,10 @@ An apply call (:class:`ApplyCall`) names the revision it was planned against and
 what its caller reviewed (a preview's ``plan_digest``, the migration's proof). :func:`apply_plan`
 then, in this order:
 
+0. Every path the request names (``targets``) must be writable for the calling reader, else
+   ``operation_rejected`` (:mod:`.scope`): before the revision is compared and before the
+   bundle is locked or any file is touched, so a stale revision never hides a refusal and a
+   refused call leaves no trace.
 1. If the bundle is no longer at the expected revision, the only success is the replay of an
    identical earlier call (same ``request_digest``); anything else is ``revision_conflict``.
 2. Rebuilds the plan against the snapshot (the caller's planner, see :class:`Replanned`). A
@@ -12,7 +16,7 @@ then, in this order:
    nothing).
 3. Every rebuilt digest must equal the reviewed one, else ``plan_mismatch``.
 4. Publishes the changes compare-and-swap through ``apply_writes``, which replays a durable
-   receipt of an identical call too.
+   receipt of an identical call too, and holds the scope rule for what it publishes.
 
 Conflicts and mismatches send the caller back to the preview tool; a call without one
 (``write_concept``) keeps the publication layer's own advice.
@@ -30,6 +34,7 @@ from ..model import Snapshot
 from ..okf.scopes import FULL_ACCESS, Access
 from .plan import FileChange, request_digest, revision_of_snapshot
 from .publish import PlannedWrite, Receipt, apply_writes
+from .scope import require_writable
 
 __all__ = ["APPLIED", "NOOP", "REJECTED", "ApplyCall", "Applied", "Replanned", "apply_plan",
            "require_plan"]
@@ -124,15 +129,22 @@ def apply_plan(
     replan: Callable[[], Replanned],
     token: CancelToken,
     access: Access = FULL_ACCESS,
+    *,
+    targets: tuple[str, ...],
 ) -> Applied:
-    """Replay, or re-plan, check and publish ``call`` (the module docstring has the steps).
+    """Check the scope, then replay, or re-plan, check and publish ``call`` (the module
+    docstring has the steps).
 
-    ``replan`` runs only when the bundle is still at ``call.expected_revision``.
+    ``targets`` are the files the request names (read from the request, not the bundle), which
+    the calling reader must be allowed to write. ``replan`` runs only when the bundle is still
+    at ``call.expected_revision``.
 
     Raises:
-        BundleError: ``revision_conflict``, ``plan_mismatch``, whatever ``replan`` raises, and the
-            other errors of ``apply_writes``.
+        BundleError: ``operation_rejected`` (a target outside the writable folders),
+            ``revision_conflict``, ``plan_mismatch``, whatever ``replan`` raises, and the other
+            errors of ``apply_writes``.
     """
+    require_writable(access, targets)
     receipt = _replay_or_conflict(call, snapshot, bundle_path, token, access)
     if receipt is None:
         plan = replan()

@@ -40,6 +40,7 @@ from ..model import Document, Snapshot, thaw
 from ..okf.citations import CitationsSection, citations_section, citations_sections
 from ..okf.markdown import markdown_parser
 from ..okf.properties import scalar_text
+from ..okf.scopes import Access
 from ..okf.suggest import suggest
 from ..okf.temporal import parse_instant
 from ..okf.versions import resolve_version
@@ -55,6 +56,7 @@ from .plan import (
     result_revision,
     revision_of_snapshot,
 )
+from .scope import scope_diagnostic
 from .yaml_edit import EditError
 
 __all__ = [
@@ -67,6 +69,8 @@ __all__ = [
     "replan",
     "require_source",
     "resolve_source",
+    "scope_blocker",
+    "targets_of",
 ]
 
 PLAN_KIND = "v02_migration"  # the tool the plan digest and the proof's request digest bind
@@ -286,6 +290,18 @@ def plan_of(
         result_revision(snapshot, plan.changes),
     )
     return plan, planned, account
+
+
+def targets_of(account: Mapping[str, Any]) -> tuple[str, ...]:
+    """The files a proof says the migration writes (the scope check's input: the apply checks
+    the proof the caller sends back; a proof that is not the plan's is a mismatch later)."""
+    return tuple(sorted({w["path"] for w in account["writes"]}))
+
+
+def scope_blocker(access: Access) -> dict[str, Any]:
+    """The blocker of a plan that writes outside the reader's writable folders (it names the
+    folders, no file)."""
+    return _blocker(OPERATION_REJECTED, "", scope_diagnostic(access).message)
 
 
 def require_source(expected: Mapping[str, Any], source: Mapping[str, Any], preview: str) -> None:

@@ -26,7 +26,7 @@ from ..errors import CONCEPT_NOT_FOUND, ERROR, Diagnostic, did_you_mean, invalid
 from ..loader.frontmatter import split_frontmatter
 from ..model import Snapshot
 from ..okf.computations import computation_tokens
-from ..okf.ids import concept_id_problem
+from ..okf.ids import concept_id_problem, path_for_concept_id
 from ..okf.markdown import markdown_parser
 from ..okf.suggest import suggest
 from ..okf.temporal import DATE_PROFILE, parse_instant, parse_value
@@ -53,6 +53,7 @@ __all__ = [
     "replan",
     "request_of",
     "set_attested_computation",
+    "targets_of",
 ]
 
 PLAN_KIND = "concept_patch"  # the tool the plan digest binds
@@ -149,6 +150,21 @@ def request_of(params: Mapping[str, Any]) -> dict[str, Any]:
         "temporal_profile": params.get("temporal_profile") or DATE_PROFILE,
         "operations": [dict(op) for op in params["operations"]],
     }
+
+
+def targets_of(request: Mapping[str, Any]) -> tuple[str, ...]:
+    """The files the operations name, read from the request alone (the scope check's input).
+
+    An operation edits only the file of its concept (the root ``index.md`` for
+    ``set_bundle_version``); a concept ID that is not canonical names no file and is refused as
+    a bad request when the plan is made.
+    """
+    paths = {
+        ROOT_INDEX if op["kind"] == "set_bundle_version" else path_for_concept_id(op["concept_id"])
+        for op in request["operations"]
+        if op["kind"] == "set_bundle_version" or concept_id_problem(op["concept_id"]) is None
+    }
+    return tuple(sorted(paths))
 
 
 def plan_of(

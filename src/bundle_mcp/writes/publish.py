@@ -79,6 +79,7 @@ from ..storage.recovery import (
 )
 from ..storage.refusals import os_failure, read_only_rejection, reason, rejected
 from ..storage.state_dir import MAX_STATE_FILE_BYTES, open_state_dir
+from .scope import require_writable
 
 __all__ = ["PlannedWrite", "Receipt", "apply_writes"]
 
@@ -137,12 +138,9 @@ def apply_writes(
     token = token if token is not None else CancelToken()
     hook = step_hook if step_hook is not None else no_step
     ordered = _ordered(writes, request_digest)
-    refused = sorted(w.path for w in ordered if not access.may_write(w.path))
-    if refused:
-        raise rejected(
-            "the write reaches outside the folders this reader may write; nothing was changed",
-            f"writable folders: {', '.join(access.write.patterns) or 'none'}",
-        )
+    # The tools ask first, with the paths their request names (writes/scope.py); this holds
+    # the rule for what is actually published, whoever calls.
+    require_writable(access, (w.path for w in ordered))
     root_fd = pin_root(bundle_path)
     try:
         # Before the state folder is created: on a read-only mount nothing is attempted at all.

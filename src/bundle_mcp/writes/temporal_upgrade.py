@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from ..errors import (
     recovery_step,
 )
 from ..model import Document, Snapshot, thaw
-from ..okf.ids import concept_id_problem
+from ..okf.ids import concept_id_problem, path_for_concept_id
 from ..okf.temporal import parse_date, parse_instant
 from ..okf.versions import resolve_version
 from .apply import Replanned
@@ -45,6 +45,7 @@ __all__ = [
     "plan_upgrade",
     "replan",
     "request_of",
+    "targets_of",
 ]
 
 PLAN_KIND = "temporal_upgrade"  # the tool the plan digest binds
@@ -92,6 +93,13 @@ def request_of(params: Mapping[str, Any]) -> dict[str, Any]:
         "actor": params["actor"],
         "mappings": normalized(params.get("mappings", [])),
     }
+
+
+def targets_of(concepts: Iterable[str]) -> tuple[str, ...]:
+    """The files of these concepts (the mappings' or the unresolved dates'), for the scope
+    check; an ID that is not canonical names no file (the mapping check refuses it)."""
+    return tuple(sorted({path_for_concept_id(c) for c in concepts
+                         if concept_id_problem(c) is None}))
 
 
 def plan_of(
