@@ -365,6 +365,42 @@ def test_with_the_bare_output_contract_this_sdk_drops_the_error(run: Run) -> Non
 
 
 # --------------------------------------------------------------------------------------------
+# A host slow to compile the output schemas keeps its first call (issue 25)
+
+
+@pytest.mark.slow
+def test_a_host_busy_for_8_s_after_listing_still_gets_its_first_call_answered(
+    node: str, tmp_path: Path
+) -> None:
+    """The SDK compiles every outputSchema after tools/list with its event loop held (seconds on
+    a busy laptop); a server that closed the idle connection meanwhile (uvicorn's default 5 s)
+    made the next callTool fail with ``fetch failed … other side closed``."""
+    workdir = Path(os.path.realpath(tmp_path))
+    port = _free_port()
+    log = workdir / "stderr.log"
+    with log.open("wb") as stderr:
+        process = subprocess.Popen(
+            [*_serve_command(), "serve", str(REPO / "examples" / "coffee-roastery"),
+             "--http", f"127.0.0.1:{port}"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+        )
+    try:
+        _wait_for_port(port, process, log)
+        plan = {
+            "timeout_ms": 30000,
+            "transport": {"kind": "http", "url": f"http://127.0.0.1:{port}/mcp", "token": None},
+            "block_after_list_ms": 8000,
+            "calls": [{"id": "first", "tool": "list_concepts", "arguments": {}}],
+        }
+        report = _run_client(node, plan, workdir)
+    finally:
+        stop(process)
+    (first,) = report["calls"]
+    assert first["protocol_error"] is None, first["protocol_error"]
+    assert not first["isError"] and first["structuredContent"]["concepts"]
+
+
+# --------------------------------------------------------------------------------------------
 # Readers, as a TypeScript host meets them: each token is its own reader (docs/READERS.md)
 
 

@@ -45,6 +45,14 @@ EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 TOKEN_ENV = "BUNDLE_MCP_TOKEN"
 HOSTS_ENV = "BUNDLE_MCP_ALLOWED_HOSTS"
+# How long an idle HTTP connection stays open (uvicorn's own default is 5 s). A host that lists
+# the tools and then compiles their output schemas (the TypeScript SDK: over a second of CPU,
+# several on a busy laptop) sent its first call on a connection the server had just closed, and
+# lost it. The server should never be the side that closes first: 75 s is nginx's keepalive
+# default and above the 60 s idle timeout of common load balancers (AWS ALB), so neither a slow
+# host nor a proxy reusing its upstream connections meets a connection closed under it. An idle
+# connection costs a file descriptor and a few KB; stopping the server closes idle ones at once.
+DEFAULT_KEEP_ALIVE_SECONDS = 75
 
 
 class UsageError(Exception):
@@ -135,6 +143,15 @@ def _parser() -> argparse.ArgumentParser:
         metavar="N",
         help="over HTTP, serve from N processes on the one address (default 1); each loads "
         "the bundles itself. A worker that dies stops the server with exit status 1",
+    )
+    serve.add_argument(
+        "--keep-alive",
+        type=int,
+        metavar="SECONDS",
+        help="over HTTP, keep an idle connection open this long (default "
+        f"{DEFAULT_KEEP_ALIVE_SECONDS}): longer than a host takes between two requests (the "
+        "TypeScript SDK compiles the tools' schemas in between) and than the idle timeout of a "
+        "proxy in front",
     )
     serve.add_argument(
         "--allow-any-bundle",
@@ -236,6 +253,11 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--workers wants a number of processes, 1 or more")
     if args.workers > 1 and not args.http:
         raise UsageError("--workers applies to --http only")
+    if args.keep_alive is not None and not args.http:
+        raise UsageError("--keep-alive applies to --http only")
+    keep_alive = DEFAULT_KEEP_ALIVE_SECONDS if args.keep_alive is None else args.keep_alive
+    if keep_alive < 1:
+        raise UsageError("--keep-alive wants a number of seconds, 1 or more")
     # The SDK is imported here, not at the top, so that `call` and `validate` start quickly.
     from . import server
 
@@ -253,7 +275,7 @@ def _serve(args: argparse.Namespace) -> int:
             TOKEN_ENV,
         )
     if args.workers > 1:
-        return _serve_workers(args, config, token, allowed_hosts, host, port, book)
+        return _serve_workers(args, config, token, allowed_hosts, host, port, book, keep_alive)
     try:
         sock = server.bind_http(host, port)
     except OSError as exc:
@@ -265,7 +287,8 @@ def _serve(args: argparse.Namespace) -> int:
     return _with_dispatcher(
         config,
         lambda dispatcher: server.serve_http(
-            dispatcher, sock, token, on_ready=ready, allowed_hosts=allowed_hosts, readers=book
+            dispatcher, sock, token, on_ready=ready, allowed_hosts=allowed_hosts, readers=book,
+            keep_alive=keep_alive,
         ),
     )
 
@@ -352,6 +375,7 @@ def _serve_workers(
     host: str,
     port: int,
     book: ReaderBook | None,
+    keep_alive: int,
 ) -> int:
     """``--workers N``: the sockets bound here, then N forked servers (bundle_mcp.workers).
 
@@ -370,7 +394,8 @@ def _serve_workers(
         return _with_dispatcher(
             config,
             lambda dispatcher: server.serve_http(
-                dispatcher, sock, token, allowed_hosts=allowed_hosts, readers=book
+                dispatcher, sock, token, allowed_hosts=allowed_hosts, readers=book,
+                keep_alive=keep_alive,
             ),
         )
 

@@ -399,11 +399,15 @@ def serve_http(
     on_ready: Callable[[str, int], None] | None = None,
     allowed_hosts: Sequence[str] = (),
     readers: ReaderBook | None = None,
+    *,
+    keep_alive: int,
 ) -> None:
     """Serve on an already bound socket; ``on_ready(host, port)`` runs once it is listening.
 
     The served bundles are loaded and warmed in a background thread meanwhile
-    (:mod:`bundle_mcp.readiness`); ``/readyz`` says when that is done.
+    (:mod:`bundle_mcp.readiness`); ``/readyz`` says when that is done. ``keep_alive``: the
+    seconds an idle connection stays open (``serve --keep-alive``, whose help says why the
+    default is far above uvicorn's own 5 s).
     """
     host, port = sock.getsockname()[:2]
     readiness = Readiness(dispatcher, freeze_memory=True,
@@ -419,7 +423,10 @@ def serve_http(
     )
     # No access log: a line per request costs more than a cached read_concept itself; the
     # http and loop implementations stay "auto" (httptools and uvloop when installed).
-    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False)
+    # The client must be the one that closes an idle connection: a server that closes first
+    # races the client's next request, which then fails on a dead socket (issue 25).
+    config = uvicorn.Config(app, log_level="warning", lifespan="on", access_log=False,
+                            timeout_keep_alive=keep_alive)
     readiness.start()
     try:
         with reload_on_sighup(reload if readers is not None else None):

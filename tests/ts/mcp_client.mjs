@@ -7,7 +7,8 @@
 //              | {"kind": "http", "url": "http://127.0.0.1:PORT/mcp", "token": "..." | null},
 //   "timeout_ms": 20000,
 //   "calls": [{"id": "...", "tool": "...", "arguments": {...}}],
-//   "control": {"id": "...", "tool": "...", "arguments": {...}, "output_schema": {...}} | null
+//   "control": {"id": "...", "tool": "...", "arguments": {...}, "output_schema": {...}} | null,
+//   "block_after_list_ms": 0
 // }
 //
 // listTools() makes the SDK compile every advertised outputSchema (Ajv); callTool() then checks
@@ -15,6 +16,8 @@
 // does not match. The report records what the client saw, and never decides pass or fail.
 // The optional control call re-runs one failing call with `output_schema` installed as that
 // tool's outputSchema, to show what this SDK does with an envelope the schema does not accept.
+// block_after_list_ms holds the event loop that long after listTools(), as a slow compile of
+// the output schemas does on a busy machine, before the first call (issue 25).
 
 import { readFileSync } from 'node:fs';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -64,6 +67,10 @@ async function main() {
         report.server = client.getServerVersion() ?? null;
         const listed = await client.listTools(undefined, options);
         report.tools = listed.tools.map(tool => ({ name: tool.name, outputSchema: tool.outputSchema ?? null }));
+        const blockedUntil = Date.now() + (plan.block_after_list_ms ?? 0);
+        while (Date.now() < blockedUntil) {
+            // busy: no timer, no socket event runs meanwhile, exactly as during Ajv's compile
+        }
         for (const entry of plan.calls) {
             report.calls.push(await call(client, entry));
         }
