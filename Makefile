@@ -7,6 +7,10 @@ BUNDLE ?= $(CURDIR)/examples/coffee-roastery
 HTTP ?= 127.0.0.1:8765
 # Extras installed into .venv; CI adds "semantic" (embedding search, ~1.4 GB with CPU torch).
 EXTRAS ?= dev
+# Where torch comes from with the semantic extra: empty means pip's configured index. From PyPI,
+# Linux x86_64 gets the multi-GB CUDA build; set TORCH_INDEX=https://download.pytorch.org/whl/cpu
+# for the CPU build (README, Install). macOS and Windows get a CPU build from PyPI.
+TORCH_INDEX ?=
 
 # The real TypeScript MCP SDK client that tests/test_ts_client.py drives (pinned in
 # tests/ts/package-lock.json). Without npm, or offline, this step only says so and that test
@@ -19,8 +23,9 @@ TS_STAMP := $(TS_DIR)/node_modules/.package-lock.json
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	# The CPU build of torch first, so the semantic extra never pulls a multi-GB CUDA build.
-	case ",$(EXTRAS)," in *,semantic,*) $(BIN)/python -m pip install --quiet torch==2.13.0 ;; esac
+	# torch first, from TORCH_INDEX when it is set, so the extra keeps the build chosen here.
+	case ",$(EXTRAS)," in *,semantic,*) $(BIN)/python -m pip install --quiet torch==2.13.0 \
+		$(if $(TORCH_INDEX),--index-url $(TORCH_INDEX)) ;; esac
 	$(BIN)/python -m pip install --quiet -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 

@@ -75,6 +75,9 @@ class Session:
 
     bundle: str
     cache_dir: str
+    # Where the server's log goes: the run's temporary folder. (It used to land beside the cache
+    # folder, which for a relative cache folder was the checkout, and one was committed.)
+    log_dir: str
     started: float = 0.0
     process: subprocess.Popen[bytes] | None = None
     ids: int = 0
@@ -83,7 +86,7 @@ class Session:
     def start(self) -> None:
         env = {**os.environ, "BUNDLE_MCP_CACHE_DIR": self.cache_dir,
                "BUNDLE_MCP_LOG_LEVEL": "info"}
-        self.log = Path(self.cache_dir).parent / f"server-{time.monotonic_ns()}.log"
+        self.log = Path(self.log_dir) / f"server-{time.monotonic_ns()}.log"
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "bundle_mcp.cli", "serve", self.bundle],
@@ -271,7 +274,7 @@ def start_only_s() -> float:
     the part of every "ready" figure that no bundle work can remove."""
     with tempfile.TemporaryDirectory() as tmp:
         Path(tmp, "index.md").write_text("# Empty\n", encoding="utf-8")
-        session = Session(tmp, "off")
+        session = Session(tmp, "off", tmp)
         session.log = None
         started = time.perf_counter()
         env = {**os.environ, "BUNDLE_MCP_CACHE_DIR": "off"}
@@ -316,7 +319,7 @@ def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, An
     result: dict[str, Any] = {"concepts": concepts, "bundle_bytes": bundle_bytes,
                               "cache_dir": cache_dir, "info": info}
 
-    cold = Session(str(bundle), cache_dir)
+    cold = Session(str(bundle), cache_dir, str(workdir))
     cold.start()
     try:
         _, _ = cold.call("read_concept", all_cases[0].arguments)
@@ -334,7 +337,7 @@ def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, An
     result["cache_bytes"] = pack_bytes(cache_dir)
 
     result["start_s"] = start_only_s()
-    restart = Session(str(bundle), cache_dir)
+    restart = Session(str(bundle), cache_dir, str(workdir))
     restart.start()
     try:
         result["restart_ready_s"] = restart.wait_ready()

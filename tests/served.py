@@ -1,4 +1,4 @@
-"""Waiting for a ``bundle-mcp serve --http`` child to say where it listens (tests' helper).
+"""Tests' helpers for a ``bundle-mcp serve`` child: where it listens, what it serves, stopping it.
 
 ``serve`` prints ``… streamable HTTP on http://HOST:PORT/mcp`` on stderr once it is listening, so
 tests that start it on port 0 read the address from the log instead of guessing a free port.
@@ -9,6 +9,22 @@ from __future__ import annotations
 import subprocess
 import time
 from pathlib import Path
+
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.semantic import SemanticIndex
+
+
+def tools_served_here() -> tuple[str, ...]:
+    """The tools ``bundle-mcp serve`` (all toolsets) offers on this machine, sorted: every
+    tool, less search_semantic when the semantic extra is not installed (issue 25 §5). Asked
+    of a dispatcher with the index the command gives it, so it holds whichever way the machine
+    is."""
+    index = SemanticIndex.default()
+    try:
+        dispatcher = Dispatcher(ServeConfig(allow_any_bundle=True), semantic=index)
+        return tuple(sorted(tool.name for tool in dispatcher.tools()))
+    finally:
+        index.close()
 
 
 def printed_url(process: subprocess.Popen[bytes], log: Path, seconds: float = 60) -> str:

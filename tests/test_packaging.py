@@ -61,7 +61,18 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     (wheel,) = (base / "out").glob("bundle_mcp-*.whl")
     (sdist,) = (base / "out").glob("bundle_mcp-*.tar.gz")
-    return {"wheel": wheel, "sdist": sdist, "source": source}
+    log = base / "build.log"
+    log.write_text(done.stdout + done.stderr, encoding="utf-8")
+    return {"wheel": wheel, "sdist": sdist, "source": source, "log": log}
+
+
+def test_building_prints_no_setuptools_warning(dist: dict[str, Path]) -> None:
+    """Issue 25 §8: the viewer's asset folders used to make setuptools print a 35-line
+    "Package would be ignored" banner each, at every build and install."""
+    output = dist["log"].read_text(encoding="utf-8")
+    alarms = ("BuildBackendWarning", "Package would be ignored", "SetuptoolsDeprecationWarning")
+    for alarm in alarms:
+        assert alarm not in output, output[-4000:]
 
 
 def _expected_package_files(source: Path) -> set[str]:

@@ -147,6 +147,9 @@ RUNNERS = (
     Runner(r"bundle-mcp graph\b.*", run_in_scratch),
     Runner(r"(\.venv/bin/)?bundle-mcp (serve|call|validate|view)\b.*", run_until_serving),
     Runner(r"pipx install .*", None, "installs into the user's home"),
+    Runner(r"python3 -m venv \.venv|\.venv/bin/pip install .*|make install .*", None,
+           "installs the semantic extra (about 1.4 GB) from an index this test may not reach; "
+           "CI's `make install EXTRAS=dev,semantic` installs it"),
     Runner(r"uvx .*", None, "builds into uv's cache"),
     Runner(r"claude mcp add .*", None, "changes the user's Claude Code settings"),
     Runner(r"cat > \.pre-commit-config\.yaml <<EOF.*", None,

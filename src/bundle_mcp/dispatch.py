@@ -38,7 +38,7 @@ from .readers import ALL_READER, Reader
 from .snapshots import SnapshotCache
 from .storage.handles import check_bundle_path
 from .tools import load_tools
-from .toolspec import TOOLSETS, CallContext, ToolSpec
+from .toolspec import SEMANTIC_TOOLSET, TOOLSETS, CallContext, ToolSpec
 
 __all__ = ["Dispatcher", "Outcome", "ServeConfig", "ServedTool", "UnknownTool", "to_json"]
 
@@ -113,7 +113,8 @@ class ServedTool:
 
 
 class UnknownTool(KeyError):
-    """No tool of that name is served (unknown, outside ``--tools``, or left out by read-only)."""
+    """No tool of that name is served (unknown, outside ``--tools``, left out by read-only, or
+    search_semantic without the semantic extra)."""
 
 
 @dataclass(frozen=True)
@@ -145,10 +146,22 @@ class Dispatcher:
         unknown = sorted((config.toolsets or frozenset()) - set(TOOLSETS))
         if unknown:
             raise ValueError(f"unknown toolset(s): {', '.join(unknown)}")
+        # An index whose model is not installed could only refuse every search, so its tools
+        # are not offered at all: nobody pays for their descriptions. No index (the Python API,
+        # tests) keeps them: they still answer calls that bring seed_ids.
+        can_embed = semantic is None or semantic.installed()
+        if not can_embed and SEMANTIC_TOOLSET in (config.toolsets or ()):
+            raise ValueError(f"toolset {SEMANTIC_TOOLSET!r} needs the semantic extra, "
+                             "which is not installed")
+        selected = {name: spec for name, spec in specs.items() if _selected(spec, config)}
+        self._need_extra = frozenset(
+            name for name, spec in selected.items()
+            if not can_embed and spec.toolset == SEMANTIC_TOOLSET
+        )
         self._tools = {
             name: self._bind(name, spec)
-            for name, spec in sorted(specs.items())
-            if _selected(spec, config)
+            for name, spec in sorted(selected.items())
+            if name not in self._need_extra
         }
         self._cache = cache if cache is not None else SnapshotCache()
         # The reader of calls that name none; replaced (one reference, atomically) when stdio's
@@ -222,8 +235,13 @@ class Dispatcher:
         self._cache.persist(bundle_path, snapshot, now=True)
 
     def tools(self) -> list[ServedTool]:
-        """The served tools, sorted by name (the selected toolsets, less writes when read-only)."""
+        """The served tools, sorted by name (the selected toolsets, less writes when read-only,
+        less search_semantic when the semantic extra is not installed)."""
         return [tool.served for tool in self._tools.values()]
+
+    def needs_extra(self, name: str) -> bool:
+        """Whether ``name`` is left out only because the semantic extra is not installed."""
+        return name in self._need_extra
 
     def call(
         self,

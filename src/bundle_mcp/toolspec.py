@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_OUTPUT_BUDGET",
+    "SEMANTIC_TOOLSET",
     "TOOLSETS",
     "CallContext",
     "Runner",
@@ -39,10 +40,13 @@ TOOLSETS: dict[str, str] = {
     "walk": "bounded widening: expand_neighbors, fetch_slice, find_path, query_subgraph",
     "write": "write_concept and the preview_*/apply_* pairs",
     "compute": "Attested Computations (OKF v0.2 §10): get_computation, check_receipt",
-    "semantic": "search_semantic (needs the semantic extra)",
+    "semantic": "search_semantic (only with the semantic extra installed)",
     "views": "whole-bundle views for people and programs: validate_bundle, get_semantic_graph "
     "(JSON-LD), visualize_graph (Mermaid)",
 }
+
+# The toolset whose tools need the semantic extra: a server without it does not offer them.
+SEMANTIC_TOOLSET = "semantic"
 
 
 @dataclass(frozen=True)

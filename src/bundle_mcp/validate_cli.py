@@ -25,7 +25,7 @@ from .cancel import CancelToken
 from .errors import ERROR, INFO, WARN, BundleError
 from .loader import load_bundle
 from .okf.temporal import DATE_PROFILE, INSTANT_PROFILE, PROFILES, reference_from
-from .validation import ValidateOptions, validate
+from .validation import TypeCoverage, ValidateOptions, type_coverage, validate
 from .validation.codes import SEVERITY_LEVELS, describe
 
 EXIT_CONFORMANT = 0
@@ -41,6 +41,8 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 # one notice is kept for the summary line, so what GitHub shows is exactly what was annotated.
 _GITHUB_COMMAND = {ERROR: "error", WARN: "warning", INFO: "notice"}
 GITHUB_ANNOTATIONS_PER_STEP = {ERROR: 10, WARN: 10, INFO: 9}
+# Where a person reads what a concept needs (README.md, "What a concept needs").
+CONCEPT_HELP = "README.md#what-a-concept-needs"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -125,12 +127,31 @@ def run(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | None 
         )
     except (BundleError, OSError) as exc:
         return report_unreadable("bundle-mcp validate", exc, err)
-    renderers: dict[str, Callable[[dict[str, Any], SourceRoot], str]] = {
+    renderers: dict[str, Callable[[dict[str, Any], SourceRoot, str | None], str]] = {
         "text": render_text, "json": render_json, "github": render_github,
         "sarif": render_sarif,
     }
-    out.write(renderers[args.format](report, SourceRoot.for_bundle(bundle_path)))
+    note = not_a_bundle_note(type_coverage(snapshot, report))
+    out.write(renderers[args.format](report, SourceRoot.for_bundle(bundle_path), note))
     return EXIT_CONFORMANT if report["conformance"]["conformant"] else EXIT_NOT_CONFORMANT
+
+
+def not_a_bundle_note(coverage: TypeCoverage) -> str | None:
+    """One sentence for a folder most of whose files declare no type, else ``None``.
+
+    A documentation folder validated by mistake gets one identical finding per file; this says
+    what they add up to and what a concept needs. Only the text and github formats print it:
+    the json report's contract has no room for it, and SARIF carries findings only.
+    """
+    if not coverage.mostly_typeless:
+        return None
+    return (
+        f"{coverage.typeless} of {coverage.concepts} Markdown files have no 'type' in their "
+        "frontmatter: this folder does not look like an OKF bundle. An OKF concept is a .md "
+        "file that starts with a YAML frontmatter block (between '---' lines) holding a "
+        "non-empty 'type', such as 'type: Guide'; only index.md and log.md need none. See "
+        f"bundle-mcp's {CONCEPT_HELP}"
+    )
 
 
 class SourceRoot:
@@ -167,12 +188,15 @@ class SourceRoot:
         return uri if uri.endswith("/") else uri + "/"
 
 
-def render_json(report: dict[str, Any], root: SourceRoot) -> str:
+def render_json(report: dict[str, Any], root: SourceRoot, note: str | None = None) -> str:
     return json.dumps(report, ensure_ascii=False, indent=2) + "\n"
 
 
-def render_text(report: dict[str, Any], root: SourceRoot) -> str:
+def render_text(report: dict[str, Any], root: SourceRoot, note: str | None = None) -> str:
+    """One line per finding, then the note (when there is one), then the counts."""
     lines = [_text_line(d, d["file"] or ".") for d in report["diagnostics"]]
+    if note is not None:
+        lines.append(note)
     lines.append(_summary(report))
     return "\n".join(lines) + "\n"
 
@@ -191,17 +215,20 @@ def _summary(report: dict[str, Any]) -> str:
     )
 
 
-def render_github(report: dict[str, Any], root: SourceRoot) -> str:
-    """Workflow commands: errors, then warnings, then notices, then one summary notice.
+def render_github(report: dict[str, Any], root: SourceRoot, note: str | None = None) -> str:
+    """Workflow commands: errors, then warnings, then notices, then the note (a notice of its
+    own, when there is one), then one summary notice.
 
     Each severity's first findings (as many as GitHub shows per step) are annotations; the rest
-    are plain log lines with their location, and the summary says how many.
+    are plain log lines with their location, and the summary says how many. The note takes one
+    notice from the findings, so GitHub still shows every annotation printed.
     """
     lines: list[str] = []
     not_annotated = 0
     for severity in (ERROR, WARN, INFO):
         found = [d for d in report["diagnostics"] if d["severity"] == severity]
-        limit = GITHUB_ANNOTATIONS_PER_STEP[severity]
+        limit = GITHUB_ANNOTATIONS_PER_STEP[severity] - (
+            1 if severity == INFO and note is not None else 0)
         for d in found[:limit]:
             props = [f"file={_gh_property(root.display(d['file']))}"]
             if d["line"]:
@@ -218,12 +245,14 @@ def render_github(report: dict[str, Any], root: SourceRoot) -> str:
         f"; {not_annotated} not annotated (GitHub shows 10 errors, 10 warnings and 10 notices "
         "per step): they are listed in the log above"
     )
+    if note is not None:
+        lines.append(f"::notice title={_gh_property('okf not an OKF bundle')}::{_gh_data(note)}")
     lines.append(f"::notice title={_gh_property('okf summary')}::"
                  f"{_gh_data(_summary(report) + shown)}")
     return "".join(line + "\n" for line in lines)
 
 
-def render_sarif(report: dict[str, Any], root: SourceRoot) -> str:
+def render_sarif(report: dict[str, Any], root: SourceRoot, note: str | None = None) -> str:
     codes = sorted({d["code"] for d in report["diagnostics"]})
     first_severity: dict[str, str] = {}
     for d in report["diagnostics"]:

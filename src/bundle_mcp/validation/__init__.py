@@ -67,6 +67,33 @@ def validate(snapshot: Snapshot, options: ValidateOptions, token: CancelToken) -
     }
 
 
+# The findings that say a concept file declares no type (OKF §11): no frontmatter, or none in it.
+TYPELESS_CODES = frozenset({"missing_frontmatter", "missing_type"})
+
+
+@dataclass(frozen=True, slots=True)
+class TypeCoverage:
+    """How many of a bundle's concept files (every Markdown file but index.md and log.md)
+    declare no type."""
+
+    typeless: int
+    concepts: int
+
+    @property
+    def mostly_typeless(self) -> bool:
+        """More than half of the concept files have no type: the folder is most likely not an
+        OKF bundle at all (a documentation folder), which one sentence says better than one
+        identical finding per file."""
+        return self.typeless * 2 > self.concepts > 0
+
+
+def type_coverage(snapshot: Snapshot, report: dict[str, Any]) -> TypeCoverage:
+    """The files of ``report`` (validate's answer for ``snapshot``) that have no type."""
+    typeless = {d["file"] for d in report["diagnostics"] if d["code"] in TYPELESS_CODES}
+    concepts = sum(1 for doc in snapshot.documents.values() if doc.concept_id is not None)
+    return TypeCoverage(len(typeless), concepts)
+
+
 def findings_for(
     snapshot: Snapshot, options: ValidateOptions, effective_version: str, token: CancelToken
 ) -> Iterator[Diagnostic]:
