@@ -221,9 +221,22 @@ def test_inline_blocks_ignore_code_outside_the_section(tmp_path: Path) -> None:
         ("2026-12-31", "2026-12-31", DATE_PROFILE, "refuse"),
         ("2026-12-31T00:00:00Z", "2026-12-30T23:59:59Z", INSTANT_PROFILE, "warn"),
         ("2026-12-31T00:00:00Z", "2026-12-31T00:00:00Z", INSTANT_PROFILE, "refuse"),
-        ("2026-12-31T00:00:00Z", "2026-10-01", DATE_PROFILE, "unknown"),
         ("2026-12-31", None, DATE_PROFILE, "unknown"),
         (None, "2026-10-01", DATE_PROFILE, "ok"),
+        # A date and an instant compare; a date is its whole UTC day (issue 25 item 7).
+        ("2026-12-31T00:00:00Z", "2026-10-01", DATE_PROFILE, "ok"),
+        ("2026-12-31T00:00:00Z", "2026-12-03", DATE_PROFILE, "warn"),  # 28 days: near
+        ("2026-12-31T00:00:00Z", "2026-12-30", DATE_PROFILE, "warn"),  # the day ends at it
+        ("2026-12-31T00:00:00Z", "2026-12-31", DATE_PROFILE, "refuse"),  # the day starts at it
+        ("2026-12-31T12:00:00Z", "2026-12-31", DATE_PROFILE, "warn"),  # inside: undecidable
+        ("2026-12-31T00:00:00+01:00", "2026-12-30", DATE_PROFILE, "warn"),  # 23:00Z inside
+        ("2026-12-30T23:59:59Z", "2026-12-31", DATE_PROFILE, "refuse"),
+        ("2026-12-31", "2026-10-01T00:00:00Z", INSTANT_PROFILE, "ok"),
+        ("2026-12-31", "2026-12-30T23:59:59Z", INSTANT_PROFILE, "warn"),
+        ("2026-12-31", "2026-12-31T08:00:00Z", INSTANT_PROFILE, "warn"),  # undecidable
+        ("2026-12-31", "2027-01-01T00:00:00Z", INSTANT_PROFILE, "refuse"),
+        # Neither a date nor an instant: the server cannot decide, which is never a refusal.
+        ("soon", "2026-10-01", DATE_PROFILE, "warn"),
     ],
 )
 def test_the_freshness_gate(
@@ -232,6 +245,90 @@ def test_the_freshness_gate(
     fm = {} if stale_after is None else {"stale_after": stale_after}
     ref = Reference(profile, as_of, parse_value(as_of, profile) if as_of else None)
     assert freshness(fm, ref)["gate"] == gate
+
+
+@pytest.mark.parametrize(("stale_after", "as_of", "profile", "days_left"), [
+    ("2026-12-31T00:00:00Z", "2026-12-03", DATE_PROFILE, 28),
+    ("2026-12-31T00:00:00Z", "2026-12-31", DATE_PROFILE, 0),
+    ("2026-12-30T23:59:59Z", "2026-12-31", DATE_PROFILE, -1),
+    ("2026-12-31", "2026-12-03T12:00:00Z", INSTANT_PROFILE, 27),
+    ("2026-12-31T12:00:00Z", "2026-12-31", DATE_PROFILE, None),  # undecidable: not judged
+])
+def test_days_left_across_a_date_and_an_instant(
+    stale_after: str, as_of: str, profile: str, days_left: int | None
+) -> None:
+    ref = Reference(profile, as_of, parse_value(as_of, profile))
+    assert freshness({"stale_after": stale_after}, ref)["days_left"] == days_left
+
+
+def test_an_undecidable_freshness_says_so_and_how_to_decide() -> None:
+    ref = Reference(DATE_PROFILE, "2026-12-31", parse_value("2026-12-31", DATE_PROFILE))
+    gate = freshness({"stale_after": "2026-12-31T12:00:00Z"}, ref)
+    assert "cannot be decided" in gate["detail"]
+    assert "instant-0b87c52" in gate["detail"]
+
+
+SAMPLE_AC = """---
+type: Attested Computation
+title: Revenue for a fiscal year
+runtime: bigquery
+parameters:
+  - { name: year, type: integer, required: true }
+executor:
+  resource: /run.md
+  receipt: [job_id, executed_sql, result]
+attester:
+  resource: /check.py
+stale_after: STALE_AFTER
+---
+
+# Computation
+
+```sql
+SELECT SUM(net_amount) AS revenue_usd
+FROM `shop.sales.orders`
+WHERE EXTRACT(YEAR FROM order_ts) = @year
+```
+"""
+
+
+@pytest.mark.parametrize(("stale_after", "as_of", "gate"), [
+    ("2026-12-31T00:00:00Z", "2026-12-03", "warn"),  # the official sample's case: 28 days
+    ("2027-06-30T00:00:00Z", "2026-12-03", "ok"),
+    ("2026-12-03T15:00:00Z", "2026-12-03", "warn"),  # undecidable on the as_of day
+    ("not a date", "2026-12-03", "warn"),
+])
+def test_an_honest_receipt_is_not_failed_by_a_freshness_of_another_kind(
+    tmp_path: Path, stale_after: str, as_of: str, gate: str
+) -> None:
+    """Issue 25 item 7: an instant stale_after and a date as_of (the default profile) compare;
+    what cannot be decided is a warn, and the correct receipt attests."""
+    write(tmp_path, {"c/rev.md": SAMPLE_AC.replace("STALE_AFTER", stale_after),
+                     "run.md": "---\ntype: Skill\n---\n", "check.py": "pass\n"})
+    executed = SAMPLE_AC.split("```sql\n", 1)[1].split("```", 1)[0]
+    is_error, result = call(tmp_path, "check_receipt", concept_id="c/rev",
+                            parameters={"year": 2026},
+                            receipt={"job_id": "j1", "executed_sql": executed,
+                                     "result": [[1250000.25]]},
+                            displayed_value=1250000.25, as_of=as_of)
+    assert not is_error, result
+    assert result["freshness"]["gate"] == gate
+    assert result["verdict"] == "attested", result["reasons"]
+    freshness_check = result["checks"][-1]
+    assert freshness_check["check"] == "freshness" and freshness_check["ok"] is True
+    if gate == "warn":
+        assert result["reasons"] == [f"freshness: {result['freshness']['detail']}"]
+
+
+def test_a_stale_computation_still_fails_across_kinds(tmp_path: Path) -> None:
+    write(tmp_path, {"c/rev.md": SAMPLE_AC.replace("STALE_AFTER", "2026-12-02T23:00:00-05:00"),
+                     "run.md": "---\ntype: Skill\n---\n", "check.py": "pass\n"})
+    executed = SAMPLE_AC.split("```sql\n", 1)[1].split("```", 1)[0]
+    _, result = call(tmp_path, "check_receipt", concept_id="c/rev", parameters={"year": 2026},
+                     receipt={"job_id": "j1", "executed_sql": executed, "result": [[1]]},
+                     displayed_value=1, as_of="2026-12-04")
+    assert result["freshness"]["gate"] == "refuse"
+    assert result["verdict"] == "failed"
 
 
 # -------------------------------------------------------------------- SQL canonicalisation

@@ -132,10 +132,12 @@ def test_broken_links_orphans_and_odd_values_are_reported(tmp_path: Path) -> Non
     assert (alpha["status"], beta["status"], beta["status_raw"]) == ("draft", "invalid", "bogus")
     assert alpha["trust"] == "machine-confirmed"
     assert alpha["stale"]["state"] == "stale"
-    # An instant-valued stale_after is judged at the start of the as_of day, in UTC.
+    # An instant-valued stale_after compares with the whole as_of day (UTC); days from its start.
     assert beta["stale"]["state"] == "fresh" and beta["stale"]["days_left"] == 31
     assert staleness({}, AS_OF)["state"] == "none"
     assert staleness({"stale_after": "soon"}, AS_OF)["state"] == "invalid"
+    # Inside the as_of day the server cannot decide: due, never fresh (nor stale).
+    assert staleness({"stale_after": "2026-12-01T15:00:00Z"}, AS_OF)["state"] == "due"
     assert [f["path"] for f in data["folders"]] == ["notes"]
     assert data["folders"][0]["own"] == 2 and data["folders"][0]["index"] is True
 

@@ -64,7 +64,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--target-version", choices=("auto", "0.1", "0.2"), default="auto",
         help="the OKF version to check against; auto reads the root index.md okf_version, and "
-        "a bundle without one is read as 0.1 (default: %(default)s)",
+        "a bundle without one is read as 0.1, where a rule only 0.1 has is a warning, not an "
+        "error (default: %(default)s)",
     )
     parser.add_argument(
         "--temporal-profile", choices=PROFILES, default=DATE_PROFILE,

@@ -28,7 +28,7 @@ from markdown_it.token import Token
 from ..model import Document, Snapshot
 from .field_paths import BUNDLE, URL, FieldPath, resolve_field_path
 from .markdown import markdown_parser
-from .temporal import DATE_PROFILE, Reference, parse_value
+from .temporal import Reference, days_until, parse_either, reached
 
 ATTESTED_COMPUTATION = "Attested Computation"
 # The runtimes whose computation is SQL that bundle-mcp can canonicalise and compare (§10.3).
@@ -402,8 +402,13 @@ def attachment_paths(snapshot: Snapshot) -> frozenset[str]:
 def freshness(fm: Mapping[str, Any], ref: Reference) -> dict[str, Any]:
     """The gate a consumer applies before displaying a value: ``refuse`` when stale (``as_of
     >= stale_after``), ``warn`` within :data:`NEAR_STALE_DAYS` of it, ``ok`` otherwise or
-    without ``stale_after``; ``unknown`` when it cannot be judged (no ``as_of``, or a
-    ``stale_after`` that is not a value of the request's temporal profile)."""
+    without ``stale_after``; ``unknown`` without ``as_of``.
+
+    A date and an instant compare, whatever the request's profile (``temporal.reached``: a
+    date is its whole UTC day). What the server cannot decide (the instant falls inside the
+    date's day, or ``stale_after`` is neither a date nor an instant) is ``warn``, never
+    ``refuse``: it is the bundle's value that is too coarse or broken, not the run.
+    """
     raw = fm.get("stale_after")
     out: dict[str, Any] = {"gate": GATE_OK, "stale_after": None, "as_of": ref.as_of,
                            "days_left": None, "detail": ""}
@@ -411,25 +416,32 @@ def freshness(fm: Mapping[str, Any], ref: Reference) -> dict[str, Any]:
         out["detail"] = "no stale_after: the computation does not go stale"
         return out
     text = raw if isinstance(raw, str) else None
-    limit = parse_value(text, ref.profile) if text is not None else None
+    limit = parse_either(text)
     out["stale_after"] = text
-    if limit is None:
-        other = "instant-0b87c52" if ref.profile == DATE_PROFILE else DATE_PROFILE
-        out["gate"] = GATE_UNKNOWN
-        out["detail"] = (
-            f"stale_after {text if text is not None else 'is not a string'} is not a value of "
-            f"{ref.profile}; pass temporal_profile {other} with an as_of of that kind"
-            if text is not None and parse_value(text, other) is not None
-            else "stale_after is not a date or an instant: freshness cannot be judged"
-        )
-        return out
     if ref.moment is None:
         out["gate"] = GATE_UNKNOWN
         out["detail"] = "pass as_of to judge freshness (the wall clock is never read)"
         return out
-    days = _days_between(ref.moment, limit)
+    if limit is None:
+        out["gate"] = GATE_WARN
+        shown = f"stale_after {text}" if text is not None else "stale_after (not a string)"
+        out["detail"] = (f"{shown} is not a date or an instant: freshness cannot be decided; "
+                         "check the computation is current before relying on the value")
+        return out
+    stale = reached(ref.moment, limit)
+    if stale is None:
+        out["gate"] = GATE_WARN
+        out["detail"] = (
+            f"as_of {ref.as_of} and stale_after {text} fall on the same day (UTC): freshness "
+            "cannot be decided at a date's precision; "
+            + ("pass temporal_profile instant-0b87c52 with an as_of instant to decide"
+               if isinstance(ref.moment, dt.date)
+               else "write stale_after as an instant to decide")
+        )
+        return out
+    days = days_until(ref.moment, limit)
     out["days_left"] = days
-    if ref.moment >= limit:  # type: ignore[operator]
+    if stale:
         out["gate"] = GATE_REFUSE
         out["detail"] = f"stale since {text}: refuse to display the value until re-verified"
     elif days <= NEAR_STALE_DAYS:
@@ -438,11 +450,3 @@ def freshness(fm: Mapping[str, Any], ref: Reference) -> dict[str, Any]:
     else:
         out["detail"] = f"fresh until {text}"
     return out
-
-
-def _days_between(moment: dt.date | int, limit: dt.date | int) -> int:
-    """Whole days from ``moment`` to ``limit`` (negative once past), rounded down."""
-    if isinstance(moment, dt.date) and isinstance(limit, dt.date):
-        return (limit - moment).days
-    assert isinstance(moment, int) and isinstance(limit, int)
-    return (limit - moment) // (86_400 * 1_000_000_000)

@@ -68,6 +68,53 @@ def parse_value(value: object, profile: str) -> dt.date | int | None:
     return parse_date(value) if profile == DATE_PROFILE else parse_instant(value)
 
 
+def parse_either(value: object) -> dt.date | int | None:
+    """A calendar date or an RFC 3339 instant, whichever the value is; ``None`` for neither."""
+    date = parse_date(value)
+    return date if date is not None else parse_instant(value)
+
+
+DAY_NS = 86_400 * 1_000_000_000
+
+
+def day_span(day: dt.date) -> tuple[int, int]:
+    """A date as the instants it covers: ``[start, end)`` of its UTC day, epoch nanoseconds."""
+    start = (dt.datetime(day.year, day.month, day.day, tzinfo=dt.UTC) - _EPOCH) \
+        // dt.timedelta(seconds=1) * 1_000_000_000
+    return start, start + DAY_NS
+
+
+def reached(moment: dt.date | int, limit: dt.date | int) -> bool | None:
+    """Whether ``moment >= limit``, for two dates, two instants, or one of each.
+
+    Two values of one kind compare exactly. A date against an instant is read conservatively:
+    a date is its whole UTC day, so the answer is ``True`` or ``False`` only when it holds for
+    every instant of that day, and ``None`` (cannot be decided at a date's precision) when the
+    instant falls inside the day.
+    """
+    if isinstance(moment, dt.date) and isinstance(limit, dt.date):
+        return moment >= limit
+    if isinstance(moment, int) and isinstance(limit, int):
+        return moment >= limit
+    if isinstance(moment, dt.date):
+        assert isinstance(limit, int)
+        start, end = day_span(moment)
+        return True if start >= limit else False if end <= limit else None
+    assert isinstance(moment, int) and isinstance(limit, dt.date)
+    start, end = day_span(limit)
+    return True if moment >= end else False if moment < start else None
+
+
+def days_until(moment: dt.date | int, limit: dt.date | int) -> int:
+    """Whole days from ``moment`` to ``limit`` (negative once past), rounded down; a date
+    counts from the start of its UTC day."""
+    if isinstance(moment, dt.date) and isinstance(limit, dt.date):
+        return (limit - moment).days
+    start = day_span(moment)[0] if isinstance(moment, dt.date) else moment
+    end = day_span(limit)[0] if isinstance(limit, dt.date) else limit
+    return (end - start) // DAY_NS
+
+
 @dataclass(frozen=True, slots=True)
 class Reference:
     """The request's ``temporal_profile`` and ``as_of`` (raw for the echo, parsed to compare)."""

@@ -2,7 +2,8 @@
 
 An undeclared bundle is read as 0.1 (``default`` resolution, ``legacy`` compatibility), the
 reference's rule, so its v0.1 fallbacks (``timestamp``, ``# Citations``) apply. A declared version
-newer than 0.2 is read as 0.2 best-effort.
+newer than 0.2 is read as 0.2 best-effort. The validator holds a rule that only 0.1 has more
+loosely for a ``default`` 0.1 than for a declared one (``validation.findings.VersionRules``).
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from ..model import Document, Snapshot
 from ..okf.temporal import Reference
 from ..okf.versions import resolve_version, version_declaration
 from . import bundle, computations, concepts, fields, links, reserved
+from .findings import VersionRules
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
@@ -49,7 +50,7 @@ class ValidateOptions:
 
 def validate(snapshot: Snapshot, options: ValidateOptions, token: CancelToken) -> dict[str, Any]:
     version = resolve_version(snapshot, options.target_version)
-    findings = list(findings_for(snapshot, options, version["effective"] or "0.1", token))
+    findings = list(findings_for(snapshot, options, VersionRules.of(version), token))
     findings.sort(key=Diagnostic.sort_key)
     errors = sum(1 for d in findings if d.severity == ERROR)
     return {
@@ -95,7 +96,7 @@ def type_coverage(snapshot: Snapshot, report: dict[str, Any]) -> TypeCoverage:
 
 
 def findings_for(
-    snapshot: Snapshot, options: ValidateOptions, effective_version: str, token: CancelToken
+    snapshot: Snapshot, options: ValidateOptions, rules: VersionRules, token: CancelToken
 ) -> Iterator[Diagnostic]:
     """Every finding. Rules that read one document are memoised on that document (it is reused
     across snapshots while its bytes stay the same); rules over the whole bundle are memoised on
@@ -106,8 +107,8 @@ def findings_for(
         yield from of_document(
             doc,
             DOCUMENT_FINDINGS,
-            _tupled(_document_findings, doc, options.strict, effective_version),
-            (options.strict, effective_version),
+            _tupled(_document_findings, doc, options.strict, rules),
+            (options.strict, rules),
         )
         if doc.concept_id is not None:
             yield from concepts.staleness(doc, options.reference)
@@ -140,15 +141,15 @@ def orphan_findings(snapshot: Snapshot) -> tuple[Diagnostic, ...]:
     return of_snapshot(snapshot, ORPHAN_FINDINGS, lambda: tuple(links.orphan_findings(snapshot)))
 
 
-def _document_findings(doc: Document, strict: bool, effective_version: str
+def _document_findings(doc: Document, strict: bool, rules: VersionRules
                        ) -> Iterator[Diagnostic]:
     if doc.concept_id is None:
-        yield from reserved.reserved_conformance(doc, effective_version)
+        yield from reserved.reserved_conformance(doc, rules)
         return
     yield from concepts.conformance(doc)
     yield from concepts.guidance(doc)
     if strict:
-        yield from concepts.strict(doc, effective_version)
+        yield from concepts.strict(doc, rules)
 
 
 def _field_findings(snapshot: Snapshot, doc: Document, check_links: bool

@@ -123,9 +123,10 @@ FINDING_CODES: dict[str, FindingCode] = {
         "Copy the concept's 'description' into the entry, or update the concept."),
     "log_frontmatter": _c(
         ERROR, "log.md has frontmatter under OKF v0.1.",
-        "Under OKF v0.1 (the effective version of a bundle that declares none) log.md is a "
-        "dated list of changes with no frontmatter. OKF v0.2 allows frontmatter in a log file, "
-        "so the rule applies only when the effective version is 0.1.",
+        "Under OKF v0.1 log.md is a dated list of changes with no frontmatter; OKF v0.2 allows "
+        "frontmatter in a log file. It is an ERROR when the bundle declares 0.1 (or the run "
+        "targets 0.1), a WARN when the bundle declares no version (read as 0.1, but it may be "
+        "a v0.2 bundle that never said so), and nothing under 0.2.",
         "Remove the frontmatter block from log.md, or declare the bundle OKF v0.2 with "
         "'okf_version: \"0.2\"' in the root index.md frontmatter."),
     "log_heading_level": _c(
@@ -203,7 +204,9 @@ FINDING_CODES: dict[str, FindingCode] = {
     "missing_recommended_field": _c(
         WARN, "A recommended frontmatter field is missing.",
         "With --strict, concepts should carry 'title', 'description' and 'tags' (and "
-        "'timestamp' under OKF 0.1): they are what search and catalogues show.",
+        "'timestamp' under OKF 0.1, which v0.2 supersedes with 'generated.at'; in a bundle "
+        "that declares no version the finding says how to declare 0.2): they are what search "
+        "and catalogues show.",
         "Add the named field to the frontmatter."),
     "invalid_tags": _c(
         WARN, "'tags' is not a list of strings.",

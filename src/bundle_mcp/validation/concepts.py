@@ -12,7 +12,7 @@ from ..okf.citations import citations_section, file_lines
 from ..okf.markdown import markdown_parser
 from ..okf.properties import scalar_text, status_state
 from ..okf.temporal import Reference, parse_instant
-from .findings import error, info, key_line, warn
+from .findings import VersionRules, error, info, key_line, warn
 
 SPEC_CONCEPT = "OKF v0.2 §11 (conformance): every concept has frontmatter with a non-empty type"
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s]*")
@@ -85,18 +85,24 @@ def staleness(doc: Document, ref: Reference) -> Iterator[Diagnostic]:
                    key_line(doc, "stale_after"), field="stale_after")
 
 
-def strict(doc: Document, effective_version: str) -> Iterator[Diagnostic]:
-    """Recommended metadata and v0.1 body conventions, checked only with --strict."""
+def strict(doc: Document, rules: VersionRules) -> Iterator[Diagnostic]:
+    """Recommended metadata and v0.1 body conventions, checked only with --strict.
+
+    ``timestamp`` is recommended by OKF v0.1 only (v0.2 supersedes it with ``generated.at``,
+    §13.1), so it is a rule v0.2 dropped.
+    """
     if doc.parse_error is not None or doc.frontmatter is None:
         return
     fm = doc.fm
-    recommended = ["description", "tags", "title"]
-    if effective_version == "0.1":
-        recommended.append("timestamp")
-    for key in sorted(recommended):
-        if key not in fm:
-            yield warn(doc.path, "missing_recommended_field",
+    for key in ("description", "tags", "timestamp", "title"):
+        if key in fm:
+            continue
+        finding = warn(doc.path, "missing_recommended_field",
                        f"missing recommended frontmatter field '{key}'", 1, field=key)
+        if key == "timestamp":
+            yield from rules.dropped_in_v02(finding)
+        else:
+            yield finding
     if "tags" in fm:
         value = fm["tags"]
         if not isinstance(value, tuple) or not all(isinstance(t, str) for t in value):

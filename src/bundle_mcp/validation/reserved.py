@@ -13,7 +13,7 @@ from ..errors import Diagnostic
 from ..model import INDEX, Document, Snapshot
 from ..okf.markdown import markdown_parser, resolve_link
 from ..okf.temporal import parse_date
-from .findings import error, warn
+from .findings import VersionRules, error, warn
 
 SPEC_INDEX = "OKF v0.2: index.md lists a folder's concepts under headings"
 SPEC_LOG = "OKF v0.2: log.md groups list entries under ## YYYY-MM-DD headings, newest first"
@@ -22,13 +22,13 @@ SPEC_LOG_FRONTMATTER = ("OKF v0.1: log.md has no frontmatter (OKF v0.2 §9 allow
 _DATE_LIKE = re.compile(r"\d{4}-\d{2}-\d{2}")
 
 
-def reserved_conformance(doc: Document, effective_version: str
-                         ) -> Iterator[Diagnostic]:
+def reserved_conformance(doc: Document, rules: VersionRules) -> Iterator[Diagnostic]:
     """§8 and §9 structure of ``index.md`` and ``log.md`` under the bundle's effective version.
 
     Only the log's frontmatter rule depends on the version: OKF v0.1 (the reference's rule)
     forbids it; v0.2 does not (§9 says nothing of frontmatter, and §8 and §12 forbid it in index
-    files only), so under 0.2 a log may carry one.
+    files only), so under 0.2 a log may carry one, and in a bundle that declares no version it is
+    a WARN (:meth:`VersionRules.dropped_in_v02`).
     """
     if doc.parse_error is not None:
         e = doc.parse_error
@@ -42,11 +42,11 @@ def reserved_conformance(doc: Document, effective_version: str
         if doc.path == "index.md" or doc.body.strip():
             yield from _index_structure(doc)
     else:
-        if doc.frontmatter is not None and effective_version == "0.1":
-            yield error(doc.path, "log_frontmatter",
-                        "log.md should not contain frontmatter under OKF v0.1; OKF v0.2 allows "
-                        "it: declare okf_version: \"0.2\" in the root index.md frontmatter",
-                        1, spec_ref=SPEC_LOG_FRONTMATTER)
+        if doc.frontmatter is not None:
+            yield from rules.dropped_in_v02(error(
+                doc.path, "log_frontmatter",
+                "log.md should not contain frontmatter under OKF v0.1; OKF v0.2 allows it", 1,
+                spec_ref=SPEC_LOG_FRONTMATTER))
         yield from _log_structure(doc)
 
 

@@ -35,7 +35,7 @@ from ..okf.field_paths import BUNDLE, SCOPE, URL, FieldPath, path_fields, resolv
 from ..okf.graph import FIELD_EDGE_NAMES, LINKS_TO, field_edges
 from ..okf.names import concept_name
 from ..okf.properties import scalar_text, status_state, tags, text_field, trust, verifications
-from ..okf.temporal import DATE_PROFILE, INSTANT_PROFILE, Reference, parse_instant, parse_value
+from ..okf.temporal import DATE_PROFILE, Reference, parse_either
 from ..okf.versions import resolve_version
 from ..validation import orphan_findings
 from ..validation.links import link_findings
@@ -186,17 +186,20 @@ def _concept(snapshot: Snapshot, doc: Document, as_of: dt.date) -> dict[str, Any
 def staleness(fm: Mapping[str, Any], as_of: dt.date) -> dict[str, Any]:
     """The freshness gate of ``okf/computations.py`` at ``as_of``, for any concept.
 
-    A ``stale_after`` written as an instant (the instant profile) is judged at the start of
-    ``as_of`` in UTC, so a bundle of either profile gets an answer.
+    The gate compares a date ``as_of`` with a ``stale_after`` of either kind (an instant against
+    the whole UTC day), so a bundle of either profile gets an answer; an instant inside the
+    as_of day is ``warn`` there, shown as due. A ``stale_after`` that is neither is shown as
+    invalid, not as due.
     """
     reference = Reference(DATE_PROFILE, as_of.isoformat(), as_of)
     raw = fm.get("stale_after")
-    if isinstance(raw, str) and parse_value(raw, DATE_PROFILE) is None \
-            and parse_value(raw, INSTANT_PROFILE) is not None:
-        moment = f"{as_of.isoformat()}T00:00:00Z"
-        reference = Reference(INSTANT_PROFILE, moment, parse_instant(moment))
     gate = freshness(fm, reference)
-    state = NO_DATE if raw is None else _GATE_STATE[gate["gate"]]
+    if raw is None:
+        state = NO_DATE
+    elif parse_either(raw) is None:
+        state = UNREADABLE
+    else:
+        state = _GATE_STATE[gate["gate"]]
     return {"state": state, "stale_after": gate["stale_after"] if raw is not None else None,
             "raw": None if raw is None else scalar_text(thaw(raw)),
             "days_left": gate["days_left"], "detail": gate["detail"]}
