@@ -53,6 +53,7 @@ SLOW_MODULES = frozenset({
     "test_deploy",  # the deploy manifests' servers
     "test_dockerfile",  # the Dockerfile's RUN lines in a fresh venv
     "test_health_probes",  # /healthz and /readyz of served children
+    "test_http_keep_alive",  # idle keep-alive connections to served children
     "test_http_token",  # bearer tokens against a served child
     "test_http_workers",  # --workers processes
     "test_packaging",  # wheel and sdist builds, installed into fresh venvs
