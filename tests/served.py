@@ -1,4 +1,5 @@
-"""Tests' helpers for a ``bundle-mcp serve`` child: where it listens, what it serves, stopping it.
+"""Tests' helpers for a ``bundle-mcp serve`` child: starting it, where it listens, what it serves,
+stopping it.
 
 ``serve`` prints ``… streamable HTTP on http://HOST:PORT/mcp`` on stderr once it is listening, so
 tests that start it on port 0 read the address from the log instead of guessing a free port.
@@ -6,12 +7,30 @@ tests that start it on port 0 read the address from the log instead of guessing 
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.semantic import SemanticIndex
+
+# Settings of the developer's shell that would change what a served child does.
+_SHELL_SETTINGS = ("BUNDLE_MCP_TOKEN", "BUNDLE_MCP_ALLOWED_HOSTS")
+
+
+def start_serve(log: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
+    """``bundle-mcp serve ARGS`` as a child of this interpreter, its stderr into ``log``, its
+    environment this one's without a token or allowed hosts, plus ``env``."""
+    environment = {k: v for k, v in os.environ.items() if k not in _SHELL_SETTINGS}
+    environment.update(env)
+    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen(
+            [sys.executable, "-m", "bundle_mcp.cli", "serve", *args],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
+            env=environment,
+        )
 
 
 def tools_served_here() -> tuple[str, ...]:

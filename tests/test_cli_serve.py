@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 try:
-    from tests.served import printed_url
+    from tests.served import printed_url, start_serve
 except ImportError:  # pytest run without the repository root on sys.path
-    from served import printed_url  # type: ignore[no-redef,import-not-found]
+    from served import printed_url, start_serve  # type: ignore[no-redef,import-not-found]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
@@ -35,11 +35,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _start(args: list[str], log: Path, **env: str) -> subprocess.Popen[bytes]:
-    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(
-            [*SERVE, *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-            stderr=stderr, env=_env(**env),
-        )
+    return start_serve(log, EXAMPLE, *args, **env)
 
 
 def _wait_for_url(process: subprocess.Popen[bytes], log: Path) -> str:

@@ -4,7 +4,6 @@ Host names a Service or a proxy brings (``--allowed-host``)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import urllib.error
@@ -17,9 +16,9 @@ import pytest
 import yaml
 
 try:
-    from tests.served import printed_url
+    from tests.served import printed_url, start_serve
 except ImportError:  # pytest run without the repository root on sys.path
-    from served import printed_url  # type: ignore[no-redef,import-not-found]
+    from served import printed_url, start_serve  # type: ignore[no-redef,import-not-found]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
@@ -92,20 +91,6 @@ def test_the_manifest_matches_the_dockerfile() -> None:
 # ------------------------------------------------------------------------- two replicas
 
 
-def _start(log: Path, *args: str, **env: str) -> subprocess.Popen[bytes]:
-    environment = {
-        k: v for k, v in os.environ.items()
-        if k not in ("BUNDLE_MCP_TOKEN", "BUNDLE_MCP_ALLOWED_HOSTS")
-    }
-    environment.update(env)
-    with log.open("wb") as stderr:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen(
-            [sys.executable, "-m", "bundle_mcp.cli", "serve", *args],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr,
-            env=environment,
-        )
-
-
 def _url(process: subprocess.Popen[bytes], log: Path) -> str:
     return printed_url(process, log, WAIT_SECONDS)
 
@@ -116,7 +101,7 @@ def replicas(tmp_path: Path) -> Iterator[list[str]]:
     try:
         for n in range(2):
             log = tmp_path / f"replica{n}.log"
-            process = _start(log, EXAMPLE, "--http", "127.0.0.1:0", BUNDLE_MCP_TOKEN=TOKEN)
+            process = start_serve(log, EXAMPLE, "--http", "127.0.0.1:0", BUNDLE_MCP_TOKEN=TOKEN)
             processes.append((process, log))
         yield [_url(process, log) for process, log in processes]
     finally:
@@ -191,7 +176,7 @@ def test_any_replica_answers_any_request(replicas: list[str]) -> None:
 
 def test_allowed_hosts_let_a_service_name_through(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
-    process = _start(
+    process = start_serve(
         log, EXAMPLE, "--http", "127.0.0.1:0", "--allowed-host", "bundle-mcp:*",
         "--allowed-host", "docs.example.internal:443", BUNDLE_MCP_TOKEN=TOKEN,
     )
@@ -215,7 +200,7 @@ def test_allowed_hosts_let_a_service_name_through(tmp_path: Path) -> None:
 
 def test_allowed_hosts_come_from_the_environment_too(tmp_path: Path) -> None:
     log = tmp_path / "serve.log"
-    process = _start(
+    process = start_serve(
         log, EXAMPLE, "--http", "127.0.0.1:0", BUNDLE_MCP_TOKEN=TOKEN,
         BUNDLE_MCP_ALLOWED_HOSTS="bundle-mcp:*, bundle-mcp.default.svc:*",
     )

@@ -25,9 +25,9 @@ from pathlib import Path
 import pytest
 
 try:
-    from tests.served import printed_url, stop
+    from tests.served import printed_url, start_serve, stop
 except ImportError:  # pytest run without the repository root on sys.path
-    from served import printed_url, stop  # type: ignore[no-redef,import-not-found]
+    from served import printed_url, start_serve, stop  # type: ignore[no-redef,import-not-found]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
@@ -37,14 +37,8 @@ SHORT_KEEP_ALIVE = "1"
 
 
 def _start(log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "BUNDLE_MCP_TOKEN"}
-    env["BUNDLE_MCP_CACHE_DIR"] = str(log.parent / "cache")
-    with log.open("wb") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "-m", "bundle_mcp.cli", "serve", EXAMPLE, "--http", "127.0.0.1:0",
-             *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
-        )
+    return start_serve(log, EXAMPLE, "--http", "127.0.0.1:0", *extra,
+                       BUNDLE_MCP_CACHE_DIR=str(log.parent / "cache"))
 
 
 @pytest.fixture

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 try:
-    from tests.served import printed_url
+    from tests.served import printed_url, start_serve
 except ImportError:  # pytest run without the repository root on sys.path
-    from served import printed_url  # type: ignore[no-redef,import-not-found]
+    from served import printed_url, start_serve  # type: ignore[no-redef,import-not-found]
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="reads /proc to see which process answered"
@@ -33,14 +33,8 @@ CONNECTIONS = 24  # all on one worker by chance: 2 × 2**-24
 
 
 def _start(log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "BUNDLE_MCP_TOKEN"}
-    env["BUNDLE_MCP_CACHE_DIR"] = str(log.parent / "cache")
-    with log.open("wb") as stderr:
-        return subprocess.Popen(
-            [sys.executable, "-m", "bundle_mcp.cli", "serve", EXAMPLE, "--http", "127.0.0.1:0",
-             "--workers", "2", *extra],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=stderr, env=env,
-        )
+    return start_serve(log, EXAMPLE, "--http", "127.0.0.1:0", "--workers", "2", *extra,
+                       BUNDLE_MCP_CACHE_DIR=str(log.parent / "cache"))
 
 
 @pytest.fixture

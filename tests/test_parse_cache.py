@@ -58,6 +58,16 @@ def test_an_entry_for_other_bytes_is_ignored(cache: ParseCache, tmp_path: Path) 
     assert new.concepts["a"].fm["title"] == "New"
 
 
+def _saved(cache: ParseCache, bundle: str) -> tuple[dict, Path]:
+    """The bundle's facts as parsed, and the database a save of them wrote."""
+    reference, _ = load_bundle(bundle)
+    expected = _facts(reference)  # touches doc.markdown, so the facts are saved too
+    cache.save(bundle, reference.documents)
+    database = cache.database(bundle)
+    assert database is not None
+    return expected, database
+
+
 def _rows(database: Path, table: str) -> list[tuple[str, str, str]]:
     with sqlite3.connect(database) as db:
         return db.execute(f"SELECT * FROM {table} ORDER BY path").fetchall()
@@ -101,11 +111,7 @@ def _damage_rows(database: Path, table: str, column: str, damage) -> None:
 )
 def test_a_damaged_row_is_never_trusted(cache: ParseCache, table, column, damage) -> None:
     bundle = str(EXAMPLE)
-    reference, _ = load_bundle(bundle)
-    expected = _facts(reference)
-    cache.save(bundle, reference.documents)
-    database = cache.database(bundle)
-    assert database is not None
+    expected, database = _saved(cache, bundle)
     _damage_rows(database, table, column, damage)
     reloaded, _ = load_bundle(bundle, cached=cache.load(bundle))
     assert _facts(reloaded) == expected
@@ -124,17 +130,13 @@ def test_a_damaged_row_is_never_trusted(cache: ParseCache, table, column, damage
 )
 def test_a_corrupt_or_foreign_database_is_ignored_then_replaced(cache: ParseCache, damage) -> None:
     bundle = str(EXAMPLE)
-    reference, _ = load_bundle(bundle)
-    expected = _facts(reference)
-    cache.save(bundle, reference.documents)
-    database = cache.database(bundle)
-    assert database is not None
+    expected, database = _saved(cache, bundle)
     _checkpoint(database)  # every row in the main file, so damaging it damages them
     damage(database)
     reloaded, _ = load_bundle(bundle, cached=cache.load(bundle))
     assert _facts(reloaded) == expected
     cache.save(bundle, reloaded.documents)  # the next save starts the database again
-    assert set(cache.load(bundle)) == set(reference.documents)
+    assert set(cache.load(bundle)) == set(reloaded.documents)
 
 
 def _checkpoint(database: Path) -> None:
