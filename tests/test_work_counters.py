@@ -140,3 +140,24 @@ def test_after_a_restart_on_a_filled_cache_no_call_parses(
     outcome = dispatcher.call(tool, arguments)
     assert not outcome.is_error, outcome.structured
     assert _parsed_by_the_parser(restarted.get(bundle, CancelToken())) == set()
+
+
+def test_after_a_restart_read_concept_thaws_only_what_it_reads(tmp_path: Path) -> None:
+    """Frontmatter read back from the cache is frozen on first use; a one-concept read freezes
+    its own, the root index's (the version) and its computation's, never every document's
+    (the snapshot's attachment check looked at every type through the frozen mapping)."""
+    root = tmp_path / "bundle"
+    root.mkdir()
+    _write_bundle(root)
+    bundle = str(root)
+    first = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"), watch=False)
+    ParseCache(tmp_path / "cache").save(bundle, first.get(bundle, CancelToken()).documents)
+
+    restarted = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"), watch=False)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=restarted)
+    outcome = dispatcher.call("read_concept", {"concept_id": "f0/c10"})
+    assert not outcome.is_error, outcome.structured
+    snapshot = restarted.get(bundle, CancelToken())
+    frozen = {path for path, doc in snapshot.documents.items() if "frontmatter" in doc.memo.keys()}
+    assert frozen <= {"f0/c10.md", "index.md", "calc/total.md"}
+    assert "f0/c10.md" in frozen

@@ -311,6 +311,16 @@ class Document:
             return self.memo.get("frontmatter", lambda: cast(Mapping[str, Any], freeze(value.data)))
         return value
 
+    def fm_value(self, key: str) -> Any:
+        """``fm.get(key)``, without freezing the whole frontmatter when it came from the parse
+        cache: a look at one key of every document (its ``type``, say) would otherwise freeze
+        every document's mapping, about 1 s at the file cap. The value equals ``fm.get(key)``."""
+        value = self.frontmatter_value
+        if isinstance(value, Unfrozen):
+            item = value.data.get(key)
+            return freeze(item) if type(item) in _CONTAINERS else item
+        return self.fm.get(key)
+
     @property
     def is_concept(self) -> bool:
         return self.kind == CONCEPT

@@ -99,7 +99,7 @@ class ComputationText:
 
 
 def is_attested_computation(doc: Document) -> bool:
-    return doc.fm.get("type") == ATTESTED_COMPUTATION
+    return bool(doc.fm_value("type") == ATTESTED_COMPUTATION)
 
 
 def contract_of(snapshot: Snapshot, doc: Document) -> Contract:
