@@ -4,6 +4,7 @@ memory, in both protocol eras ("auto" negotiates 2026-07-28, "legacy" 2025-11-25
 from __future__ import annotations
 
 import os
+import threading
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -515,3 +516,29 @@ async def test_a_call_with_a_progress_token_reports_start_loading_and_end(
     assert all(total == 100 for _, total, _ in seen)
     assert any("loading the bundle" in (m or "") for _, _, m in seen), seen
     assert warm == [0, 100]
+
+
+# --------------------------------------------------------------------------------------------
+# The change poll
+
+
+async def test_the_change_poll_builds_resource_entries_off_the_event_loop(
+    shop: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """At the file cap a snapshot's resource entries take seconds to build; the poll built
+    them on the event loop, so every answer of the connection waited that long."""
+    threads: list[bool] = []
+    original = resources.entries_of
+
+    def recording(label: str, snapshot: Any) -> Any:
+        threads.append(threading.current_thread() is threading.main_thread())
+        return original(label, snapshot)
+
+    monkeypatch.setattr(resources, "entries_of", recording)
+    server = build_server(Dispatcher(ServeConfig(bundles=(shop,))), poll_seconds=0.05)
+    async with Client(server, mode="legacy", cache=None) as c:
+        await c.call_tool("list_concepts", {})  # the first capture, which the poll then reads
+        with anyio.fail_after(30):
+            while not threads:
+                await anyio.sleep(0.05)
+    assert threads and not any(threads), "the poll built resource entries on the event loop"

@@ -260,13 +260,14 @@ def _entries(label: str, snapshot: Snapshot) -> tuple[ResourceEntry, ...]:
         if doc.kind == CONCEPT:
             if doc.concept_id is None or doc.concept_id not in snapshot.concepts:
                 continue
-            fm = doc.fm
+            # fm_value: two keys of every concept, without freezing every frontmatter.
+            title = doc.fm_value("title")
             out.append(
                 ResourceEntry(
                     uri=concept_uri(label, doc.concept_id),
                     name=doc.concept_id,
-                    title=fm["title"] if isinstance(fm.get("title"), str) else None,
-                    description=_description(fm.get("description")),
+                    title=title if isinstance(title, str) else None,
+                    description=_description(doc.fm_value("description")),
                     size=doc.record.size,
                     path=path,
                     sha256=doc.record.sha256,

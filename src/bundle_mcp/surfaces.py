@@ -527,8 +527,11 @@ class Surfaces:
                     if state.polled.get(served.path) is snapshot:
                         continue  # the cache kept its capture: nothing changed
                     state.polled[served.path] = snapshot
-                    current = resources.resource_state(
-                        resources.entries_of(served.label, snapshot)
+                    # In a worker: at the file cap the entries take seconds to build, and on
+                    # the event loop they held every call's answer back that long.
+                    current = await _in_worker(
+                        functools.partial(_resource_state, served.label, snapshot), None,
+                        raw=True,
                     )
             previous = state.baselines.get(served.path)
             state.baselines[served.path] = current
@@ -700,6 +703,10 @@ def _threshold(ctx: Context, state: ConnectionState | None) -> str | None:
     if state is None or not state.streams:
         return None  # stateless HTTP answers with JSON: there is no stream to carry them
     return state.log_level
+
+
+def _resource_state(label: str, snapshot: Snapshot, token: CancelToken) -> Mapping[str, str]:
+    return resources.resource_state(resources.entries_of(label, snapshot))
 
 
 async def _in_worker(
