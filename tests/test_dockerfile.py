@@ -301,7 +301,7 @@ def test_the_run_lines_install_a_bundle_mcp_that_serves(built: Emulation) -> Non
         assert status == 200 and not reply["result"]["isError"], reply
         assert reply["result"]["structuredContent"]["concepts"]
         deadline = time.monotonic() + WAIT_SECONDS  # the parse cache lands in the volume
-        while not list(cache.glob("parse/*.json")):
+        while not list(cache.glob("parse/*.sqlite3")):
             assert time.monotonic() < deadline, f"nothing cached in {cache}: {log.read_text()}"
             time.sleep(0.2)
     finally:
