@@ -18,7 +18,7 @@ from bundle_mcp.loader.frontmatter import FrontmatterError, load_yaml, split_fro
 from bundle_mcp.okf.ids import concept_id_problem
 from bundle_mcp.okf.markdown import SlugCounter, github_slug, resolve_link
 from bundle_mcp.okf.relations import (
-    ReferenceError,
+    BadReference,
     escape_id,
     format_reference,
     parse_reference,
@@ -79,7 +79,7 @@ def test_reference_round_trip(concept_id: str, fragment: str | None) -> None:
 def test_parse_reference_is_total_and_format_inverts_it(ref: str) -> None:
     try:
         parsed = parse_reference(ref)
-    except ReferenceError:
+    except BadReference:
         return
     assert format_reference(parsed.concept_id, parsed.fragment) == ref
     assert concept_id_problem(parsed.concept_id) is None

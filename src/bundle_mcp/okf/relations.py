@@ -26,7 +26,7 @@ _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class ReferenceError(ValueError):
+class BadReference(ValueError):
     """A relation target that breaks the reference grammar."""
 
 
@@ -46,15 +46,15 @@ def format_reference(concept_id: str, fragment: str | None) -> str:
 
 
 def parse_reference(ref: str) -> Reference:
-    """Parse an escaped reference; raise :class:`ReferenceError` when it breaks the grammar."""
+    """Parse an escaped reference; raise :class:`BadReference` when it breaks the grammar."""
     if not ref:
-        raise ReferenceError("reference is empty")
+        raise BadReference("reference is empty")
     if ref != ref.strip():
-        raise ReferenceError("reference has surrounding whitespace")
+        raise BadReference("reference has surrounding whitespace")
     if ref.startswith(("/", "./", "../")):
-        raise ReferenceError("reference must be a concept ID, not a path")
+        raise BadReference("reference must be a concept ID, not a path")
     if _URI_SCHEME.match(ref):
-        raise ReferenceError("reference must not be a URI")
+        raise BadReference("reference must not be a URI")
     if "\\" not in ref:
         # No escapes (nearly every reference): the first '#' starts the fragment.
         concept_id, hash_sign, rest = ref.partition("#")
@@ -69,7 +69,7 @@ def parse_reference(ref: str) -> Reference:
                 id_chars.append("#")
                 i += 2
                 continue
-            raise ReferenceError("'\\' may only escape '#' in the concept part")
+            raise BadReference("'\\' may only escape '#' in the concept part")
         if ch == "#":
             fragment = ref[i + 1 :]
             break
@@ -81,16 +81,16 @@ def parse_reference(ref: str) -> Reference:
 def _checked(concept_id: str, fragment: str | None) -> Reference:
     problem = concept_id_problem(concept_id, allow_reserved_names=False)
     if problem:
-        raise ReferenceError(f"concept part is not a canonical ID: {problem}")
+        raise BadReference(f"concept part is not a canonical ID: {problem}")
     if fragment is not None:
         if not fragment:
-            raise ReferenceError("fragment after '#' is empty")
+            raise BadReference("fragment after '#' is empty")
         if fragment != fragment.strip():
-            raise ReferenceError("fragment has surrounding whitespace")
+            raise BadReference("fragment has surrounding whitespace")
         if "#" in fragment:
-            raise ReferenceError("fragment contains '#'")
+            raise BadReference("fragment contains '#'")
         if _CONTROL.search(fragment):
-            raise ReferenceError("fragment contains a control character")
+            raise BadReference("fragment contains a control character")
     return Reference(concept_id, fragment)
 
 
@@ -186,7 +186,7 @@ def _read_block(
                 continue
             try:
                 ref = parse_reference(target)
-            except ReferenceError as exc:
+            except BadReference as exc:
                 problems.append(_problem(path, f"{where}[{i}].target",
                                          f"invalid relation target {target!r}: {exc}"))
                 continue
