@@ -20,7 +20,7 @@ from typing import Any
 from bundle_mcp.loader.document import parse_document
 from bundle_mcp.model import Document
 from bundle_mcp.okf import markdown as reference
-from bundle_mcp.okf.markdown import parse_markdown
+from bundle_mcp.okf.markdown_facts import parse_markdown
 
 
 def documents(root: Path) -> list[Document]:

@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 
 from bundle_mcp.loader.document import parse_document
 from bundle_mcp.model import Document
-from bundle_mcp.okf.markdown import parse_markdown, parse_markdown_reference
+from bundle_mcp.okf.markdown import parse_markdown_reference
+from bundle_mcp.okf.markdown_facts import parse_markdown
 
 markdown_fast = pytest.importorskip("bundle_mcp.okf.markdown_fast")
 

@@ -13,7 +13,7 @@ from ..errors import ERROR, Diagnostic
 from ..model import CONCEPT, RESERVED_NAMES, Document, FileRecord, FormatRules, Relation, freeze
 from ..okf.folding import fold
 from ..okf.ids import concept_id_for_path, concept_id_problem
-from ..okf.markdown import parse_markdown
+from ..okf.markdown_facts import parse_markdown
 from ..okf.relations import extract_relations
 from .frontmatter import FrontmatterError, load_yaml, split_frontmatter
 from .text import LineView, count_lines

@@ -12,7 +12,6 @@ import functools
 import posixpath
 import re
 import unicodedata
-from collections.abc import Callable
 from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
@@ -33,35 +32,6 @@ def markdown_parser() -> MarkdownIt:
     md.validateLink = lambda url: True  # type: ignore[method-assign]
     md.normalizeLink = lambda url: url  # type: ignore[method-assign]
     return md
-
-
-def parse_markdown(doc: Document) -> MarkdownFacts:
-    """Parse ``doc.body``; every line number is a 1-based physical line of the whole file.
-
-    The compiled path (``markdown_fast``, markdown-it-pyrs) answers when it is installed and can
-    rebuild this document's facts; otherwise, and for every document it hands back, the
-    reference below does. Both give the same facts (tests/test_markdown_agreement.py).
-    """
-    if doc.parse_error is not None or not doc.body:
-        return _NO_FACTS
-    fast = _fast_path()
-    if fast is not None:
-        facts = fast(doc)
-        if facts is not None:
-            return facts
-    return parse_markdown_reference(doc)
-
-
-@functools.lru_cache(maxsize=1)
-def _fast_path() -> Callable[[Document], MarkdownFacts | None] | None:
-    # Imported on first use: markdown_fast imports this module's rules (resolve_link,
-    # build_sections), and markdown-it-pyrs is optional at run time (a platform without a
-    # wheel still parses, with the reference).
-    try:
-        from .markdown_fast import parse_markdown_fast
-    except ImportError:
-        return None
-    return parse_markdown_fast
 
 
 def parse_markdown_reference(doc: Document) -> MarkdownFacts:
