@@ -1,20 +1,21 @@
 """The import rules of docs/ARCHITECTURE.md, checked by reading the source.
 
 Every module of ``src/bundle_mcp`` belongs to one layer; a layer may import only the layers listed
-for it in :data:`ALLOWED`, the layers form no cycle, no module-level import cycle exists between
-modules, and a tool module never imports another tool module. Imports under
+for it in :data:`ALLOWED`, the layers form no cycle, no import cycle exists between modules, a
+tool module never imports another tool module, storage needs nothing outside the package but the
+standard library, and the value objects import only the error types. Imports under
 ``if TYPE_CHECKING:`` are annotations, not dependencies, and are not counted; an import inside a
-function is a dependency like any other.
+function is a dependency like any other, so a lazy import that would bend a layer or close a
+cycle is caught before anything runs it.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import sys
 from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from bundle_mcp.tools import TOOL_MODULES
 
@@ -105,16 +106,15 @@ def _is_type_checking(node: ast.If) -> bool:
     )
 
 
-def _walk(node: ast.AST, top: bool) -> Iterator[tuple[ast.Import | ast.ImportFrom, bool]]:
+def _walk(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement, at any depth (inside functions too), but not TYPE_CHECKING's."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.If) and _is_type_checking(child):
-            yield from _walk(ast.Module(body=child.orelse, type_ignores=[]), top)
-            continue
-        if isinstance(child, (ast.Import, ast.ImportFrom)):
-            yield child, top
-            continue
-        inner = top and not isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
-        yield from _walk(child, inner)
+            yield from _walk(ast.Module(body=child.orelse, type_ignores=[]))
+        elif isinstance(child, (ast.Import, ast.ImportFrom)):
+            yield child
+        else:
+            yield from _walk(child)
 
 
 @functools.cache
@@ -122,46 +122,81 @@ def known_modules() -> frozenset[str]:
     return frozenset(module_name(p) for p in SRC.rglob("*.py"))
 
 
-def imports_of(path: Path) -> Iterator[tuple[str, bool]]:
-    """(imported bundle_mcp module, at module level?) for each import of the file."""
-    module = module_name(path)
-    package = module if path.name == "__init__.py" else module.rsplit(".", 1)[0]
+def imports_in(source: str, module: str, is_package: bool) -> Iterator[str]:
+    """Every module the source of ``module`` imports, absolute, ours or not."""
+    package = module if is_package else module.rsplit(".", 1)[0]
     known = known_modules()
-    for node, top in _walk(ast.parse(path.read_text(encoding="utf-8")), True):
+    for node in _walk(ast.parse(source)):
         if isinstance(node, ast.Import):
-            targets = [alias.name for alias in node.names]
+            yield from (alias.name for alias in node.names)
+            continue
+        if node.level:
+            base = package.split(".")[: len(package.split(".")) - node.level + 1]
+            stem = ".".join(base + ([node.module] if node.module else []))
         else:
-            if node.level:
-                base = package.split(".")[: len(package.split(".")) - node.level + 1]
-                stem = ".".join(base + ([node.module] if node.module else []))
-            else:
-                stem = node.module or ""
-            # `from . import x` imports the submodule x when there is one.
-            targets = [
-                f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in known else stem
-                for alias in node.names
-            ]
-        for target in targets:
-            if target == PACKAGE or target.startswith(PACKAGE + "."):
-                yield target, top
+            stem = node.module or ""
+        # `from . import x` imports the submodule x when there is one.
+        for alias in node.names:
+            yield f"{stem}.{alias.name}" if f"{stem}.{alias.name}" in known else stem
 
 
-def graph(top_only: bool) -> dict[str, set[str]]:
+def _ours(module: str) -> bool:
+    return module == PACKAGE or module.startswith(PACKAGE + ".")
+
+
+def all_imports_of(path: Path) -> set[str]:
+    source = path.read_text(encoding="utf-8")
+    return set(imports_in(source, module_name(path), path.name == "__init__.py"))
+
+
+def imports_of(path: Path) -> set[str]:
+    """The bundle_mcp modules the file imports."""
+    return {m for m in all_imports_of(path) if _ours(m)}
+
+
+def graph() -> dict[str, set[str]]:
     edges: dict[str, set[str]] = {}
     for path in sorted((SRC / PACKAGE).rglob("*.py")):
         source = module_name(path)
-        edges[source] = {t for t, top in imports_of(path) if top or not top_only} - {source}
+        edges[source] = imports_of(path) - {source}
     return edges
 
 
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle (its modules, the first repeated at the end), or ``None``."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    stack: list[str] = []
+
+    def visit(module: str) -> list[str] | None:
+        state[module] = 1
+        stack.append(module)
+        for target in sorted(edges.get(module, ())):
+            if state.get(target) == 1:
+                return stack[stack.index(target):] + [target]
+            if state.get(target) is None:
+                cycle = visit(target)
+                if cycle is not None:
+                    return cycle
+        stack.pop()
+        state[module] = 2
+        return None
+
+    for module in sorted(edges):
+        if module not in state:
+            cycle = visit(module)
+            if cycle is not None:
+                return cycle
+    return None
+
+
 def test_every_module_has_a_layer() -> None:
-    for module in graph(top_only=False):
+    for module in graph():
         assert layer_of(module) in ALLOWED, module
 
 
 def test_each_layer_imports_only_the_layers_below_it() -> None:
     broken = []
-    for source, targets in graph(top_only=False).items():
+    for source, targets in graph().items():
         for target in targets:
             src_layer, dst_layer = layer_of(source), layer_of(target)
             if dst_layer != src_layer and dst_layer not in ALLOWED[src_layer]:
@@ -170,63 +205,62 @@ def test_each_layer_imports_only_the_layers_below_it() -> None:
 
 
 def test_the_layer_rules_themselves_have_no_cycle() -> None:
-    seen: dict[str, int] = {}
-
-    def visit(layer: str) -> None:
-        if seen.get(layer) == 1:
-            pytest.fail(f"the layer rules have a cycle through {layer}")
-        if seen.get(layer) == 2:
-            return
-        seen[layer] = 1
-        for below in ALLOWED[layer]:
-            visit(below)
-        seen[layer] = 2
-
-    for layer in ALLOWED:
-        visit(layer)
+    layers = {layer: set(below) for layer, below in ALLOWED.items()}
+    cycle = find_cycle(layers)
+    assert cycle is None, "the layer rules have a cycle: " + " → ".join(cycle or ())
 
 
-def test_no_module_level_import_cycle() -> None:
-    edges = graph(top_only=True)
-    state: dict[str, int] = {}
-    stack: list[str] = []
-
-    def visit(module: str) -> None:
-        state[module] = 1
-        stack.append(module)
-        for target in sorted(edges.get(module, ())):
-            if state.get(target) == 1:
-                cycle = stack[stack.index(target):] + [target]
-                pytest.fail("import cycle: " + " → ".join(cycle))
-            if state.get(target) is None:
-                visit(target)
-        stack.pop()
-        state[module] = 2
-
-    for module in sorted(edges):
-        if module not in state:
-            visit(module)
+def test_no_import_cycle_between_modules() -> None:
+    cycle = find_cycle(graph())
+    assert cycle is None, "import cycle: " + " → ".join(cycle or ())
 
 
 def test_a_tool_never_imports_another_tool() -> None:
     tool_modules = {f"{PACKAGE}.tools.{name}" for name in TOOL_MODULES}
     broken = []
-    for source, targets in graph(top_only=False).items():
+    for source, targets in graph().items():
         if source in tool_modules:
             broken += [f"{source} imports {t}" for t in targets & tool_modules]
     assert broken == []
 
 
-def test_the_model_imports_nothing_but_the_foundation() -> None:
-    targets = graph(top_only=False)[f"{PACKAGE}.model"]
-    assert {layer_of(t) for t in targets} <= {"foundation"}, sorted(targets)
+def test_storage_needs_only_the_standard_library_outside_the_package() -> None:
+    allowed = set(sys.stdlib_module_names) | {"__future__"}
+    broken = []
+    for path in sorted((SRC / PACKAGE / "storage").rglob("*.py")):
+        foreign = {m.split(".")[0] for m in all_imports_of(path) if not _ours(m)}
+        broken += [f"{module_name(path)} imports {m}" for m in sorted(foreign - allowed)]
+    assert broken == []
 
 
-def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
+def test_the_value_objects_import_only_the_error_types() -> None:
+    """model.py holds no parser: the loader injects how a document's facts are computed."""
+    assert graph()[f"{PACKAGE}.model"] <= {f"{PACKAGE}.errors"}
+
+
+def test_the_checker_sees_a_forbidden_import() -> None:
     """The rules can fail: a tool importing the loader is reported."""
     sample = SRC / PACKAGE / "tools" / "read_concept.py"
-    found = {t for t, _ in imports_of(sample)}
+    found = imports_of(sample)
     assert f"{PACKAGE}.okf.properties" in found or f"{PACKAGE}.model" in found
     assert "loader" not in ALLOWED["tools"] and "storage" not in ALLOWED["okf"]
+    # Storage below loading and writing, the loader below the write path.
+    assert ALLOWED["storage"] == {"foundation"} and "writes" not in ALLOWED["loader"]
     assert layer_of(f"{PACKAGE}.loader.capture") == "loader"
     assert layer_of(f"{PACKAGE}.tools.read_concept") == "tools"
+
+
+def test_the_checker_sees_a_cycle_closed_inside_a_function() -> None:
+    """A lazy import is an edge: two modules importing each other, one of them from inside a
+    function, are a cycle; an import under TYPE_CHECKING is not an edge."""
+    lazy = "def parse():\n    from .fast import parse_fast\n    return parse_fast\n"
+    eager = "from .reference import rules\n"
+    annotation = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .fast import T\n"
+    reference, fast = f"{PACKAGE}.okf.reference", f"{PACKAGE}.okf.fast"
+    assert set(imports_in(lazy, reference, False)) == {fast}
+    assert set(imports_in(annotation, reference, False)) == {"typing"}
+    cycle = find_cycle({reference: set(imports_in(lazy, reference, False)),
+                        fast: set(imports_in(eager, fast, False))})
+    assert cycle is not None and set(cycle) == {reference, fast}
+    assert find_cycle({reference: set(imports_in(annotation, reference, False)) - {"typing"},
+                       fast: set(imports_in(eager, fast, False))}) is None

@@ -29,7 +29,17 @@ from bundle_mcp.errors import (
 )
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.capture import MAX_FILE_BYTES
+from bundle_mcp.model import canonical_json
 from bundle_mcp.storage.handles import pin_root
+from bundle_mcp.storage.journal import (
+    STAGING,
+    Entry,
+    Journal,
+    backup_name,
+    read_journal,
+    staged_name,
+    write_journal,
+)
 from bundle_mcp.storage.recovery import recover
 from bundle_mcp.writes import PlannedWrite, apply_writes
 
@@ -504,3 +514,20 @@ def test_a_crash_at_any_step_recovers_to_exactly_the_base_or_the_result(
         assert "new" not in folders(bundle)
         retry = apply_writes(bundle, base, planned(), DIGEST, None)
         assert not retry.replayed and retry.result_revision == result_revision
+
+
+def test_the_journal_on_disk_is_canonical_json(tmp_path: Path) -> None:
+    """Storage spells out its own encoding; a pending journal must stay readable bytes for bytes
+    as the write path wrote it before storage got its own module (sorted keys, no whitespace,
+    one newline)."""
+    entry = Entry("dir/é.md", "a" * 64, "b" * 64, staged_name("dir/é.md", DIGEST),
+                  backup_name("dir/é.md", DIGEST))
+    journal = Journal(STAGING, DIGEST, DIGEST, DIGEST, (entry,), ("dir",))
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        write_journal(fd, journal)
+        assert read_journal(fd) == journal
+    finally:
+        os.close(fd)
+    on_disk = (tmp_path / "journal.json").read_bytes()
+    assert on_disk == canonical_json(journal.to_json()).encode("utf-8") + b"\n"
