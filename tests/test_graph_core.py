@@ -1,13 +1,11 @@
 """The one graph core (okf/graph.py, okf/sections.py): where it lives, what it keeps, its rules.
 
 The walking tools' behaviour is pinned by their goldens and by tests/test_traversal.py and
-tests/test_subgraph.py; this module checks the core itself and the layering around it.
+tests/test_subgraph.py; this module checks the core itself. Its layering (the core imports no
+tool, write or transport module; a tool never imports another) is tests/test_architecture.py's.
 """
 
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.derived import GRAPH, of_snapshot
@@ -20,50 +18,12 @@ from bundle_mcp.okf.graph import (
     walk,
 )
 from bundle_mcp.okf.sections import locator, parse_locator
-from bundle_mcp.tools import TOOL_MODULES, expand_neighbors, query_subgraph
+from bundle_mcp.tools import expand_neighbors, query_subgraph
 from toolcall import run_tool, snapshot_of
-
-SRC = Path(__file__).resolve().parent.parent / "src" / "bundle_mcp"
-# The tools the graph core serves (locator: search_sections); they share it, not each other.
-GRAPH_TOOLS = ("expand_neighbors", "fetch_slice", "query_subgraph", "search_sections",
-               "search_semantic", "visualize_graph")
-OUTSIDE_THE_CORE = ("tools", "writes", "dispatch", "server", "surfaces", "stdio", "cli")
 
 
 def note(body: str = "", extra: str = "") -> str:
     return f"---\ntype: Note\n{extra}---\n{body}"
-
-
-def _imports(path: Path) -> list[str]:
-    """The modules a file imports, relative imports resolved against ``bundle_mcp``."""
-    package = path.relative_to(SRC.parent).with_suffix("").parts[:-1]
-    out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.ImportFrom):
-            base = list(package[: len(package) - node.level + 1]) if node.level else []
-            module = ".".join([*base, *(node.module.split(".") if node.module else [])])
-            out.append(module)
-            out.extend(f"{module}.{alias.name}" for alias in node.names)
-        elif isinstance(node, ast.Import):
-            out.extend(alias.name for alias in node.names)
-    return out
-
-
-def test_the_core_imports_no_tool_write_or_transport_module() -> None:
-    for path in sorted((SRC / "okf").glob("*.py")):
-        for module in _imports(path):
-            parts = module.split(".")
-            assert not (parts[0] == "bundle_mcp" and len(parts) > 1
-                        and parts[1] in OUTSIDE_THE_CORE), (path.name, module)
-
-
-def test_no_graph_tool_imports_another_tool() -> None:
-    tools = set(TOOL_MODULES)
-    for name in GRAPH_TOOLS:
-        for module in _imports(SRC / "tools" / f"{name}.py"):
-            parts = module.split(".")
-            if parts[:2] == ["bundle_mcp", "tools"] and len(parts) > 2:
-                assert parts[2] not in tools, (name, module)
 
 
 def test_one_graph_per_snapshot_under_one_key() -> None:
