@@ -316,3 +316,57 @@ def test_the_warm_up_reserves_a_semantic_entry_per_served_view(
     finally:
         readiness.stop()
         semantic.close()
+
+
+def test_a_callers_call_holds_the_warm_up_back(
+    fake_tools: FakeTools, simple_bundle: str
+) -> None:
+    """While a caller's call runs, the dispatcher is not quiet; the warm-up's own calls
+    (``logged=False``) never count, or the warm-up would wait for itself."""
+    dispatcher = fake_tools.dispatcher(bundles=(simple_bundle,))
+    assert dispatcher.wait_until_quiet(0)
+    token = CancelToken()
+    worker = threading.Thread(target=lambda: dispatcher.call("slow", {"seconds": 30}, token))
+    worker.start()
+    assert fake_tools.started.wait(10)
+    assert not dispatcher.wait_until_quiet(0.05)
+    token.cancel()
+    worker.join(10)
+    assert dispatcher.wait_until_quiet(0)
+    # A warm-up call is not a caller's: the dispatcher stays quiet while one runs.
+    fake_tools.started.clear()
+    background = CancelToken()
+    warm = threading.Thread(target=lambda: dispatcher.call(
+        "slow", {"seconds": 30}, background, logged=False))
+    warm.start()
+    assert fake_tools.started.wait(10)
+    assert dispatcher.wait_until_quiet(0)
+    background.cancel()
+    warm.join(10)
+
+
+def test_each_warm_up_step_first_waits_for_the_callers(tmp_bundle: Callable[..., str]) -> None:
+    bundle = tmp_bundle({"a.md": "---\ntype: Note\n---\n# A\n", "b.md": "---\ntype: Note\n---\n"})
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    events: list[str] = []
+    real_call, real_wait = dispatcher.call, dispatcher.wait_until_quiet
+
+    def call(name: str, *args: Any, **kwargs: Any) -> Any:
+        events.append(f"call {name}")
+        return real_call(name, *args, **kwargs)
+
+    def wait(seconds: float) -> bool:
+        events.append("wait")
+        return real_wait(seconds)
+
+    dispatcher.call = call  # type: ignore[method-assign]
+    dispatcher.wait_until_quiet = wait  # type: ignore[method-assign]
+    readiness = Readiness(dispatcher)
+    readiness.start()
+    try:
+        assert readiness.wait_idle(WAIT_SECONDS)
+    finally:
+        readiness.stop()
+    calls = [i for i, e in enumerate(events) if e.startswith("call ")]
+    assert calls, events
+    assert all(events[i - 1] == "wait" for i in calls), events

@@ -177,6 +177,10 @@ class Dispatcher:
         self._capture_lock = threading.Lock()
         # (what, bundle path) → the revision whose broken files or stuck write were logged
         self._reported: dict[tuple[str, str], str] = {}
+        # Callers' calls running now (the warm-up's are not counted): the warm-up waits for
+        # none to be running before each of its steps (wait_until_quiet).
+        self._running = 0
+        self._quiet = threading.Condition()
 
     def use_reader(self, reader: Reader) -> None:
         """Make ``reader`` the reader of every later call that names none (stdio)."""
@@ -254,7 +258,8 @@ class Dispatcher:
     ) -> Outcome:
         """Run one tool call to completion for ``reader`` (the configured one when ``None``);
         never raises except :class:`UnknownTool`. ``logged=False``: a call no reader made (the
-        warm-up's), which leaves no "called by reader" line."""
+        warm-up's), which leaves no "called by reader" line and does not hold the warm-up back
+        (:meth:`wait_until_quiet`)."""
         tool = self._tools.get(name)
         if tool is None:
             raise UnknownTool(name)
@@ -263,6 +268,9 @@ class Dispatcher:
         if logged and reader is not ALL_READER:
             # Name only: a token never reaches a log line.
             calls_log.info("%s called by reader %s", name, reader.name)
+        if logged:
+            with self._quiet:
+                self._running += 1
         try:
             return self._run(tool, {} if arguments is None else arguments, token, reader)
         except BundleError as exc:
@@ -270,6 +278,23 @@ class Dispatcher:
         except Exception:
             log.exception("tool %s failed with an unexpected exception", name)
             return self._failure(internal_error())
+        finally:
+            if logged:
+                with self._quiet:
+                    self._running -= 1
+                    if not self._running:
+                        self._quiet.notify_all()
+
+    def wait_until_quiet(self, seconds: float) -> bool:
+        """Wait until no caller's call is running, at most ``seconds``; True when none is.
+
+        The warm-up asks before each step, so a call that arrives while it warms has the
+        interpreter to itself between steps (threads share one interpreter lock, and a step can
+        take seconds at the file cap). Bounded, so calls that never pause still let the
+        warm-up through.
+        """
+        with self._quiet:
+            return self._quiet.wait_for(lambda: not self._running, timeout=seconds)
 
     # -- the pipeline
 

@@ -12,7 +12,9 @@ answers 200 only then.
 Calls are served meanwhile. A call that needs a structure the warm-up is building waits for that
 build (:class:`~bundle_mcp.model.Memo`), not for the whole warm-up, and its cancellation still
 ends the wait; a call that needs nothing new (``read_concept``) waits for nothing but its turn
-at the interpreter lock.
+at the interpreter lock. Callers come first: before each step the warm-up waits until no
+caller's call is running (at most :data:`YIELD_SECONDS`), so a call that arrives mid-warm-up
+shares the interpreter with at most the step already under way.
 
 After that, the thread follows the bundles: every time a call captures a new snapshot of a
 served bundle (a file was edited, created or deleted), the warm-up runs again for it. The
@@ -48,11 +50,15 @@ from .model import Snapshot
 from .okf.scopes import NOTHING, Access, FolderScope
 from .readers import ALL_READER, Reader
 
-__all__ = ["RETRY_SECONDS", "WARM_CALLS", "WARM_CONCEPT_CALLS", "Readiness"]
+__all__ = ["RETRY_SECONDS", "WARM_CALLS", "WARM_CONCEPT_CALLS", "YIELD_SECONDS", "Readiness"]
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 10.0
+# How long a warm-up step waits for the callers' calls running now to finish: long enough for
+# a first read after a start to run alone, short enough that calls that never pause still
+# let the warm-up (and /readyz) through.
+YIELD_SECONDS = 1.0
 
 # Read tools and arguments whose first run builds the memoised data of a whole snapshot. A tool
 # left out by --tools is skipped; a warm call that fails (a cap, say) does not stop readiness:
@@ -102,12 +108,14 @@ class Readiness:
         follow: bool = True,
         freeze_memory: bool = False,
         scopes: Callable[[], Iterable[FolderScope]] | None = None,
+        yield_seconds: float = YIELD_SECONDS,
     ) -> None:
         self._dispatcher = dispatcher
         self._bundles = tuple(dispatcher.config.bundles if bundles is None else bundles)
         # The read scopes served now (the readers file's); None: the configured reader's.
         self._scopes = scopes
         self._retry_seconds = retry_seconds
+        self._yield_seconds = yield_seconds
         self._follow = follow
         self._freeze_memory = freeze_memory
         self._ready = threading.Event()
@@ -246,6 +254,8 @@ class Readiness:
             for name, arguments in self._calls(view):
                 if self._stopped.is_set():
                     return False
+                # Callers first: a step waits for the calls running now (bounded).
+                self._dispatcher.wait_until_quiet(self._yield_seconds)
                 try:
                     outcome = self._dispatcher.call(
                         name, {"bundle_path": bundle, **arguments}, self._token, reader,
