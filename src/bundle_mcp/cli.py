@@ -22,6 +22,7 @@ from typing import Any
 from ._version import __version__
 from .dispatch import Dispatcher, ServeConfig, UnknownTool
 from .errors import BundleError
+from .limits import Caps
 from .okf.scopes import NOTHING, Access
 from .readers import (
     ALL_READER,
@@ -176,6 +177,7 @@ def _parser() -> argparse.ArgumentParser:
         help="leave out the tools that change the bundle (write_concept, apply_*) from the "
         "selected toolsets; previews stay, they write nothing",
     )
+    _cap_arguments(serve)
     serve.set_defaults(handler=_serve)
 
     _call_parser(
@@ -201,6 +203,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _cap_arguments(parser: argparse.ArgumentParser) -> None:
+    from .validate_cli import add_cap_arguments  # validate's own module: imported when used
+
+    add_cap_arguments(parser)
+
+
+def _caps(args: argparse.Namespace) -> Caps:
+    from .validate_cli import caps_of
+
+    try:
+        return caps_of(args)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _call_parser(call: argparse.ArgumentParser) -> argparse.ArgumentParser:
     call.add_argument("tool", metavar="TOOL")
     call.add_argument(
@@ -214,6 +231,7 @@ def _call_parser(call: argparse.ArgumentParser) -> argparse.ArgumentParser:
         help="answer from the parseable concepts when some files cannot be parsed",
     )
     call.add_argument("--text", action="store_true", help="print the text block instead")
+    _cap_arguments(call)
     call.set_defaults(handler=_call)
     return call
 
@@ -244,6 +262,7 @@ def _serve(args: argparse.Namespace) -> int:
         read_only=args.read_only,
         toolsets=_toolsets(args.tools),
         reader=reader,
+        caps=_caps(args),
     )
     if book is not None:
         problem = config.scopes_problem()
@@ -517,6 +536,7 @@ def _call(args: argparse.Namespace) -> int:
         # Without --bundle the caller names bundle_path itself, as with the reference server.
         allow_any_bundle=not bundles,
         skip_unparseable=args.skip_unparseable,
+        caps=_caps(args),
     )
     from .semantic import MINILM, SemanticIndex, VectorCache, default_cache_dir
 

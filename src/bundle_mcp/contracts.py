@@ -45,6 +45,7 @@ from .errors import (
     recovery_step,
     redact,
 )
+from .limits import DEFAULT_CAPS, Caps
 
 __all__ = [
     "ContractSet",
@@ -73,6 +74,43 @@ _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _MAX_NAME_IN_PATH = 64
 _MAX_DETAIL = 1000
+
+
+# The contract bounds that are the loader's file cap (limits.Caps.max_files): lists with at
+# most one item per Markdown file or concept of the bundle. They hold the default cap in the
+# files, and ContractSet puts the configured cap there, so what is advertised and enforced
+# follows --max-files. Every other 10000 of the contracts bounds something else and stays
+# (docs/DECISIONS.md, 2026-12-03, lists them): a concept's own lists (read_concept's
+# projections, MAX_PROJECTED_ITEMS), diagnostics, blockers, references and date mappings.
+# tests/test_caps.py checks that each pointer holds the default cap in its file.
+FILE_CAP_BOUNDS: tuple[tuple[str, str], ...] = (
+    ("list_concepts.output.schema.json", "/properties/concepts/maxItems"),
+    ("get_computation.output.schema.json", "/properties/used_by/maxItems"),
+    ("apply_concept_patch.output.schema.json", "/properties/changed_paths/maxItems"),
+    ("apply_v02_migration.output.schema.json", "/properties/changed_paths/maxItems"),
+    ("preview_concept_patch.output.schema.json", "/properties/affected_paths/maxItems"),
+    ("preview_v02_migration.output.schema.json", "/properties/affected_paths/maxItems"),
+    ("preview_v02_migration.input.schema.json", "/properties/generated_at/maxItems"),
+    ("apply_v02_migration.input.schema.json", "/properties/generated_at/maxItems"),
+    *(
+        (file, f"/$defs/plan_proof/properties/{field}/maxItems")
+        for file in ("preview_v02_migration.output.schema.json",
+                     "apply_v02_migration.input.schema.json")
+        for field in ("reads", "writes", "deletes", "renames", "changed_files")
+    ),
+)
+
+
+def _with_caps(documents: dict[str, Any], caps: Caps) -> None:
+    """Put ``caps.max_files`` at every :data:`FILE_CAP_BOUNDS` pointer of ``documents``."""
+    for file, pointer in FILE_CAP_BOUNDS:
+        *parents, key = pointer.lstrip("/").split("/")
+        node = documents[file]
+        for part in parents:
+            node = node[part]
+        if node[key] != DEFAULT_CAPS.max_files:
+            raise ValueError(f"{file}{pointer} is not the file cap {DEFAULT_CAPS.max_files}")
+        node[key] = caps.max_files
 
 
 def internal_error() -> BundleError:
@@ -179,7 +217,9 @@ class ContractSet:
     """Every contract file parsed once; validators compiled on first use and kept.
 
     Compiling is lazy because ``check_schema`` costs ~15 ms per file and a one-shot
-    ``bundle-mcp call`` needs two schemas, not sixteen.
+    ``bundle-mcp call`` needs two schemas, not sixteen. With ``caps`` other than the defaults,
+    the bounds that are the file cap (:data:`FILE_CAP_BOUNDS`) say ``caps.max_files``, in what
+    is advertised and in what is enforced alike.
     """
 
     def __init__(
@@ -188,14 +228,18 @@ class ContractSet:
         validator_factory: ValidatorFactory = JsonschemaValidator,
         *,
         fast: bool = True,
+        caps: Caps = DEFAULT_CAPS,
     ) -> None:
         directory = directory if directory is not None else contracts_dir()
-        self._documents: dict[str, Mapping[str, Any]] = {
+        documents: dict[str, Any] = {
             path.name: json.loads(path.read_text(encoding="utf-8"))
             for path in sorted(directory.glob("*.json"))
         }
-        if not self._documents:
+        if not documents:
             raise FileNotFoundError(f"no contract files in {directory}")
+        if caps != DEFAULT_CAPS:  # a directory of other contracts is taken as it is
+            _with_caps(documents, caps)
+        self._documents: dict[str, Mapping[str, Any]] = documents
         self._factory = validator_factory
         self._validators: dict[str, SchemaValidator] = {}
         self._fast: dict[str, FastValidator | None] = {}

@@ -30,6 +30,7 @@ from .errors import (
     recovery_step,
     resource_limit,
 )
+from .limits import DEFAULT_CAPS, Caps
 from .loader import PENDING_WRITE
 from .loader.views import reader_view
 from .model import Document, Memo, Snapshot, canonical_json
@@ -69,6 +70,9 @@ class ServeConfig:
     toolsets: frozenset[str] | None = None  # serve only these (toolspec.TOOLSETS); None: all
     # Who a call is made by when the transport names no reader: stdio's --reader, else all.
     reader: Reader = ALL_READER
+    # The loader's caps (--max-files, --max-bytes): what loads, what a write may reach, and the
+    # bounds of the contracts that are the file cap (contracts.py).
+    caps: Caps = DEFAULT_CAPS
 
     def scopes_problem(self) -> str | None:
         """Why readers' folder scopes cannot hold with these bundles, or ``None`` when they can.
@@ -141,7 +145,7 @@ class Dispatcher:
         semantic: SemanticIndex | None = None,
     ) -> None:
         self.config = config
-        self.contracts = contracts if contracts is not None else ContractSet()
+        self.contracts = contracts if contracts is not None else ContractSet(caps=config.caps)
         specs = tools if tools is not None else load_tools()
         unknown = sorted((config.toolsets or frozenset()) - set(TOOLSETS))
         if unknown:
@@ -163,7 +167,7 @@ class Dispatcher:
             for name, spec in sorted(selected.items())
             if name not in self._need_extra
         }
-        self._cache = cache if cache is not None else SnapshotCache()
+        self._cache = cache if cache is not None else SnapshotCache(caps=config.caps)
         # The reader of calls that name none; replaced (one reference, atomically) when stdio's
         # readers file is reloaded.
         self._reader = config.reader
@@ -314,7 +318,8 @@ class Dispatcher:
                 raise _parse_rejection(snapshot.broken)
             self._report_skipped(bundle_path, snapshot, token)
         params = {k: v for k, v in arguments.items() if k != "bundle_path"}
-        call = CallContext(snapshot, token, bundle_path, self._semantic, reader.access)
+        call = CallContext(snapshot, token, bundle_path, self._semantic, reader.access,
+                           self.config.caps)
         if spec.cache_results:
             answers = of_snapshot(snapshot, ANSWERS, lambda: Memo(MAX_KEPT_ANSWERS))
             outcome: Outcome = answers.get(

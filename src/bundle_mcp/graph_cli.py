@@ -23,7 +23,7 @@ from .export.graph import DEFAULT_MAX_NODES, GraphQuery, OverBudget, SelectionEr
 from .export.rdf import BUNDLE_BASE, base_iri_problem
 from .loader import PENDING_WRITE, load_bundle
 from .model import Snapshot
-from .validate_cli import report_unreadable
+from .validate_cli import add_cap_arguments, caps_of, report_unreadable
 
 EXIT_OK = 0
 EXIT_OVER_BUDGET = 1
@@ -94,6 +94,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "-o", "--output", metavar="FILE", help="write to FILE instead of standard output",
     )
+    add_cap_arguments(parser)
 
 
 def run(
@@ -104,10 +105,15 @@ def run(
     if problem is not None:
         print(f"{PROG}: {problem}", file=err)
         return EXIT_USAGE
+    try:
+        caps = caps_of(args)
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=err)
+        return EXIT_USAGE
     bundle_path = os.path.normpath(os.path.abspath(args.bundle))
     token = CancelToken()
     try:
-        snapshot, _ = load_bundle(bundle_path, token)
+        snapshot, _ = load_bundle(bundle_path, token, caps=caps)
     except (BundleError, OSError) as exc:
         return report_unreadable(PROG, exc, err)
     if not _parse_policy(snapshot, args.skip_unparseable, err):

@@ -8,6 +8,7 @@ object itself is returned, which keeps its memoised indexes (edges, folds) warm 
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -16,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .cancel import CancelToken
+from .limits import DEFAULT_CAPS, Caps
 from .loader import PENDING_WRITE, load_bundle, refresh_files
 from .loader.capture import StatKey
 from .loader.parse_cache import ParseCache, has_markdown
@@ -61,17 +63,22 @@ class SnapshotCache:
     """Thread-safe: one lock per bundle path, so different bundles never wait on each other.
 
     At most ``max_bundles`` bundles are kept (least recently used dropped first), which bounds
-    memory when the server accepts any bundle path.
+    memory when the server accepts any bundle path. Every load and every refresh holds to
+    ``caps`` (a ``loader`` handed in, for tests, loads as it likes).
     """
 
     def __init__(
         self,
-        loader: Loader = load_bundle,
+        loader: Loader | None = None,
         max_bundles: int = DEFAULT_MAX_BUNDLES,
         parse_cache: ParseCache | None = None,
         watch: bool = True,
+        *,
+        caps: Caps = DEFAULT_CAPS,
     ) -> None:
-        self._loader = loader
+        self._caps = caps
+        self._loader: Loader = (
+            loader if loader is not None else functools.partial(load_bundle, caps=caps))
         self._watch = watch
         self._max_bundles = max_bundles
         self._parse_cache = parse_cache if parse_cache is not None else ParseCache.default()
@@ -149,7 +156,8 @@ class SnapshotCache:
             return None
         if not changed:
             return cached
-        refreshed = refresh_files(bundle_path, cached.snapshot, cached.stats, changed, token)
+        refreshed = refresh_files(
+            bundle_path, cached.snapshot, cached.stats, changed, token, caps=self._caps)
         if refreshed is None:
             cached.watch.close()  # spent: the full walk arms a new one
             return None

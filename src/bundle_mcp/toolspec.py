@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .cancel import CancelToken
+from .limits import DEFAULT_CAPS, Caps
 from .model import Snapshot
 from .okf.scopes import FULL_ACCESS, Access
 
@@ -61,6 +62,8 @@ class CallContext:
     # passes this on so it publishes only inside the writable folders and compares the
     # reader's own revision.
     access: Access = FULL_ACCESS
+    # The loader's caps the server was given: a write publishes only within them.
+    caps: Caps = DEFAULT_CAPS
 
 
 Runner = Callable[[CallContext, dict[str, Any]], dict[str, Any]]

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic
-from ..limits import MAX_PATH_BYTES
+from ..limits import DEFAULT_CAPS, MAX_PATH_BYTES, Caps
 from ..model import Attachment, Document, FileRecord, Snapshot, revision_of
 from ..observe import Notice
 from ..okf.computations import attachment_paths
@@ -20,7 +20,6 @@ from ..storage.locks import ReadLock
 from ..storage.recovery import RecoveryFailed, pending, recover
 from ..storage.state_dir import JOURNAL_PATH
 from .capture import (
-    MAX_FILES,
     Capture,
     StatKey,
     capture,
@@ -53,8 +52,11 @@ def load_bundle(
     previous: Snapshot | None = None,
     previous_stats: Mapping[str, StatKey] | None = None,
     cached: Mapping[str, Any] | None = None,
+    *,
+    caps: Caps = DEFAULT_CAPS,
 ) -> tuple[Snapshot, dict[str, StatKey]]:
-    """Pin, capture and parse. Files whose stat is unchanged since ``previous`` are reused.
+    """Pin, capture and parse within ``caps``. Files whose stat is unchanged since
+    ``previous`` are reused.
 
     ``cached`` holds entries of the persistent parse cache by path; an entry is used only when
     it matches the file's current bytes. Returns the snapshot and the stat keys to pass back
@@ -77,16 +79,18 @@ def load_bundle(
                 # old or wholly new) and let validation report what is pending.
                 stuck = (_pending_write(exc),)
         with ReadLock(fd, token):
-            captured = capture(fd, token, previous_stats if previous is not None else None)
+            captured = capture(fd, token, previous_stats if previous is not None else None,
+                               max_files=caps.max_files, max_total_bytes=caps.max_bytes)
     finally:
         os.close(fd)
     if stuck:
         captured = dataclasses.replace(captured, skipped=(*captured.skipped, *stuck))
-    snapshot = _attach(bundle_path, build_snapshot(captured, token, previous, cached), token)
+    snapshot = _attach(
+        bundle_path, build_snapshot(captured, token, previous, cached), token, caps.max_bytes)
     return snapshot, {f.path: f.stat for f in captured.files}
 
 
-def _attach(bundle_path: str, snapshot: Snapshot, token: CancelToken) -> Snapshot:
+def _attach(bundle_path: str, snapshot: Snapshot, token: CancelToken, max_bytes: int) -> Snapshot:
     """Read the assets whose bytes the format needs (file-mode computations) into the snapshot.
 
     They are read like Markdown files: through a freshly pinned root, without following any
@@ -103,7 +107,7 @@ def _attach(bundle_path: str, snapshot: Snapshot, token: CancelToken) -> Snapsho
             attachments = read_attachments(fd, wanted, token)
     finally:
         os.close(fd)
-    return with_attachments(snapshot, attachments)
+    return with_attachments(snapshot, attachments, max_bytes=max_bytes)
 
 
 def read_attachments(
@@ -124,10 +128,19 @@ def read_attachments(
     return attachments
 
 
-def with_attachments(snapshot: Snapshot, attachments: Mapping[str, Attachment]) -> Snapshot:
+def with_attachments(
+    snapshot: Snapshot, attachments: Mapping[str, Attachment], *, max_bytes: int | None
+) -> Snapshot:
+    """``snapshot`` with ``attachments`` and the revision that counts them.
+
+    ``max_bytes``: the byte cap the Markdown files and attachments must hold to together, or
+    ``None`` where it is someone else's to check (a reader's view, a part of a snapshot that
+    held to it; a preview's prediction, which the apply checks with the configured caps).
+    """
     records = [a.record for a in attachments.values() if a.record is not None]
-    check_total(sum(d.record.size for d in snapshot.documents.values())
-                + sum(r.size for r in records))
+    if max_bytes is not None:
+        check_total(sum(d.record.size for d in snapshot.documents.values())
+                    + sum(r.size for r in records), max_bytes)
     return dataclasses.replace(
         snapshot,
         revision=revision_of([*snapshot.records, *records]),
@@ -141,6 +154,8 @@ def refresh_files(
     previous_stats: Mapping[str, StatKey],
     paths: frozenset[str],
     token: CancelToken,
+    *,
+    caps: Caps = DEFAULT_CAPS,
 ) -> tuple[Snapshot, dict[str, StatKey]] | None:
     """Look again at only the files a folder watch named: written, created or deleted.
 
@@ -203,9 +218,9 @@ def refresh_files(
                 stats[path] = key
     finally:
         os.close(fd)
-    if len(documents) > MAX_FILES:
+    if len(documents) > caps.max_files:
         return None  # the walk reports the cap
-    check_total(sum(d.record.size for d in documents.values()))
+    check_total(sum(d.record.size for d in documents.values()), caps.max_bytes)
     if added:
         # The walk's order: each folder's entries sorted by name, depth first.
         documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
@@ -217,7 +232,7 @@ def refresh_files(
         # An attachment written, or a different set of them named: read them all again.
         if attachment_paths(snapshot) != set(kept) or any(p in kept for p in wanted):
             return None
-        snapshot = with_attachments(snapshot, kept)
+        snapshot = with_attachments(snapshot, kept, max_bytes=caps.max_bytes)
     return snapshot, stats
 
 

@@ -23,12 +23,15 @@ from typing import NoReturn
 
 from ..cancel import CancelToken
 from ..errors import ERROR, WARN, Diagnostic, invalid_request, resource_limit
-from ..limits import MAX_PATH_BYTES
+from ..limits import DEFAULT_CAPS, MAX_PATH_BYTES
 from ..storage.handles import DIR_FLAGS, READ_FLAGS, bundle_path_diagnostic
 from .ignore import IgnoreRules
 
-MAX_FILES = 10_000
-MAX_TOTAL_BYTES = 64 * 1024 * 1024
+# The defaults of the two caps the operator may change (limits.Caps: --max-files, --max-bytes).
+MAX_FILES = DEFAULT_CAPS.max_files
+MAX_TOTAL_BYTES = DEFAULT_CAPS.max_bytes
+# Not configurable: one file is read whole into memory and parsed in one piece, and a write's
+# new version is held the same way, so this bounds one call's memory whatever the bundle's size.
 MAX_FILE_BYTES = 16 * 1024 * 1024
 MAX_DEPTH = 64
 MAX_IGNORE_FILE_BYTES = 1024 * 1024

@@ -26,7 +26,7 @@ __all__ = ["changed_view", "current_view"]
 
 def current_view(
     root_fd: int, captured: Capture, like: Snapshot | None, scope: FolderScope,
-    token: CancelToken,
+    token: CancelToken, *, max_bytes: int,
 ) -> Snapshot:
     """The view ``scope`` has of the bundle captured under a held lock.
 
@@ -51,13 +51,17 @@ def current_view(
     wanted = attachment_paths(view)
     if not wanted:
         return view
-    return with_attachments(view, read_attachments(root_fd, set(wanted), token))
+    return with_attachments(view, read_attachments(root_fd, set(wanted), token),
+                            max_bytes=max_bytes)
 
 
-def changed_view(snapshot: Snapshot, changes: Mapping[str, bytes]) -> Snapshot:
+def changed_view(
+    snapshot: Snapshot, changes: Mapping[str, bytes], *, max_bytes: int | None
+) -> Snapshot:
     """``snapshot`` (a view) with the Markdown files in ``changes`` written, as the next load
     will see it. An attachment the changes newly name keeps no bytes here (it is reported as
-    unreadable); every other one keeps the bytes ``snapshot`` read."""
+    unreadable); every other one keeps the bytes ``snapshot`` read. ``max_bytes``: the byte
+    cap to hold the result to (``None``: a prediction only, the apply checks it)."""
     documents = dict(snapshot.documents)
     added = False
     for path, data in changes.items():
@@ -74,4 +78,4 @@ def changed_view(snapshot: Snapshot, changes: Mapping[str, bytes]) -> Snapshot:
             p, None, None, "not a regular file within the per-file cap, or not readable")
         for p in sorted(wanted)
     }
-    return with_attachments(after, kept)
+    return with_attachments(after, kept, max_bytes=max_bytes)

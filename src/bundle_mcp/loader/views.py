@@ -37,7 +37,9 @@ def reader_view(snapshot: Snapshot, scope: FolderScope) -> Snapshot:
         wanted = attachment_paths(view)
         if not wanted:
             return view
-        return with_attachments(view, {p: snapshot.attachments[p] for p in sorted(wanted)})
+        # A part of a snapshot that held to the caps when it loaded: nothing to check again.
+        return with_attachments(
+            view, {p: snapshot.attachments[p] for p in sorted(wanted)}, max_bytes=None)
 
     view: Snapshot = of_snapshot(snapshot, READER_VIEWS, build, scope)
     return view

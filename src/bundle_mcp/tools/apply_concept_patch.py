@@ -28,7 +28,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
                                "expected_plan_digest")
     applied = apply_plan(apply_call, snapshot, call.bundle_path,
                          lambda: replan(snapshot, request, token), token, access=call.access,
-                         targets=targets_of(request))
+                         caps=call.caps, targets=targets_of(request))
     return applied.receipt(params["expected_plan_digest"])
 
 

@@ -27,7 +27,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     apply_call = ApplyCall.previewed(NAME, PREVIEW, request, params, "base_revision", "plan_digest")
     applied = apply_plan(apply_call, snapshot, call.bundle_path,
                          lambda: replan(snapshot, request, PREVIEW, token), token,
-                         access=call.access,
+                         access=call.access, caps=call.caps,
                          targets=targets_of(m["concept"] for m in request["mappings"]))
     # a ready plan rewrites at least one date, so what it published is always applied
     return {

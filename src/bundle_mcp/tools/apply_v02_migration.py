@@ -50,7 +50,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     )
     applied = apply_plan(apply_call, snapshot, call.bundle_path,
                          lambda: replan(snapshot, request, expected_source, PREVIEW, token), token,
-                         access=call.access, targets=targets_of(account))
+                         access=call.access, caps=call.caps, targets=targets_of(account))
     return applied.receipt(expected_digest, source=expected_source)
 
 

@@ -65,7 +65,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     )
     applied = apply_plan(
         apply_call, snapshot, call.bundle_path, lambda: Replanned((change,)), token,
-        access=call.access, targets=(path,),
+        access=call.access, caps=call.caps, targets=(path,),
     )
     findings = sorted(guidance(doc), key=Diagnostic.sort_key)
     return {

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import PLAN_MISMATCH, REVISION_CONFLICT, BundleError, Diagnostic, recovery_step
+from ..limits import DEFAULT_CAPS, Caps
 from ..model import Snapshot
 from ..okf.scopes import FULL_ACCESS, Access
 from .plan import FileChange, request_digest, revision_of_snapshot
@@ -131,6 +132,7 @@ def apply_plan(
     access: Access = FULL_ACCESS,
     *,
     targets: tuple[str, ...],
+    caps: Caps = DEFAULT_CAPS,
 ) -> Applied:
     """Check the scope, then replay, or re-plan, check and publish ``call`` (the module
     docstring has the steps).
@@ -145,7 +147,7 @@ def apply_plan(
             errors of ``apply_writes``.
     """
     require_writable(access, targets)
-    receipt = _replay_or_conflict(call, snapshot, bundle_path, token, access)
+    receipt = _replay_or_conflict(call, snapshot, bundle_path, token, access, caps)
     if receipt is None:
         plan = replan()
         if plan.rejected is not None:
@@ -156,7 +158,7 @@ def apply_plan(
                 raise _mismatch(call.preview)  # a call with digests names its preview
         token.check()
         writes = tuple(c.as_write() for c in plan.changes)
-        receipt = _publish(call, bundle_path, writes, token, snapshot, access)
+        receipt = _publish(call, bundle_path, writes, token, snapshot, access, caps)
     status = APPLIED if receipt.changed_paths else NOOP
     return Applied(status, receipt.base_revision, receipt.result_revision, receipt.changed_paths)
 
@@ -183,7 +185,8 @@ def _mismatch(preview: str | None) -> BundleError:
 
 
 def _replay_or_conflict(
-    call: ApplyCall, snapshot: Snapshot, bundle_path: str, token: CancelToken, access: Access
+    call: ApplyCall, snapshot: Snapshot, bundle_path: str, token: CancelToken, access: Access,
+    caps: Caps,
 ) -> Receipt | None:
     """``None`` when the bundle is still at the expected revision (the caller re-plans).
 
@@ -192,7 +195,7 @@ def _replay_or_conflict(
     """
     if revision_of_snapshot(snapshot) == call.expected_revision:
         return None
-    return _publish(call, bundle_path, (), token, snapshot, access)
+    return _publish(call, bundle_path, (), token, snapshot, access, caps)
 
 
 def _publish(
@@ -202,10 +205,11 @@ def _publish(
     token: CancelToken,
     like: Snapshot,
     access: Access,
+    caps: Caps,
 ) -> Receipt:
     try:
         return apply_writes(bundle_path, call.expected_revision, writes, call.request_digest,
-                            token, like=like, access=access)
+                            token, like=like, access=access, caps=caps)
     except BundleError as exc:
         if exc.code != REVISION_CONFLICT or call.preview is None:
             raise

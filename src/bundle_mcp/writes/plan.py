@@ -108,7 +108,8 @@ def result_revision(snapshot: Snapshot, changes: Iterable[FileChange]) -> str:
     """The revision the bundle will have once ``changes`` are published (as the loader sees it,
     attachments included; ``snapshot`` is the caller's view, so this is the caller's revision)."""
     written = {c.path: c.new_bytes for c in changes if c.path.endswith(".md")}
-    return "sha256:" + changed_view(snapshot, written).revision
+    # A prediction: the caps are the apply's to enforce, with the caps the server was given.
+    return "sha256:" + changed_view(snapshot, written, max_bytes=None).revision
 
 
 def file_digests(changes: Iterable[FileChange]) -> list[dict[str, Any]]:

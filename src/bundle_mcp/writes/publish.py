@@ -30,12 +30,10 @@ from dataclasses import dataclass, replace
 
 from ..cancel import CancelToken
 from ..errors import REVISION_CONFLICT, BundleError, recovery_step, resource_limit
-from ..limits import MAX_PATH_BYTES, NAME_MAX_BYTES
+from ..limits import DEFAULT_CAPS, MAX_PATH_BYTES, NAME_MAX_BYTES, Caps
 from ..loader.capture import (
     MAX_DEPTH,
     MAX_FILE_BYTES,
-    MAX_FILES,
-    MAX_TOTAL_BYTES,
     Capture,
     capture,
     read_ignore_rules,
@@ -115,6 +113,7 @@ def apply_writes(
     step_hook: StepHook | None = None,
     like: Snapshot | None = None,
     access: Access = FULL_ACCESS,
+    caps: Caps = DEFAULT_CAPS,
 ) -> Receipt:
     """Publish ``writes`` atomically if the bundle is still at ``base_revision``.
 
@@ -132,7 +131,8 @@ def apply_writes(
         BundleError: ``revision_conflict`` (base or a file's hash moved on), ``operation_rejected``
             (unsafe or invalid target, a bundle on a read-only file system, a refused disk
             write; the bundle is left unchanged),
-            ``resource_limit`` (the result would break a loader cap), ``operation_cancelled``.
+            ``resource_limit`` (the bundle, now or after the writes, breaks ``caps``: the
+            loader's caps the server was given), ``operation_cancelled``.
         ValueError: a malformed ``request_digest`` or ``old_sha256`` (a caller bug).
     """
     token = token if token is not None else CancelToken()
@@ -154,7 +154,7 @@ def apply_writes(
                 recover_locked(root_fd, state_fd)
                 return _apply_locked(
                     root_fd, state_fd, base_revision, ordered, request_digest, token, hook,
-                    like, access.read,
+                    like, access.read, caps,
                 )
         finally:
             os.close(state_fd)
@@ -175,10 +175,11 @@ def _apply_locked(
     hook: StepHook,
     like: Snapshot | None,
     scope: FolderScope,
+    caps: Caps,
 ) -> Receipt:
-    captured = capture(root_fd, token)
+    captured = capture(root_fd, token, max_files=caps.max_files, max_total_bytes=caps.max_bytes)
     records = _records(captured)
-    seen = current_view(root_fd, captured, like, scope, token)
+    seen = current_view(root_fd, captured, like, scope, token, max_bytes=caps.max_bytes)
     current = "sha256:" + seen.revision
     prior = read_receipt(state_fd, request_digest)
     if prior is not None and prior.result_revision == current:
@@ -194,9 +195,10 @@ def _apply_locked(
         changing = tuple(p for p in plans if p.changes)
         if not changing:
             return Receipt(request_digest, current, current, (), False)
-        _check_caps(records, changing)
+        _check_caps(records, changing, caps)
         result = "sha256:" + changed_view(
-            seen, {p.write.path: p.write.new_bytes for p in changing}).revision
+            seen, {p.write.path: p.write.new_bytes for p in changing},
+            max_bytes=caps.max_bytes).revision
         token.check()
         entries = tuple(
             Entry(
@@ -459,21 +461,23 @@ def _inspect_target(dir_fd: int, name: str) -> _Existing | None:
         os.close(fd)
 
 
-def _check_caps(records: dict[str, FileRecord], changing: tuple[_Plan, ...]) -> None:
+def _check_caps(
+    records: dict[str, FileRecord], changing: tuple[_Plan, ...], caps: Caps
+) -> None:
     """The loader's caps, over the whole bundle (whoever writes), must hold after the writes."""
     after = dict(records)
     for plan in changing:
         after[plan.write.path] = FileRecord(
             plan.write.path, len(plan.write.new_bytes), plan.new_sha256
         )
-    if len(after) > MAX_FILES:
+    if len(after) > caps.max_files:
         raise resource_limit(
-            f"the bundle would have more than {MAX_FILES} Markdown files",
+            f"the bundle would have more than {caps.max_files} Markdown files",
             "split the bundle before adding concepts",
         )
-    if sum(r.size for r in after.values()) > MAX_TOTAL_BYTES:
+    if sum(r.size for r in after.values()) > caps.max_bytes:
         raise resource_limit(
-            f"the bundle's Markdown files would exceed {MAX_TOTAL_BYTES} bytes in total",
+            f"the bundle's Markdown files would exceed {caps.max_bytes} bytes in total",
             "shorten the content or split the bundle",
         )
 
