@@ -7,6 +7,7 @@ Small bundles and the in-process dispatcher: the same code paths as at 10,000 fi
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -15,10 +16,11 @@ import pytest
 
 from bundle_mcp.cli import main
 from bundle_mcp.contracts import FILE_CAP_BOUNDS, ContractSet, contracts_dir
-from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.dispatch import Dispatcher, ServeConfig, _parse_rejection
 from bundle_mcp.errors import BundleError
 from bundle_mcp.limits import DEFAULT_CAPS, Caps, parse_size
 from bundle_mcp.loader.capture import MAX_FILES, MAX_TOTAL_BYTES
+from bundle_mcp.loader.document import parse_document
 
 FILES = 30  # index.md and 29 concepts
 
@@ -218,3 +220,19 @@ def test_call_refuses_past_the_configured_cap(
     assert envelope["message"] == "the bundle has more than 20 Markdown files"
     assert main(["call", "list_concepts", "--bundle", str(bundle), "--max-files", "40"]) == 0
     assert len(json.loads(capsys.readouterr().out)["concepts"]) == FILES - 1
+
+
+# ------------------------------------------------------------------------------ the envelope
+
+
+def test_more_broken_files_than_the_envelope_holds_still_make_a_valid_envelope() -> None:
+    # Past the default cap a bundle can have more broken files than error.schema.json's 10,000
+    # diagnostics; the rejection lists the first 9,999 and counts them all.
+    broken = parse_document("bad.md", b"---\ntype: [\n---\nbody\n")
+    assert broken.parse_error is not None
+    many = tuple(dataclasses.replace(broken, path=f"f{i:05d}.md") for i in range(10_001))
+    envelope = _parse_rejection(many).envelope()
+    ContractSet().check_envelope(envelope)
+    assert envelope["message"] == (
+        "10001 file(s) of the bundle cannot be parsed (the first 9999 by path are listed)")
+    assert len(envelope["diagnostics"]) == 10_000

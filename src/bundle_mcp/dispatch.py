@@ -55,6 +55,9 @@ TEXT_BUDGET = 64 * MIB
 # Finished answers kept per snapshot (ToolSpec.cache_results): the default call of each large
 # tool and a few variants. Each may be megabytes, so the number is small.
 MAX_KEPT_ANSWERS = 6
+# The envelope holds at most 10,000 diagnostics (error.schema.json): the broken files listed and
+# the recovery step. A bundle past the default file cap (--max-files) can have more broken files.
+MAX_LISTED_BROKEN = 9_999
 
 _BUNDLE_FIELD = "$.bundle_path"
 
@@ -477,12 +480,15 @@ def _bundle_diagnostic(message: str) -> Diagnostic:
 
 
 def _parse_rejection(broken: tuple[Document, ...]) -> BundleError:
-    """One ERROR diagnostic per broken file, under the code the worst of them calls for."""
-    errors = tuple(
+    """One ERROR diagnostic per broken file (the first MAX_LISTED_BROKEN by path), under the
+    code the worst of them calls for."""
+    every = tuple(
         d.parse_error for d in sorted(broken, key=lambda d: d.path) if d.parse_error is not None
     )
-    codes = {e.code for e in errors}
-    count = f"{len(errors)} file(s) of the bundle cannot be parsed"
+    codes = {e.code for e in every}
+    errors = every[:MAX_LISTED_BROKEN]
+    count = f"{len(every)} file(s) of the bundle cannot be parsed" + (
+        f" (the first {MAX_LISTED_BROKEN} by path are listed)" if len(every) > len(errors) else "")
     if RESOURCE_LIMIT in codes:
         return BundleError(
             RESOURCE_LIMIT,
