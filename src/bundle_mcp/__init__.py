@@ -10,6 +10,7 @@ from ._version import __version__
 from .cancel import CancelToken
 from .dispatch import Dispatcher, Outcome, ServeConfig, ServedTool, UnknownTool
 from .errors import BundleError, Diagnostic
+from .limits import Caps
 from .loader import load_bundle
 from .model import Document, Snapshot
 from .toolspec import CallContext, ToolSpec
@@ -18,6 +19,7 @@ __all__ = [
     "BundleError",
     "CallContext",
     "CancelToken",
+    "Caps",
     "Diagnostic",
     "Dispatcher",
     "Document",
