@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from bundle_mcp import cli
 from bundle_mcp.cli import main
 from bundle_mcp.contracts import FILE_CAP_BOUNDS, ContractSet, contracts_dir
 from bundle_mcp.dispatch import Dispatcher, ServeConfig, _parse_rejection
@@ -236,3 +237,13 @@ def test_more_broken_files_than_the_envelope_holds_still_make_a_valid_envelope()
     assert envelope["message"] == (
         "10001 file(s) of the bundle cannot be parsed (the first 9999 by path are listed)")
     assert len(envelope["diagnostics"]) == 10_000
+
+
+def test_serve_hands_the_configured_caps_to_its_dispatcher(
+    bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[ServeConfig] = []
+    monkeypatch.setattr(cli, "_with_dispatcher", lambda config, serve: seen.append(config) or 0)
+    assert main(["serve", str(bundle), "--max-files", "60000", "--max-bytes", "512M"]) == 0
+    assert main(["serve", str(bundle)]) == 0
+    assert [c.caps for c in seen] == [Caps(60_000, 512 * 1024**2), DEFAULT_CAPS]
