@@ -7,12 +7,14 @@ import re
 import sqlite3
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from bundle_mcp.loader import document as document_module
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.parse_cache import FORMAT, ParseCache, markdown_from_cache
+from toolcall import every_document_built
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "coffee-roastery"
 
@@ -34,7 +36,7 @@ def test_a_saved_cache_replaces_parsing(cache: ParseCache, monkeypatch) -> None:
     bundle = str(EXAMPLE)
     first, _ = load_bundle(bundle)
     expected = _facts(first)  # touches doc.markdown, so the cache holds the facts too
-    cache.save(bundle, first.documents)
+    cache.save(bundle, every_document_built(first.documents))
 
     def no_parse(*_args, **_kwargs):
         raise AssertionError("a cached file was parsed again")
@@ -52,7 +54,7 @@ def test_an_entry_for_other_bytes_is_ignored(cache: ParseCache, tmp_path: Path) 
     root.mkdir()
     (root / "a.md").write_text("---\ntype: Note\ntitle: Old\n---\nBody.\n")
     old, _ = load_bundle(str(root))
-    cache.save(str(root), old.documents)
+    cache.save(str(root), every_document_built(old.documents))
     (root / "a.md").write_text("---\ntype: Note\ntitle: New\n---\nBody.\n")
     new, _ = load_bundle(str(root), cached=cache.load(str(root)))
     assert new.concepts["a"].fm["title"] == "New"
@@ -62,13 +64,13 @@ def _saved(cache: ParseCache, bundle: str) -> tuple[dict, Path]:
     """The bundle's facts as parsed, and the database a save of them wrote."""
     reference, _ = load_bundle(bundle)
     expected = _facts(reference)  # touches doc.markdown, so the facts are saved too
-    cache.save(bundle, reference.documents)
+    cache.save(bundle, every_document_built(reference.documents))
     database = cache.database(bundle)
     assert database is not None
     return expected, database
 
 
-def _rows(database: Path, table: str) -> list[tuple[str, str, str]]:
+def _rows(database: Path, table: str) -> list[tuple[Any, ...]]:
     with sqlite3.connect(database) as db:
         return db.execute(f"SELECT * FROM {table} ORDER BY path").fetchall()
 
@@ -135,7 +137,8 @@ def test_a_corrupt_or_foreign_database_is_ignored_then_replaced(cache: ParseCach
     damage(database)
     reloaded, _ = load_bundle(bundle, cached=cache.load(bundle))
     assert _facts(reloaded) == expected
-    cache.save(bundle, reloaded.documents)  # the next save starts the database again
+    # The next save starts the database again.
+    cache.save(bundle, every_document_built(reloaded.documents))
     assert set(cache.load(bundle)) == set(reloaded.documents)
 
 
@@ -160,8 +163,8 @@ def _drop(database: Path, table: str) -> None:
 def test_a_disabled_cache_reads_and_writes_nothing(tmp_path: Path) -> None:
     cache = ParseCache(None)
     snapshot, _ = load_bundle(str(EXAMPLE))
-    cache.save(str(EXAMPLE), snapshot.documents)
-    assert cache.load(str(EXAMPLE)) == {}
+    cache.save(str(EXAMPLE), every_document_built(snapshot.documents))
+    assert cache.load(str(EXAMPLE)) is None
     assert not cache.enabled
 
 
@@ -169,14 +172,18 @@ def test_rows_are_json_keyed_by_path_and_content(cache: ParseCache) -> None:
     snapshot, _ = load_bundle(str(EXAMPLE))
     for doc in snapshot.documents.values():
         assert doc.markdown is not None
-    cache.save(str(EXAMPLE), snapshot.documents)
+    cache.save(str(EXAMPLE), every_document_built(snapshot.documents))
     database = cache.database(str(EXAMPLE))
     assert database is not None
     documents = _rows(database, "documents")
-    assert [(path, sha) for path, sha, _ in documents] == sorted(
-        (path, doc.record.sha256) for path, doc in snapshot.documents.items()
+    assert [(path, sha, size) for path, sha, size, _, _ in documents] == sorted(
+        (path, doc.record.sha256, doc.record.size) for path, doc in snapshot.documents.items()
     )
-    assert all(isinstance(json.loads(entry), dict) for _, _, entry in documents)
+    # The error column says whether the file parses without decoding the entry.
+    assert [error for *_, error, _ in documents] == [
+        None if snapshot.documents[path].parse_error is None else error
+        for path, *_, error, _ in documents]
+    assert all(isinstance(json.loads(entry), dict) for *_, entry in documents)
     assert len(_rows(database, "facts")) == len(documents)
     with sqlite3.connect(database) as db:
         assert dict(db.execute("SELECT key, value FROM meta")) == {
@@ -191,14 +198,14 @@ def test_a_save_writes_only_what_changed(cache: ParseCache, tmp_path: Path) -> N
     for n in range(5):
         (root / f"c{n}.md").write_text(f"---\ntype: Note\ntitle: C{n}\n---\nBody {n}.\n")
     first, _ = load_bundle(str(root))
-    cache.save(str(root), first.documents)
+    cache.save(str(root), every_document_built(first.documents))
     database = cache.database(str(root))
     assert database is not None
     before = _rows(database, "documents")
     (root / "c2.md").write_text("---\ntype: Note\ntitle: Changed\n---\nBody.\n")
     (root / "c4.md").unlink()
     second, _ = load_bundle(str(root), cached=cache.load(str(root)))
-    cache.save(str(root), second.documents)
+    cache.save(str(root), every_document_built(second.documents))
     after = _rows(database, "documents")
     kept = [row for row in before if row[0] in {"c0.md", "c1.md", "c3.md"}]
     assert [row for row in after if row[0] != "c2.md"] == kept
@@ -210,13 +217,13 @@ def test_a_save_writes_only_what_changed(cache: ParseCache, tmp_path: Path) -> N
 def test_facts_computed_later_are_added(cache: ParseCache) -> None:
     bundle = str(EXAMPLE)
     snapshot, _ = load_bundle(bundle)
-    cache.save(bundle, snapshot.documents)  # nothing parsed yet: no facts
+    cache.save(bundle, every_document_built(snapshot.documents))  # nothing parsed yet: no facts
     database = cache.database(bundle)
     assert database is not None
     assert _rows(database, "facts") == []
     for doc in snapshot.documents.values():
         assert doc.markdown is not None
-    cache.save(bundle, snapshot.documents)
+    cache.save(bundle, every_document_built(snapshot.documents))
     assert len(_rows(database, "facts")) == len(snapshot.documents)
 
 
@@ -234,7 +241,7 @@ def test_two_writers_share_one_database(tmp_path: Path) -> None:
     def save_often(cache: ParseCache) -> None:
         try:
             for _ in range(20):
-                cache.save(bundle, snapshot.documents)
+                cache.save(bundle, every_document_built(snapshot.documents))
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
@@ -255,10 +262,10 @@ def test_an_unwritable_cache_warns_once_and_serves(tmp_path: Path, caplog) -> No
     cache = ParseCache(folder)
     snapshot, _ = load_bundle(str(EXAMPLE))
     with caplog.at_level("WARNING"):
-        cache.save(str(EXAMPLE), snapshot.documents)
-        cache.save(str(EXAMPLE), snapshot.documents)
+        cache.save(str(EXAMPLE), every_document_built(snapshot.documents))
+        cache.save(str(EXAMPLE), every_document_built(snapshot.documents))
     assert caplog.text.count("cannot be written") == 1
-    assert cache.load(str(EXAMPLE)) == {}
+    assert cache.load(str(EXAMPLE)) is None
 
 
 def test_the_revision_is_the_canonical_json_hash() -> None:
@@ -292,6 +299,6 @@ def test_a_pack_pruned_by_another_process_is_no_failed_save(
 
     monkeypatch.setattr(Path, "glob", glob_with_a_ghost)
     with caplog.at_level("WARNING"):
-        cache.save(bundle, snapshot.documents)
+        cache.save(bundle, every_document_built(snapshot.documents))
     assert "cannot be written" not in caplog.text
-    assert cache.load(bundle) != {}
+    assert cache.load(bundle)

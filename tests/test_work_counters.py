@@ -18,6 +18,7 @@ from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader.parse_cache import ParseCache, markdown_from_cache
 from bundle_mcp.model import Snapshot
 from bundle_mcp.snapshots import SnapshotCache
+from toolcall import every_document_built
 
 CONCEPTS = 1_000
 
@@ -133,7 +134,7 @@ def test_after_a_restart_on_a_filled_cache_no_call_parses(
     before = first.get(bundle, CancelToken())
     for doc in before.documents.values():
         assert doc.markdown is not None  # parse everything, as the warm-up would
-    ParseCache(tmp_path / "cache").save(bundle, before.documents)
+    ParseCache(tmp_path / "cache").save(bundle, every_document_built(before.documents))
 
     restarted = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"), watch=False)
     dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=restarted)
@@ -151,7 +152,8 @@ def test_after_a_restart_read_concept_thaws_only_what_it_reads(tmp_path: Path) -
     _write_bundle(root)
     bundle = str(root)
     first = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"), watch=False)
-    ParseCache(tmp_path / "cache").save(bundle, first.get(bundle, CancelToken()).documents)
+    loaded = first.get(bundle, CancelToken())
+    ParseCache(tmp_path / "cache").save(bundle, every_document_built(loaded.documents))
 
     restarted = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"), watch=False)
     dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=restarted)

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.loader.document import parse_document
-from bundle_mcp.model import Snapshot, revision_of
+from bundle_mcp.model import Documents, Snapshot, revision_of
 from bundle_mcp.toolspec import CallContext
 
 if TYPE_CHECKING:
@@ -51,3 +51,11 @@ def snapshot_of(files: Mapping[str, str]) -> Snapshot:
         directories=frozenset(directories),
         skipped=(),
     )
+
+
+def every_document_built(documents: Documents) -> Documents:
+    """``documents`` with every document built, as the warm-up leaves them: a parse-cache save
+    writes only built documents."""
+    for _ in documents.values():
+        pass
+    return documents

@@ -221,7 +221,7 @@ def of_document(
 def built(snapshot: Snapshot) -> dict[str, int]:
     """How many values of each slot are built for this snapshot (documents' slots summed)."""
     counts = {slot.name: 0 for slot in SLOTS}
-    owners: list[Any] = [snapshot.memo, *(doc.memo for doc in snapshot.documents.values())]
+    owners: list[Any] = [snapshot.memo, *(doc.memo for doc in snapshot.documents.built())]
     for memo in owners:
         for key in memo.keys():
             if isinstance(key, tuple) and key and isinstance(key[0], Slot):

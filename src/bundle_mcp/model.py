@@ -20,7 +20,7 @@ import hashlib
 import json
 import threading
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -418,6 +418,189 @@ class Attachment:
 _NO_ATTACHMENTS: Mapping[str, Attachment] = types.MappingProxyType({})
 
 
+# How a deferred document came to be: parsed from its bytes, or read back from the parse cache.
+PARSED = "parsed"
+DECODED = "decoded"
+GIVEN = "given"  # built by the caller (the Python API, tests)
+CHECKED = "checked"  # known to parse or not, not built yet
+
+
+# The first step of building a deferred document: its parse error (None when it parses), and
+# the step that builds it, saying how (PARSED or DECODED).
+Check = tuple["Diagnostic | None", Callable[[], tuple["Document", str]]]
+
+
+class Deferred:
+    """One captured document, built from its bytes on first use and kept.
+
+    A snapshot's revision needs only each file's record (path, size, sha256); the document
+    itself (frontmatter, relations, the Markdown facts) is built when a call first asks for
+    it. So a one-concept call on a cold bundle parses that concept and what its answer names,
+    not the bundle. Whether the file parses at all (every call asks it of every file, for the
+    parse policy) is a first, cheaper step (``check``) whose work the build then reuses. Both
+    are pure functions of the bytes, so building late changes no answer. A cell is shared by
+    every snapshot that captured the same bytes (a reader's view, the next capture after an
+    edit): what one built, the others reuse.
+    """
+
+    __slots__ = ("record", "_check", "_finish", "_error", "_document", "_how", "_lock")
+
+    def __init__(
+        self, record: FileRecord, check: Callable[[], Check] | None = None,
+        document: Document | None = None,
+    ) -> None:
+        if (check is None) == (document is None):
+            raise ValueError("a deferred document needs exactly one of check and document")
+        self.record = record
+        self._check = check
+        self._finish: Callable[[], tuple[Document, str]] | None = None
+        self._error: Diagnostic | None = None
+        self._document = document
+        self._how = GIVEN if document is not None else None
+        self._lock = threading.Lock()  # one check and one build per cell, whoever asks
+
+    @classmethod
+    def of(cls, document: Document) -> Deferred:
+        return cls(document.record, document=document)
+
+    def parse_error(self) -> Diagnostic | None:
+        """Why the file does not parse (``None`` when it does), checking it if needed."""
+        doc = self._document
+        if doc is not None:
+            return doc.parse_error
+        with self._lock:
+            if self._document is not None:
+                return self._document.parse_error
+            if self._check is not None:
+                self._error, self._finish = self._check()
+                self._check = None  # drops the captured bytes it closed over
+                self._how = CHECKED
+            return self._error
+
+    def document(self) -> Document:
+        doc = self._document
+        if doc is not None:
+            return doc
+        self.parse_error()
+        with self._lock:
+            if self._document is None:
+                finish = self._finish
+                assert finish is not None
+                self._document, self._how = finish()
+                self._finish = None
+            return self._document
+
+    def peek(self) -> Document | None:
+        """The document if it is built, without building it."""
+        return self._document
+
+    @property
+    def how(self) -> str | None:
+        """``None`` while untouched, :data:`CHECKED` once its parse error is known, then
+        :data:`PARSED`, :data:`DECODED` or :data:`GIVEN` once built."""
+        return self._how
+
+
+class Documents(Mapping[str, Document]):
+    """A snapshot's documents by path, in walk order, each built on first use (:class:`Deferred`).
+
+    Membership, order, length and every file record are known without building anything;
+    looking a document up builds that one document. Iterating the values builds them all.
+    """
+
+    __slots__ = ("_cells",)
+
+    def __init__(self, cells: Mapping[str, Deferred]) -> None:
+        self._cells = types.MappingProxyType(dict(cells))
+
+    @classmethod
+    def of(cls, documents: Mapping[str, Document]) -> Documents:
+        """Documents already built (by the caller), in the mapping's order."""
+        if isinstance(documents, Documents):
+            return documents
+        return cls({path: Deferred.of(doc) for path, doc in documents.items()})
+
+    def __getitem__(self, path: str) -> Document:
+        return self._cells[path].document()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._cells)
+
+    def __len__(self) -> int:
+        return len(self._cells)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._cells
+
+    @property
+    def cells(self) -> Mapping[str, Deferred]:
+        """The cells themselves, to carry into another snapshot without building them."""
+        return self._cells
+
+    def record(self, path: str) -> FileRecord:
+        return self._cells[path].record
+
+    def records(self) -> tuple[FileRecord, ...]:
+        return tuple(cell.record for cell in self._cells.values())
+
+    def built(self) -> Iterator[Document]:
+        """The documents built so far, in walk order (other threads may be building more)."""
+        for cell in self._cells.values():
+            doc = cell.peek()
+            if doc is not None:
+                yield doc
+
+    def broken(self) -> tuple[Document, ...]:
+        """The documents that do not parse, in walk order: every file is checked, only the
+        broken ones are built."""
+        return tuple(self[p] for p, cell in self._cells.items() if cell.parse_error() is not None)
+
+    def work(self) -> dict[str, int]:
+        """How many documents were only checked, parsed, read back from the parse cache,
+        handed in built, or are untouched: the work counters tests assert on (no clock)."""
+        counts = {CHECKED: 0, PARSED: 0, DECODED: 0, GIVEN: 0, "pending": 0}
+        for cell in self._cells.values():
+            counts[cell.how or "pending"] += 1
+        return counts
+
+
+class Concepts(Mapping[str, Document]):
+    """The parseable concepts by ID, sorted by ID, over :class:`Documents`.
+
+    ``paths`` names every file that would be a concept if it parses, by the ID its path gives.
+    Looking one ID up builds that one document; iterating or counting builds them all (a broken
+    file is no concept, and only its parse can tell).
+    """
+
+    __slots__ = ("_documents", "_paths", "_memo")
+
+    def __init__(self, documents: Documents, paths: Mapping[str, str]) -> None:
+        self._documents = documents
+        self._paths = paths
+        self._memo = Memo()
+
+    def __getitem__(self, concept_id: str) -> Document:
+        if concept_id not in self:
+            raise KeyError(concept_id)
+        return self._documents[self._paths[concept_id]]
+
+    def __contains__(self, concept_id: object) -> bool:
+        # A file at a concept's path is that concept exactly when it parses (a name that is no
+        # concept ID is a parse error too): the check answers it without building the file.
+        if not isinstance(concept_id, str) or concept_id not in self._paths:
+            return False
+        return self._documents.cells[self._paths[concept_id]].parse_error() is None
+
+    def _ids(self) -> tuple[str, ...]:
+        return self._memo.get("ids", lambda: tuple(c for c in self._paths if c in self))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._ids())
+
+    def __len__(self) -> int:
+        return len(self._ids())
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """One immutable capture of a bundle.
@@ -427,7 +610,8 @@ class Snapshot:
     """
 
     revision: str
-    documents: Mapping[str, Document]
+    # Any mapping is accepted (the Python API, tests) and kept as :class:`Documents`.
+    documents: Documents
     concepts: Mapping[str, Document]
     assets: frozenset[str]
     directories: frozenset[str]
@@ -436,9 +620,13 @@ class Snapshot:
     # Assets whose bytes were read, by path; their records count in ``revision``.
     attachments: Mapping[str, Attachment] = field(default_factory=lambda: _NO_ATTACHMENTS)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.documents, Documents):
+            object.__setattr__(self, "documents", Documents.of(self.documents))
+
     @functools.cached_property
     def broken(self) -> tuple[Document, ...]:
-        return tuple(d for d in self.documents.values() if d.parse_error is not None)
+        return self.documents.broken()
 
     @functools.cached_property
     def root_index(self) -> Document | None:
@@ -446,7 +634,7 @@ class Snapshot:
 
     @functools.cached_property
     def records(self) -> tuple[FileRecord, ...]:
-        return tuple(d.record for d in self.documents.values())
+        return self.documents.records()
 
     @functools.cached_property
     def edges(self) -> tuple[Edge, ...]:

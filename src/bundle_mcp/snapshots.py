@@ -108,7 +108,7 @@ class SnapshotCache:
                 else None
             )
             # A first load may start from the persistent parse cache of an earlier process.
-            entries = self._parse_cache.load(bundle_path) if previous is None else {}
+            entries = self._parse_cache.load(bundle_path) if previous is None else None
             extra = {"cached": entries} if entries else {}
             snapshot, stats = self._loader(
                 bundle_path,
@@ -187,7 +187,8 @@ class SnapshotCache:
             ):
                 return
             slot.looked = (snapshot.revision, clock)
-        parsed = sum(1 for doc in snapshot.documents.values() if has_markdown(doc))
+        # Only the documents built so far: counting must not build the others.
+        parsed = sum(1 for doc in snapshot.documents.built() if has_markdown(doc))
         threshold = max(32, len(snapshot.documents) // 20)
         with slot.lock:
             if slot.saving:

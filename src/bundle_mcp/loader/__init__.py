@@ -12,9 +12,23 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import ERROR, Diagnostic
 from ..limits import DEFAULT_CAPS, MAX_PATH_BYTES, Caps
-from ..model import Attachment, Document, FileRecord, Snapshot, revision_of
+from ..model import (
+    CONCEPT,
+    DECODED,
+    PARSED,
+    Attachment,
+    Check,
+    Concepts,
+    Deferred,
+    Document,
+    Documents,
+    FileRecord,
+    Snapshot,
+    revision_of,
+)
 from ..observe import Notice
 from ..okf.computations import attachment_paths
+from ..okf.ids import concept_id_for_path
 from ..storage.handles import pin_root
 from ..storage.locks import ReadLock
 from ..storage.recovery import RecoveryFailed, pending, recover
@@ -29,8 +43,8 @@ from .capture import (
     read_ignore_rules,
     read_relative,
 )
-from .document import parse_document
-from .parse_cache import decode
+from .document import check_document, document_kind, parse_document
+from .parse_cache import CachedRows, decode
 
 __all__ = [
     "PENDING_WRITE",
@@ -51,14 +65,14 @@ def load_bundle(
     token: CancelToken | None = None,
     previous: Snapshot | None = None,
     previous_stats: Mapping[str, StatKey] | None = None,
-    cached: Mapping[str, Any] | None = None,
+    cached: CachedRows | None = None,
     *,
     caps: Caps = DEFAULT_CAPS,
 ) -> tuple[Snapshot, dict[str, StatKey]]:
     """Pin, capture and parse within ``caps``. Files whose stat is unchanged since
     ``previous`` are reused.
 
-    ``cached`` holds entries of the persistent parse cache by path; an entry is used only when
+    ``cached`` holds the rows of the persistent parse cache by path; a row is used only when
     it matches the file's current bytes. Returns the snapshot and the stat keys to pass back
     next time.
     """
@@ -139,8 +153,8 @@ def with_attachments(
     """
     records = [a.record for a in attachments.values() if a.record is not None]
     if max_bytes is not None:
-        check_total(sum(d.record.size for d in snapshot.documents.values())
-                    + sum(r.size for r in records), max_bytes)
+        check_total(sum(r.size for r in snapshot.records) + sum(r.size for r in records),
+                    max_bytes)
     return dataclasses.replace(
         snapshot,
         revision=revision_of([*snapshot.records, *records]),
@@ -183,7 +197,7 @@ def refresh_files(
             return None
         if not wanted:
             return previous, dict(previous_stats)
-        documents = dict(previous.documents)
+        documents = dict(previous.documents.cells)
         stats = dict(previous_stats)
         assets = set(previous.assets)
         added = False
@@ -214,13 +228,13 @@ def refresh_files(
                 if stats.get(path) == key:
                     continue  # touched, not changed
                 added = added or path not in documents
-                documents[path] = parse_document(path, data)
+                documents[path] = deferred(path, data)
                 stats[path] = key
     finally:
         os.close(fd)
     if len(documents) > caps.max_files:
         return None  # the walk reports the cap
-    check_total(sum(d.record.size for d in documents.values()), caps.max_bytes)
+    check_total(sum(c.record.size for c in documents.values()), caps.max_bytes)
     if added:
         # The walk's order: each folder's entries sorted by name, depth first.
         documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
@@ -259,46 +273,84 @@ def build_snapshot(
     captured: Capture,
     token: CancelToken,
     previous: Snapshot | None = None,
-    cached: Mapping[str, Any] | None = None,
+    cached: CachedRows | None = None,
 ) -> Snapshot:
-    documents: dict[str, Document] = {}
+    """The snapshot of a capture. Nothing is parsed here: each document is built on first use
+    (:class:`~bundle_mcp.model.Deferred`), from its parse-cache entry when ``cached`` has one
+    that fits its bytes, and files unchanged since ``previous`` keep its cells."""
+    cells: dict[str, Deferred] = {}
     total = len(captured.files)
+    kept = previous.documents.cells if previous is not None else {}
     for n, f in enumerate(captured.files):
         if n % 256 == 0:
             token.check()
             token.progress(n, total)  # a no-op without an observer (the call wants none)
-        elif f.data is not None:
-            token.check()
-        if f.data is None and previous is not None and f.path in previous.documents:
-            documents[f.path] = previous.documents[f.path]
+        if f.data is None and f.path in kept:
+            cells[f.path] = kept[f.path]
             continue
-        data = f.data or b""
-        doc = None
-        entry = cached.get(f.path) if cached else None
-        if entry is not None:
-            doc = decode(f.path, data, hashlib.sha256(data).hexdigest(), entry)
-        documents[f.path] = doc if doc is not None else parse_document(f.path, data)
-    return assemble_snapshot(documents, captured.assets, captured.directories, captured.skipped)
+        cells[f.path] = deferred(f.path, f.data or b"", cached)
+    return assemble_snapshot(cells, captured.assets, captured.directories, captured.skipped)
+
+
+def deferred(path: str, data: bytes, cached: CachedRows | None = None) -> Deferred:
+    """The cell of one captured file: its record now, the rest on first use. Whether it parses
+    comes from the parse cache's row for these bytes when ``cached`` has one, and its document
+    from that row's entry; whatever does not fit the bytes is parsed instead."""
+    record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
+
+    def parsed() -> Check:
+        checked = check_document(path, data, record)
+        if isinstance(checked, Document):
+            return checked.parse_error, lambda: (checked, PARSED)
+        return None, lambda: (checked.finish(), PARSED)
+
+    def check() -> Check:
+        stored = cached.stored(path) if cached is not None else None
+        if cached is None or stored is None or (stored.sha256, stored.size) != (
+                record.sha256, record.size):
+            return parsed()
+        try:
+            error = stored.parse_error()
+        except (TypeError, ValueError):
+            return parsed()
+
+        def finish() -> tuple[Document, str]:
+            doc = decode(path, data, record.sha256, cached.entry(path, record.sha256))
+            if doc is not None:
+                return doc, DECODED
+            # The row's entry is gone or does not fit: parse. The same bytes parse the same
+            # way they did when the row was written, so the check above still holds.
+            return parse_document(path, data, record), PARSED
+
+        return error, finish
+
+    return Deferred(record, check)
 
 
 def assemble_snapshot(
-    documents: dict[str, Document],
+    cells: Mapping[str, Deferred],
     assets: frozenset[str],
     directories: frozenset[str],
     skipped: tuple[Diagnostic, ...],
 ) -> Snapshot:
-    """The snapshot of these captured files (in walk order), before attachments are read."""
-    concepts = {
-        d.concept_id: d
-        for d in documents.values()
-        if d.concept_id is not None and d.parse_error is None
-    }
+    """The snapshot of these captured files (in walk order), before attachments are read.
+
+    A file that is not built yet counts as the concept its path names: whether it parses is
+    decided when it is first looked up (:class:`~bundle_mcp.model.Concepts`).
+    """
+    paths: dict[str, str] = {}
+    for path, cell in cells.items():
+        doc = cell.peek()
+        if doc is not None:
+            if doc.concept_id is not None and doc.parse_error is None:
+                paths[doc.concept_id] = path
+        elif document_kind(path) == CONCEPT:
+            paths[concept_id_for_path(path)] = path
+    documents = Documents(cells)
     return Snapshot(
-        revision=revision_of([d.record for d in documents.values()]),
-        documents=types.MappingProxyType(documents),
-        concepts=types.MappingProxyType(
-            concepts if _keys_sorted(concepts) else dict(sorted(concepts.items()))
-        ),
+        revision=revision_of(documents.records()),
+        documents=documents,
+        concepts=Concepts(documents, paths if _keys_sorted(paths) else dict(sorted(paths.items()))),
         assets=assets,
         directories=directories,
         skipped=skipped,

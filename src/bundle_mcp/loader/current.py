@@ -9,16 +9,14 @@ concepts name (file-mode computations, read from disk), and the reader's view.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 
 from ..cancel import CancelToken
-from ..model import Attachment, Document, Snapshot
+from ..model import Attachment, Deferred, Snapshot
 from ..okf.computations import attachment_paths
 from ..okf.scopes import FolderScope
-from . import assemble_snapshot, read_attachments, with_attachments
+from . import assemble_snapshot, deferred, read_attachments, with_attachments
 from .capture import Capture
-from .document import parse_document
 from .views import prune
 
 __all__ = ["changed_view", "current_view"]
@@ -34,18 +32,14 @@ def current_view(
     the caller's snapshot are parsed again; attachments are read through ``root_fd`` (no lock
     is taken: the caller holds the bundle's).
     """
-    documents: dict[str, Document] = {}
+    documents: dict[str, Deferred] = {}
     for f in captured.files:
         if not scope.reads_file(f.path):
             continue
         token.check()
-        data = f.data or b""
-        old = like.documents.get(f.path) if like is not None else None
-        if (old is not None and old.record.size == len(data)
-                and old.record.sha256 == hashlib.sha256(data).hexdigest()):
-            documents[f.path] = old
-        else:
-            documents[f.path] = parse_document(f.path, data)
+        cell = deferred(f.path, f.data or b"")
+        old = like.documents.cells.get(f.path) if like is not None else None
+        documents[f.path] = old if old is not None and old.record == cell.record else cell
     full = assemble_snapshot(documents, captured.assets, captured.directories, captured.skipped)
     view = full if scope.everything else prune(full, scope)
     wanted = attachment_paths(view)
@@ -62,11 +56,11 @@ def changed_view(
     will see it. An attachment the changes newly name keeps no bytes here (it is reported as
     unreadable); every other one keeps the bytes ``snapshot`` read. ``max_bytes``: the byte
     cap to hold the result to (``None``: a prediction only, the apply checks it)."""
-    documents = dict(snapshot.documents)
+    documents = dict(snapshot.documents.cells)
     added = False
     for path, data in changes.items():
         added = added or path not in documents
-        documents[path] = parse_document(path, data)
+        documents[path] = deferred(path, data)
     if added:  # the walk's order: each folder's entries sorted by name, depth first
         documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
     after = assemble_snapshot(documents, snapshot.assets, snapshot.directories, snapshot.skipped)

@@ -1,13 +1,16 @@
 """Bytes of one file → a frozen :class:`Document`.
 
-Frontmatter and relations are parsed here; the Markdown body is parsed on demand, by the
-:data:`OKF_RULES` every document the loader builds is given.
+Frontmatter and relations are parsed here, in two steps (:func:`check_document` decides
+whether the file parses, :meth:`Checked.finish` does the rest); the Markdown body is parsed on
+demand, by the :data:`OKF_RULES` every document the loader builds is given.
 """
 
 from __future__ import annotations
 
 import hashlib
 import posixpath
+from dataclasses import dataclass
+from typing import Any
 
 from ..errors import ERROR, Diagnostic
 from ..model import CONCEPT, RESERVED_NAMES, Document, FileRecord, FormatRules, Relation, freeze
@@ -15,7 +18,7 @@ from ..okf.folding import fold
 from ..okf.ids import concept_id_for_path, concept_id_problem
 from ..okf.markdown_facts import parse_markdown
 from ..okf.relations import extract_relations
-from .frontmatter import FrontmatterError, load_yaml, split_frontmatter
+from .frontmatter import FrontmatterError, Split, load_yaml, split_frontmatter
 from .text import LineView, count_lines
 
 # The rules a document's derived data is computed by (see FormatRules): one set, so every
@@ -27,9 +30,58 @@ def document_kind(path: str) -> str:
     return RESERVED_NAMES.get(posixpath.basename(path), CONCEPT)
 
 
-def parse_document(path: str, data: bytes) -> Document:
-    """Parse one captured file. Never raises for bad content: a broken file keeps its error."""
-    record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
+def parse_document(path: str, data: bytes, record: FileRecord | None = None) -> Document:
+    """Parse one captured file. Never raises for bad content: a broken file keeps its error.
+    ``record``: the file's record when the caller has already hashed these bytes."""
+    checked = check_document(path, data, record)
+    return checked if isinstance(checked, Document) else checked.finish()
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """A file past every check that decides whether it parses (UTF-8, the frontmatter block, its
+    YAML), before the rest of its parse (relations, the frozen frontmatter). Whether a bundle
+    has a broken file is asked by every call under the parse policy; this is the least work
+    that answers it."""
+
+    path: str
+    kind: str
+    concept_id: str | None
+    record: FileRecord
+    text: str
+    split: Split
+    frontmatter: dict[str, Any] | None
+    line_count: int
+
+    def finish(self) -> Document:
+        frontmatter, split, concept_id = self.frontmatter, self.split, self.concept_id
+        relations: tuple[Relation, ...] = ()
+        relation_diagnostics: tuple[Diagnostic, ...] = ()
+        # Only a frontmatter that spells "relations" somewhere can declare any.
+        if concept_id is not None and frontmatter and "relations" in (split.raw or ""):
+            relations, relation_diagnostics = extract_relations(concept_id, frontmatter, self.path)
+        return Document(
+            path=self.path,
+            kind=self.kind,
+            concept_id=concept_id,
+            record=self.record,
+            text=self.text,
+            frontmatter_raw=split.raw,
+            frontmatter_value=freeze(frontmatter) if frontmatter is not None else None,
+            body_start=split.body_start,
+            body_line=split.body_line,
+            line_count=self.line_count,
+            rules=OKF_RULES,
+            relations=relations,
+            relation_diagnostics=relation_diagnostics,
+        )
+
+
+def check_document(path: str, data: bytes, record: FileRecord | None = None) -> Document | Checked:
+    """The broken :class:`Document` when the file does not parse, else what its parse read so
+    far (:class:`Checked`)."""
+    if record is None:
+        record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
     kind = document_kind(path)
     concept_id = concept_id_for_path(path) if kind == CONCEPT else None
     if concept_id is not None:
@@ -56,26 +108,7 @@ def parse_document(path: str, data: bytes) -> Document:
         return _broken(path, kind, concept_id, record, text, Diagnostic(
             code=exc.code, severity=ERROR, file=path, line=exc.line, message=exc.message,
         ), line_count)
-    relations: tuple[Relation, ...] = ()
-    relation_diagnostics: tuple[Diagnostic, ...] = ()
-    # Only a frontmatter that spells "relations" somewhere can declare any.
-    if concept_id is not None and frontmatter and "relations" in (split.raw or ""):
-        relations, relation_diagnostics = extract_relations(concept_id, frontmatter, path)
-    return Document(
-        path=path,
-        kind=kind,
-        concept_id=concept_id,
-        record=record,
-        text=text,
-        frontmatter_raw=split.raw,
-        frontmatter_value=freeze(frontmatter) if frontmatter is not None else None,
-        body_start=split.body_start,
-        body_line=split.body_line,
-        line_count=line_count,
-        rules=OKF_RULES,
-        relations=relations,
-        relation_diagnostics=relation_diagnostics,
-    )
+    return Checked(path, kind, concept_id, record, text, split, frontmatter, line_count)
 
 
 def _broken(

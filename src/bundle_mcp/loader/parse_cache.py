@@ -31,13 +31,16 @@ import logging
 import os
 import sqlite3
 import threading
+import weakref
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import Diagnostic
 from ..model import (
     Document,
+    Documents,
     FileRecord,
     FootnoteDef,
     FootnoteRef,
@@ -56,7 +59,8 @@ from .text import BOM, count_breaks, count_lines
 log = logging.getLogger(__name__)
 
 # 4: SQLite rows instead of one JSON pack per bundle.
-FORMAT = "bundle-mcp-parse-cache/4"
+# 5: each document row also says whether the file parses (``error``), apart from its entry.
+FORMAT = "bundle-mcp-parse-cache/5"
 MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle path)
 SUFFIX = ".sqlite3"
 # How long a save or a load waits for another process's write transaction to end.
@@ -64,8 +68,11 @@ BUSY_TIMEOUT_MS = 5_000
 _DISABLED = ("off", "none", "0", "false")
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
+    # ``error``: the parse error as JSON, NULL when the file parses: what a load needs of
+    # every file at once, read without decoding any entry.
     "CREATE TABLE IF NOT EXISTS documents(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
-    " entry TEXT NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
+    " size INTEGER NOT NULL, error TEXT, entry TEXT NOT NULL,"
+    " PRIMARY KEY (path, sha256)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS facts(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
     " facts TEXT NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
 )
@@ -102,33 +109,23 @@ class ParseCache:
         key = hashlib.sha256(bundle_path.encode("utf-8", "surrogateescape")).hexdigest()
         return self._directory / f"{key}{SUFFIX}"
 
-    def load(self, bundle_path: str) -> Mapping[str, Any]:
-        """The entries by file path (empty when absent, unreadable, corrupt or foreign)."""
+    def load(self, bundle_path: str) -> CachedRows | None:
+        """The bundle's rows (``None`` when absent, unreadable, corrupt or foreign): every
+        file's key and parse error now, each entry when its document is first built."""
         database = self.database(bundle_path)
         if database is None or not database.exists():
-            return {}
+            return None
         try:
             with _connected(database, read_only=True) as db:
                 if not _is_ours(db, bundle_path):
-                    return {}
-                rows = db.execute(
-                    "SELECT d.path, d.entry, f.facts FROM documents d"
-                    " LEFT JOIN facts f ON f.path = d.path AND f.sha256 = d.sha256"
-                ).fetchall()
+                    return None
+                rows = db.execute("SELECT path, sha256, size, error FROM documents").fetchall()
         except sqlite3.Error:
-            return {}
-        entries: dict[str, Any] = {}
-        for path, entry_text, facts in rows:
-            try:
-                entry = json.loads(entry_text)
-            except (TypeError, ValueError):
-                continue  # a damaged row: that file is parsed
-            if isinstance(entry, dict):
-                entry["markdown"] = facts
-            entries[path] = entry
-        return entries
+            return None
+        return CachedRows(database, {path: Stored(sha, size, error) for path, sha, size, error
+                                     in rows if isinstance(size, int)})
 
-    def save(self, bundle_path: str, documents: Mapping[str, Document]) -> None:
+    def save(self, bundle_path: str, documents: Documents) -> None:
         """Insert the rows the database lacks and drop those of files no longer there, in one
         transaction; a cache that cannot be written is skipped.
 
@@ -161,7 +158,7 @@ class ParseCache:
             self._warn(exc)
 
     def _write(
-        self, database: Path, bundle_path: str, documents: Mapping[str, Document]
+        self, database: Path, bundle_path: str, documents: Documents
     ) -> None:
         with _connected(database, read_only=False) as db:
             db.execute("BEGIN IMMEDIATE")
@@ -175,21 +172,27 @@ class ParseCache:
                     )
                 stored = set(db.execute("SELECT path, sha256 FROM documents"))
                 with_facts = set(db.execute("SELECT path, sha256 FROM facts"))
-                current = {(path, doc.record.sha256) for path, doc in documents.items()}
+                current = {(r.path, r.sha256) for r in documents.records()}
+                # Only what is built: a document no call has needed yet is not built for the
+                # cache (its row is written by a later save, or costs one parse at next start).
+                built = list(documents.built())
                 db.executemany(
-                    "INSERT OR IGNORE INTO documents(path, sha256, entry) VALUES (?, ?, ?)",
+                    "INSERT OR IGNORE INTO documents(path, sha256, size, error, entry)"
+                    " VALUES (?, ?, ?, ?, ?)",
                     (
-                        (path, doc.record.sha256, _json(encode_entry(doc)))
-                        for path, doc in documents.items()
-                        if (path, doc.record.sha256) not in stored
+                        (doc.path, doc.record.sha256, doc.record.size,
+                         None if doc.parse_error is None else _json(_diag(doc.parse_error)),
+                         _json(encode_entry(doc)))
+                        for doc in built
+                        if (doc.path, doc.record.sha256) not in stored
                     ),
                 )
                 db.executemany(
                     "INSERT OR IGNORE INTO facts(path, sha256, facts) VALUES (?, ?, ?)",
                     (
-                        (path, doc.record.sha256, facts)
-                        for path, doc in documents.items()
-                        if (path, doc.record.sha256) not in with_facts
+                        (doc.path, doc.record.sha256, facts)
+                        for doc in built
+                        if (doc.path, doc.record.sha256) not in with_facts
                         and (facts := encode_facts(doc)) is not None
                     ),
                 )
@@ -243,6 +246,76 @@ def _connected(database: Path, *, read_only: bool) -> Iterator[sqlite3.Connectio
         yield db
     finally:
         db.close()
+
+
+@dataclass(frozen=True, slots=True)
+class Stored:
+    """What a load reads of one row up front: the bytes it describes and their parse error."""
+
+    sha256: str
+    size: int
+    error: str | None  # the parse error as JSON; None when the file parses
+
+    def parse_error(self) -> Diagnostic | None:
+        """The stored parse error. Raises ValueError (or TypeError) for a damaged value."""
+        return None if self.error is None else _undiag(json.loads(self.error))
+
+
+class CachedRows(Mapping[str, Any]):
+    """One bundle's rows, by path: :meth:`stored` answers from what the load read; each entry
+    (``rows[path]``) is read from the database when asked, through one read-only connection
+    kept while anything may still ask (closed when the rows are dropped)."""
+
+    def __init__(self, database: Path, rows: Mapping[str, Stored]) -> None:
+        self._database = database
+        self._rows = rows
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+
+    def stored(self, path: str) -> Stored | None:
+        return self._rows.get(path)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __getitem__(self, path: str) -> Any:
+        stored = self._rows[path]
+        entry = self.entry(path, stored.sha256)
+        if entry is None:
+            raise KeyError(path)
+        return entry
+
+    def entry(self, path: str, sha256: str) -> Any:
+        """The decoded entry of these bytes, its Markdown facts as text under ``markdown``;
+        ``None`` when the row is gone (another process pruned it), damaged, or unreadable."""
+        try:
+            with self._lock:
+                if self._db is None:
+                    self._db = sqlite3.connect(
+                        f"{self._database.as_uri()}?mode=ro", uri=True, isolation_level=None,
+                        timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+                    )
+                    weakref.finalize(self, self._db.close)
+                row = self._db.execute(
+                    "SELECT d.entry, f.facts FROM documents d LEFT JOIN facts f"
+                    " ON f.path = d.path AND f.sha256 = d.sha256"
+                    " WHERE d.path = ? AND d.sha256 = ?", (path, sha256),
+                ).fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None:
+            return None
+        try:
+            entry = json.loads(row[0])
+        except (TypeError, ValueError):
+            return None  # a damaged row: that file is parsed
+        if not isinstance(entry, dict):
+            return None
+        entry["markdown"] = row[1]
+        return entry
 
 
 def _is_ours(db: sqlite3.Connection, bundle_path: str) -> bool:

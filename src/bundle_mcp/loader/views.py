@@ -57,7 +57,7 @@ def prune(snapshot: Snapshot, scope: FolderScope) -> Snapshot:
             seen = folders[folder] = scope.reads_folder(folder)
         return seen
 
-    documents = {p: d for p, d in snapshot.documents.items() if visible(p)}
+    documents = {p: c for p, c in snapshot.documents.cells.items() if visible(p)}
     assets = frozenset(a for a in snapshot.assets if visible(a))
     directories = _folders(snapshot, scope, documents, assets)
     # A pending write concerns the whole bundle (every write is refused until it is resolved),

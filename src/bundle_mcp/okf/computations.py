@@ -382,6 +382,8 @@ def _sha(text: str) -> str:
 def attachment_paths(snapshot: Snapshot) -> frozenset[str]:
     """The non-Markdown files whose bytes the snapshot must hold: every file an Attested
     Computation's ``computation`` field names that is an asset of the bundle."""
+    if not snapshot.assets:
+        return frozenset()  # nothing to attach: no document needs to be built to know it
     wanted = set()
     for doc in snapshot.concepts.values():
         if not is_attested_computation(doc):
