@@ -37,7 +37,7 @@ DIFFERENCES: dict[str, tuple[str, dict]] = {
         "only v0.1 forbids it, and the reference applies the 0.1 rule to every undeclared "
         "bundle, which fails the v0.2 spec's own samples. A rule only 0.1 has is a WARN (with "
         "how to declare 0.2) when the bundle declares no version, an ERROR when it declares "
-        "0.1 (DECISIONS.md 2026-12-03, issue 25; tests/test_validate_v02.py).",
+        "0.1 (docs/decisions/validation.md, 2026-12-03, issue 25; tests/test_validate_v02.py).",
         {"severity": {("log.md", "ERROR"): "WARN"}, "exit_code": 0},
     ),
 }

@@ -51,3 +51,56 @@ def test_no_log_file_is_committed() -> None:
     listed = subprocess.run([git, "ls-files", "*.log"], cwd=REPO, capture_output=True,
                             text=True, check=True, timeout=60)
     assert listed.stdout.split() == []
+
+
+# Issue 27: the decisions, split by area under docs/decisions/, each dated, with a status and the
+# test that pins it; docs/DECISIONS.md is their index.
+
+DECISIONS = REPO / "docs" / "decisions"
+STATUS_LINE = re.compile(
+    r"^  \*(\d{4}-\d{2}-\d{2}) · (accepted|rejected|superseded)[^·]* · (.+)\.\*$")
+PINNED_TEST = re.compile(r"`tests/(test_\w+\.py)(?:::(\w+))?`")
+
+
+def _decision_files() -> list[Path]:
+    files = sorted(DECISIONS.glob("*.md"))
+    assert files, "docs/decisions/ holds no area file"
+    return files
+
+
+def test_every_area_file_is_short_and_listed_in_the_index() -> None:
+    index = (REPO / "docs" / "DECISIONS.md").read_text(encoding="utf-8")
+    for path in _decision_files():
+        lines = path.read_text(encoding="utf-8").count("\n")
+        assert lines <= 400, f"{path.name}: {lines} lines (split the area)"
+        assert f"(decisions/{path.name})" in index, f"{path.name} has no line in docs/DECISIONS.md"
+    for target in re.findall(r"\]\((decisions/[\w-]+\.md)\)", index):
+        assert (REPO / "docs" / target).is_file(), target
+
+
+def test_every_decision_has_a_date_a_status_and_its_test() -> None:
+    for path in _decision_files():
+        lines = path.read_text(encoding="utf-8").split("\n")
+        starts = [n for n, line in enumerate(lines) if line.startswith("- ")]
+        for n in starts:
+            end = next((m for m in range(n + 1, len(lines))
+                        if lines[m].startswith(("- ", "#")) or lines[m] == ""), len(lines))
+            block = lines[n:end]
+            # A bullet that only lists the section's tests needs no line of its own.
+            if block[0].startswith("- Pinned by"):
+                continue
+            found = [STATUS_LINE.match(line) for line in block]
+            assert any(found), f"{path.name}:{n + 1}: no date · status · test line"
+
+
+def test_the_tests_a_decision_names_exist() -> None:
+    missing = []
+    for path in _decision_files():
+        text = path.read_text(encoding="utf-8")
+        for module, function in PINNED_TEST.findall(text):
+            test_file = REPO / "tests" / module
+            if not test_file.is_file():
+                missing.append(f"{path.name}: tests/{module}")
+            elif function and f"def {function}(" not in test_file.read_text(encoding="utf-8"):
+                missing.append(f"{path.name}: tests/{module}::{function}")
+    assert missing == []

@@ -80,7 +80,7 @@ _MAX_DETAIL = 1000
 # most one item per Markdown file or concept of the bundle. They hold the default cap in the
 # files, and ContractSet puts the configured cap there, so what is advertised and enforced
 # follows --max-files. Every other 10000 of the contracts bounds something else and stays
-# (docs/DECISIONS.md, 2026-12-03, lists them): a concept's own lists (read_concept's
+# (docs/decisions/loading.md, 2026-12-03, lists them): a concept's own lists (read_concept's
 # projections, MAX_PROJECTED_ITEMS), diagnostics, blockers, references and date mappings.
 # tests/test_caps.py checks that each pointer holds the default cap in its file.
 FILE_CAP_BOUNDS: tuple[tuple[str, str], ...] = (

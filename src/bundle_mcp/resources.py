@@ -10,7 +10,7 @@ template itself reaches the same URI, and the mapping is one-to-one: a URI names
 and every ID has one URI. ``index.md`` and ``log.md`` files are ``okf://<bundle>/<path>``
 (``okf://shop/tables%2Findex.md``); a concept ID never ends in ``.md``, so the two never meet.
 ``<bundle>`` is a lower-case name made from the folder's name (see :func:`serve_bundles`).
-See docs/DECISIONS.md, "Resources, prompts and completions".
+See docs/decisions/wire.md, "Resources, prompts, completions, logging and progress".
 """
 
 from __future__ import annotations
