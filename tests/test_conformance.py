@@ -26,7 +26,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "okf
 # {(file, severity): new severity}, "exit_code")
 DIFFERENCES: dict[str, tuple[str, dict]] = {
     "link/symlink-ignored": (
-        "DESIGN.md §1 has validate report every skipped symlink; the reference stays silent. "
+        "docs/DESIGN.md §1 has validate report every skipped symlink; the reference stays silent. "
         "The fixture's alias.md is a symlink upstream (flattened in the copy), so the test "
         "recreates it as one. The link from real.md to the symlink is also reported as "
         "broken (INFO): the server never follows the symlink, so the target is not served.",

@@ -1,7 +1,7 @@
 """One error type with a stable code, turned into the wire envelope at the dispatch boundary.
 
 Every failure a caller can see is a :class:`BundleError`. Its ``code`` is one of the codes of
-DESIGN.md §4; the dispatch core turns it into ``{code, message, retryable, diagnostics}``.
+docs/DESIGN.md §4; the dispatch core turns it into ``{code, message, retryable, diagnostics}``.
 Messages are written here and in the tools, never taken from exception text, so they never carry an
 absolute host path.
 """
@@ -116,7 +116,7 @@ def did_you_mean(concept_id: str, name: str, path: str, field: str) -> Diagnosti
 
 
 class BundleError(Exception):
-    """A failed call, with the envelope code of DESIGN.md §4.
+    """A failed call, with the envelope code of docs/DESIGN.md §4.
 
     Not a frozen dataclass: the interpreter sets ``__traceback__``/``__context__`` on exceptions
     as they propagate (through ``contextmanager`` blocks too), which a frozen class refuses.
@@ -145,7 +145,7 @@ class BundleError(Exception):
 
 
 def redact(message: str) -> str:
-    """Withhold a message that names an absolute host path (DESIGN.md §4).
+    """Withhold a message that names an absolute host path (docs/DESIGN.md §4).
 
     A path counts as a host path when its first segment is a top-level folder of this host
     (``/home/...``, ``/tmp/...``); a bundle-rooted link such as ``/tables/orders.md`` is not.

@@ -1,4 +1,4 @@
-"""The bundle as a graph: one entity and edge model, one adjacency, one walk (DESIGN.md §3).
+"""The bundle as a graph: one entity and edge model, one adjacency, one walk (docs/DESIGN.md §3).
 
 Entities. A *concept* (its ID is the concept ID) and a *section* of a concept (its ID is its
 locator, :mod:`bundle_mcp.okf.sections`). An ID names one entity: a concept keeps its ID, so a

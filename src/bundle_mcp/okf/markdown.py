@@ -96,7 +96,7 @@ def _scan_inline(
 
 
 def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
-    """Classify a destination; ``None`` for what is not an in-bundle link (DESIGN.md §1).
+    """Classify a destination; ``None`` for what is not an in-bundle link (docs/DESIGN.md §1).
 
     Ignored: empty destinations, ``#anchor``-only ones, any URI scheme and ``//host`` forms.
     """

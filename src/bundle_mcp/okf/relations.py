@@ -99,7 +99,7 @@ def extract_relations(
 ) -> tuple[tuple[Relation, ...], tuple[Diagnostic, ...]]:
     """Every relation of a concept: top-level, then nested under mappings with ``id``/``anchor``.
 
-    Identical (source, type, target) triples collapse to one edge (DESIGN.md §8). Problems are
+    Identical (source, type, target) triples collapse to one edge (docs/DESIGN.md §8). Problems are
     returned as WARN diagnostics for validate; a broken entry is skipped, never guessed at.
     """
     relations: dict[tuple[str, str, str], Relation] = {}

@@ -1,6 +1,6 @@
 """Publish whole-file writes to a bundle: compare-and-swap, all or nothing, replayable.
 
-``apply_writes`` is the one way any write tool changes a bundle (DESIGN.md §5). Under the
+``apply_writes`` is the one way any write tool changes a bundle (docs/DESIGN.md §5). Under the
 bundle's exclusive lock it finishes any interrupted apply, replays a durable receipt for an
 identical request, checks the base revision and every target's current hash, then
 
