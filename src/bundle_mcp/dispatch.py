@@ -25,6 +25,7 @@ from .errors import (
     OPERATION_REJECTED,
     RESOURCE_LIMIT,
     BundleError,
+    BundleMcpError,
     Diagnostic,
     invalid_request,
     recovery_step,
@@ -119,7 +120,7 @@ class ServedTool:
     output_schema: Mapping[str, Any]  # the output contract OR the error envelope (anyOf)
 
 
-class UnknownTool(KeyError):
+class UnknownTool(BundleMcpError, KeyError):
     """No tool of that name is served (unknown, outside ``--tools``, left out by read-only, or
     search_semantic without the semantic extra)."""
 

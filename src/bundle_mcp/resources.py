@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from .derived import RESOURCE_ENTRIES, of_snapshot
+from .errors import BundleMcpError
 from .model import CONCEPT, INDEX, LOG, Snapshot, canonical_json
 from .okf.ids import concept_id_problem
 
@@ -68,11 +69,11 @@ _SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _MAX_SLUG = 48
 
 
-class UriError(ValueError):
+class UriError(BundleMcpError, ValueError):
     """A URI that names no resource of this server; the message says why (no host path)."""
 
 
-class CursorError(ValueError):
+class CursorError(BundleMcpError, ValueError):
     """A ``resources/list`` cursor this server did not issue, or issued for another listing."""
 
 

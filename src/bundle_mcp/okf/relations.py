@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import WARN, Diagnostic
+from ..errors import WARN, BundleMcpError, Diagnostic
 from ..model import Relation
 from .ids import concept_id_problem
 
@@ -26,7 +26,7 @@ _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class BadReference(ValueError):
+class BadReference(BundleMcpError, ValueError):
     """A relation target that breaks the reference grammar."""
 
 
