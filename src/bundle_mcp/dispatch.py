@@ -75,7 +75,7 @@ class ServeConfig:
     # Who a call is made by when the transport names no reader: stdio's --reader, else all.
     reader: Reader = ALL_READER
     # The loader's caps (--max-files, --max-bytes): what loads, what a write may reach, and the
-    # bounds of the contracts that are the file cap (contracts.py).
+    # bounds of the contracts that are the file cap (contracts/files.py).
     caps: Caps = DEFAULT_CAPS
 
     def scopes_problem(self) -> str | None:
