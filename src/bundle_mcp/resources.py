@@ -30,7 +30,7 @@ from urllib.parse import quote
 from .derived import RESOURCE_ENTRIES, of_snapshot
 from .errors import BundleMcpError
 from .model import CONCEPT, INDEX, LOG, Snapshot, canonical_json
-from .okf.ids import concept_id_problem
+from .okf.ids import concept_id_for_path, concept_id_problem, path_for_concept_id
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -219,14 +219,14 @@ def parse_uri(uri: str) -> ResourceTarget:
     if name.endswith(".md"):
         if posixpath.basename(name) not in ("index.md", "log.md"):
             raise UriError("only index.md and log.md files are resources besides concepts")
-        problem = concept_id_problem(name[: -len(".md")], allow_reserved_names=True)
+        problem = concept_id_problem(concept_id_for_path(name), allow_reserved_names=True)
         if problem is not None:
             raise UriError(f"not a file path of a bundle ({problem})")
         return ResourceTarget(label, None, name)
     problem = concept_id_problem(name)
     if problem is not None:
         raise UriError(f"not a concept ID: {problem}")
-    return ResourceTarget(label, name, name + ".md")
+    return ResourceTarget(label, name, path_for_concept_id(name))
 
 
 def _unquote_bytes(encoded: str) -> bytearray:
