@@ -15,11 +15,11 @@ from ..limits import DEFAULT_CAPS, Caps
 from .advertise import advertised_input_schema, advertised_output_schema
 from .files import ERROR_SCHEMA, INPUT_SUFFIX, OUTPUT_SUFFIX, contracts_dir, with_caps
 from .validators import (
+    FAST_AVAILABLE,
     FastValidator,
     JsonschemaValidator,
     SchemaValidator,
     ValidatorFactory,
-    jsonschema_rs,
 )
 from .wording import input_error, internal_error, reject_surrogates
 
@@ -59,7 +59,7 @@ class ContractSet:
         self._factory = validator_factory
         self._validators: dict[str, SchemaValidator] = {}
         self._fast: dict[str, FastValidator | None] = {}
-        self._use_fast = fast and jsonschema_rs is not None
+        self._use_fast = fast and FAST_AVAILABLE
         self._compile_lock = threading.Lock()
 
     # -- what is advertised

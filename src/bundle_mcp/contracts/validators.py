@@ -17,8 +17,11 @@ except ImportError:  # pragma: no cover - the dependency is declared; a missing 
     # mypy has no "module or None" type for an optional import; users check `is not None`.
     jsonschema_rs = None  # type: ignore[assignment]
 
-__all__ = ["FastValidator", "JsonschemaValidator", "SchemaValidator", "ValidatorFactory",
-           "Violation", "jsonschema_rs"]
+__all__ = ["FAST_AVAILABLE", "FastValidator", "JsonschemaValidator", "SchemaValidator",
+           "ValidatorFactory", "Violation"]
+
+# Whether jsonschema-rs is installed, so that FastValidator can be used.
+FAST_AVAILABLE = jsonschema_rs is not None
 
 _MAX_DETAIL = 1000
 
