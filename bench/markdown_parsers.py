@@ -1,4 +1,7 @@
-"""Time Markdown parsers on every concept body of a bundle (docs/DECISIONS.md, Markdown parsing).
+"""Time Markdown parsers on every concept body of a bundle.
+
+Why the fast path: docs/decisions/loading.md (Markdown parsing); the figures:
+bench/results/2026-12-03-decision-figures.md.
 
     python bench/markdown_parsers.py /tmp/b10k ../shared/corpora
 
@@ -45,7 +48,7 @@ def parsers() -> dict[str, Callable[[str], object]]:
         try:
             return markdown_fast._tree(text)
         except markdown_fast._Fallback:
-            return None  # markdown-it 0.6 panics on some real documents (DECISIONS.md)
+            return None  # markdown-it 0.6 panics on some real documents (docs/decisions/loading.md)
 
     py = reference.markdown_parser()
     opts = pyromark.Options.ENABLE_TABLES | pyromark.Options.ENABLE_FOOTNOTES

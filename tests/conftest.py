@@ -152,6 +152,19 @@ class FakeTools:
     started: threading.Event = field(default_factory=threading.Event)
     stopped_by_cancel: threading.Event = field(default_factory=threading.Event)
     seen: list[tuple[Snapshot, dict[str, Any]]] = field(default_factory=list)
+    # How many calls of the slow tool are running now, and a condition to wait on for a count.
+    slow_running: int = 0
+    slow_changed: threading.Condition = field(default_factory=threading.Condition)
+
+    def wait_for_slow_calls(self, count: int, timeout: float) -> bool:
+        """Block until at least ``count`` slow calls run at once (False after ``timeout`` s)."""
+        with self.slow_changed:
+            return self.slow_changed.wait_for(lambda: self.slow_running >= count, timeout)
+
+    def _slow_call(self, change: int) -> None:
+        with self.slow_changed:
+            self.slow_running += change
+            self.slow_changed.notify_all()
 
     def dispatcher(self, **config: Any) -> Dispatcher:
         return Dispatcher(ServeConfig(**config), self.contracts, tools=self.modules)
@@ -199,15 +212,18 @@ def fake_tools(tmp_path: Path) -> FakeTools:
         }
 
     def slow(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:
+        fakes._slow_call(+1)
         fakes.started.set()
         deadline = time.monotonic() + params.get("seconds", 10)
         try:
             while time.monotonic() < deadline:
                 token.check()
-                time.sleep(0.005)
+                time.sleep(0.005)  # the fake work itself: a call that runs for `seconds`
         except BundleError:
             fakes.stopped_by_cancel.set()
             raise
+        finally:
+            fakes._slow_call(-1)
         return {"word": "slow", "concepts": [], "revision": snapshot.revision}
 
     def boom(snapshot: Snapshot, params: dict[str, Any], token: CancelToken) -> dict[str, Any]:

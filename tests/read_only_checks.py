@@ -14,8 +14,10 @@ import errno
 import json
 import logging
 import os
+import queue
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -82,6 +84,51 @@ def check(condition: bool, what: str) -> None:
         raise AssertionError(what)
 
 
+# The snapshot cache starts each background parse-cache save on a timer thread of this name.
+SAVE_THREAD = "bundle-mcp-parse-cache"
+
+
+def wait_for_parse_cache_saves(timeout: float = 30.0) -> None:
+    """Wait until every parse-cache save started so far has run (its timer thread ended).
+
+    Each call that makes the cache worth saving starts the timer before it returns, so after
+    the calls every save they asked for is one of these threads.
+    """
+    deadline = time.monotonic() + timeout
+    for thread in threading.enumerate():
+        if thread.name == SAVE_THREAD:
+            thread.join(max(0.0, deadline - time.monotonic()))
+            check(not thread.is_alive(), "a background parse-cache save never finished")
+
+
+def read_until(stream: Any, needle: str, timeout: float) -> list[str]:
+    """The lines a child process writes to ``stream`` up to the first holding ``needle``.
+
+    A thread reads them (a read blocks) and hands each over, so the wait has a deadline.
+    """
+    handed: queue.Queue[str] = queue.Queue()
+
+    def pump() -> None:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode("utf-8", "replace")
+            handed.put(line)
+            if needle in line:
+                return
+        handed.put("")  # the end of the stream
+
+    threading.Thread(target=pump, name="read-until", daemon=True).start()
+    lines: list[str] = []
+    deadline = time.monotonic() + timeout
+    while not lines or needle not in lines[-1]:
+        try:
+            line = handed.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise AssertionError(f"no line with {needle!r} within {timeout} s: {lines}") from None
+        check(bool(line), f"the process closed its output before {needle!r}: {lines}")
+        lines.append(line)
+    return lines
+
+
 def in_process(mnt: str, cache_mnt: str) -> dict[str, Any]:
     warnings = Warnings()
     logging.getLogger("bundle_mcp").addHandler(warnings)
@@ -106,7 +153,7 @@ def in_process(mnt: str, cache_mnt: str) -> dict[str, Any]:
     for name, arguments in reads.items():
         outcome = dispatcher.call(name, arguments)
         check(not outcome.is_error, f"{name} failed on the read-only bundle: {outcome.text}")
-    time.sleep(2.5)  # the parse-cache save starts a second after a call, in the background
+    wait_for_parse_cache_saves()  # the first save starts a second after a call, in the background
 
     operations = [{"kind": "set_lifecycle", "concept_id": "beans/ethiopia-guji",
                    "lifecycle": {"status": "deprecated", "stale_after": None}}]
@@ -144,7 +191,7 @@ def in_process(mnt: str, cache_mnt: str) -> dict[str, Any]:
     for _ in range(3):
         for name, arguments in reads.items():
             check(not dispatcher.call(name, arguments).is_error, name)
-    time.sleep(2.5)
+    wait_for_parse_cache_saves()  # any save these calls started has run, and warned or not
     cache = ParseCache(Path(cache_mnt))
     snapshot = dispatcher.served_snapshot(mnt, CancelToken())
     for _ in range(3):
@@ -167,12 +214,14 @@ def over_http(mnt: str, cache_mnt: str) -> dict[str, Any]:
         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
     )
     assert process.stderr is not None
+    seen: list[str] = []  # every line read before the end: the warm-up may log before listening
     try:
         url = ""
         deadline = time.monotonic() + 60
         while not url:
             line = process.stderr.readline().decode("utf-8", "replace")
             check(bool(line) and time.monotonic() < deadline, "the server never listened")
+            seen.append(line)
             if "streamable HTTP on " in line:
                 url = line.split()[-1]
         base = url.removesuffix("/mcp")
@@ -202,11 +251,12 @@ def over_http(mnt: str, cache_mnt: str) -> dict[str, Any]:
         check(results["write_concept"]["isError"], str(results))
         check(envelope["code"] == "operation_rejected", str(envelope))
         check(envelope["message"].startswith(READ_ONLY), str(envelope))
-        time.sleep(2.5)  # let the background parse-cache save fail
+        # The background parse-cache save fails on the read-only cache folder and says so.
+        seen += read_until(process.stderr, "parse cache", 30)
     finally:
         process.terminate()
         _, err = process.communicate(timeout=60)
-    log = err.decode("utf-8", "replace")
+    log = "".join(seen) + err.decode("utf-8", "replace")
     warnings = [line for line in log.splitlines() if "WARNING" in line]
     cache_warnings = [line for line in warnings if "parse cache" in line]
     check(len(cache_warnings) == 1, f"one parse-cache warning: {log}")

@@ -26,7 +26,7 @@ FIXTURES = Path(__file__).resolve().parents[2] / "shared" / "conformance" / "okf
 # {(file, severity): new severity}, "exit_code")
 DIFFERENCES: dict[str, tuple[str, dict]] = {
     "link/symlink-ignored": (
-        "DESIGN.md §1 has validate report every skipped symlink; the reference stays silent. "
+        "docs/DESIGN.md §1 has validate report every skipped symlink; the reference stays silent. "
         "The fixture's alias.md is a symlink upstream (flattened in the copy), so the test "
         "recreates it as one. The link from real.md to the symlink is also reported as "
         "broken (INFO): the server never follows the symlink, so the target is not served.",
@@ -37,7 +37,7 @@ DIFFERENCES: dict[str, tuple[str, dict]] = {
         "only v0.1 forbids it, and the reference applies the 0.1 rule to every undeclared "
         "bundle, which fails the v0.2 spec's own samples. A rule only 0.1 has is a WARN (with "
         "how to declare 0.2) when the bundle declares no version, an ERROR when it declares "
-        "0.1 (DECISIONS.md 2026-12-03, issue 25; tests/test_validate_v02.py).",
+        "0.1 (docs/decisions/validation.md, 2026-12-03, issue 25; tests/test_validate_v02.py).",
         {"severity": {("log.md", "ERROR"): "WARN"}, "exit_code": 0},
     ),
 }

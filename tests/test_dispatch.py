@@ -462,7 +462,7 @@ class RecordingLoader:
             self.max_active[path] = max(self.max_active.get(path, 0), self.active[path])
             fail, self.fail_next = self.fail_next, False
         try:
-            time.sleep(self.delay)
+            time.sleep(self.delay)  # a slow load, by design: calls overlap while it runs
             if fail:
                 raise invalid_request("the bundle vanished")
             return load_bundle(path, token, previous, stats)

@@ -1,6 +1,6 @@
 """python-frontmatter as the reference our frontmatter split is checked against.
 
-Why it is not the parser is in docs/DECISIONS.md ("python-frontmatter is the reference").
+Why it is not the parser is in docs/decisions/loading.md ("python-frontmatter is the reference").
 
 The loader splits documents itself, because python-frontmatter strips the text (line numbers
 drift), drops the metadata of a file that starts with a BOM and reads a leading thematic break as

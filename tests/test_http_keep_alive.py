@@ -101,7 +101,7 @@ def _list_then_idle(port: int, idle: float) -> tuple[http.client.HTTPConnection,
     listed = _rpc(connection, port, 2, "tools/list", {})
     assert connection.sock is sock
     assert listed["result"]["tools"]  # type: ignore[index]
-    time.sleep(idle)
+    time.sleep(idle)  # the idle time is what the test is about: nothing to wait for instead
     return connection, sock
 
 

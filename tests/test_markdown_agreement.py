@@ -4,7 +4,7 @@
 ``parse_markdown_reference`` (markdown-it-py) is the reference. For every document checked here the
 fast path either returns ``None`` (the caller then parses with the reference) or the very same
 ``MarkdownFacts``: links with lines, sections, anchors, footnote references and definitions. Why
-the fast path exists and where it falls back is in docs/DECISIONS.md (Markdown parsing).
+the fast path exists and where it falls back is in docs/decisions/loading.md (Markdown parsing).
 """
 
 from __future__ import annotations

@@ -266,8 +266,8 @@ def test_unsupported_sources_are_blocked(tmp_bundle, index, selector, code, reso
 
 
 def test_an_undeclared_bundle_without_legacy_keys_is_read_as_v01(tmp_bundle) -> None:
-    # versioning.resolve_version's rule (DECISIONS.md): undeclared is 0.1, for the readers and
-    # for the migration alike, so migrating it only writes the declaration.
+    # versioning.resolve_version's rule (docs/decisions/loading.md): undeclared is 0.1, for the
+    # readers and for the migration alike, so migrating it only writes the declaration.
     client = Client(tmp_bundle({"index.md": INDEX, "note.md": NOTE}))
     args = {"timestamp_policy": "preserve", "citation_mappings": []}
     preview = client.ok("preview_v02_migration", **args)

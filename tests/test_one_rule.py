@@ -3,10 +3,14 @@
 - ``okf.citations``: the v0.1 ``# Citations`` section (level-1 heading, any letter case).
 - ``versioning.resolve_version``: an undeclared bundle is 0.1 for readers and the migration.
 - ``okf.names.concept_name``: a concept's name is its trimmed title.
+- ``okf.ids.concept_id_for_path`` / ``path_for_concept_id``: the path ↔ ID rule (issue 27: it
+  was re-coded inline in six places).
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
 from typing import Any
 
 from bundle_mcp.contracts import ContractSet
@@ -79,3 +83,20 @@ def test_a_concept_name_is_its_trimmed_title_in_every_traversal(tmp_bundle) -> N
     assert [n["name"] for n in expanded["neighbors"] if n["id"] == "beans"] == ["Beans"]
     subgraph = _call(d, "query_subgraph", seed_ids=["roast"], depth=1, compact_mode=True)
     assert [n["name"] for n in subgraph["subgraph"]["nodes"] if n["id"] == "beans"] == ["Beans"]
+
+
+# Slicing or gluing ".md" to turn a path into a concept ID or back: only okf/ids.py may.
+INLINE_PATH_RULE = re.compile(
+    r'\[:\s*-3\]|\[:\s*-len\("\.md"\)\]|removesuffix\("\.md"\)|\+\s*"\.md"|\{[^{}]*\}\.md"')
+SRC = Path(__file__).resolve().parent.parent / "src" / "bundle_mcp"
+
+
+def test_the_path_to_id_rule_is_coded_once() -> None:
+    found = []
+    for path in sorted(SRC.rglob("*.py")):
+        if path == SRC / "okf" / "ids.py":
+            continue
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if INLINE_PATH_RULE.search(line):
+                found.append(f"{path.relative_to(SRC)}:{n}: {line.strip()}")
+    assert found == [], "use okf.ids.concept_id_for_path / path_for_concept_id"

@@ -1,7 +1,7 @@
 """The publication layer: compare-and-swap, atomicity, replay, no escape, and crash recovery.
 
 The fault-injection test kills a real subprocess (SIGKILL) at every step of a three-file apply
-and checks that recovery leaves the bundle exactly at its base or at its result (DESIGN.md §5).
+and checks that recovery leaves the bundle exactly at its base or at its result (docs/DESIGN.md §5).
 """
 
 from __future__ import annotations

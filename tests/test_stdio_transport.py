@@ -337,15 +337,20 @@ async def test_in_process_transport_survives_an_unencodable_tool_result() -> Non
 async def test_a_ping_is_read_while_every_worker_thread_is_busy(
     fake_tools: FakeTools, simple_bundle: str
 ) -> None:
-    busy = 45  # more than anyio's default 40 worker threads
+    workers = int(anyio.to_thread.current_default_thread_limiter().total_tokens)  # 40
+    busy = workers + 5  # more calls than anyio has default worker threads
     server = build_server(fake_tools.dispatcher(bundles=(simple_bundle,)))
     with anyio.fail_after(60):
         async with in_process(server) as pipes:
             for n in range(busy):
                 pipes.send({"jsonrpc": "2.0", "id": n, "method": "tools/call",
                             "params": {"name": "slow", "arguments": {"seconds": 4}}})
-            await anyio.to_thread.run_sync(fake_tools.started.wait, 10)
-            await anyio.sleep(0.5)  # let the calls take every default worker
+            # Wait until the calls hold every default worker; on a thread of its own, since a
+            # default worker is just what this wait cannot get.
+            assert await anyio.to_thread.run_sync(
+                fake_tools.wait_for_slow_calls, workers, 10,
+                limiter=anyio.CapacityLimiter(1),
+            )
             pipes.send({"jsonrpc": "2.0", "id": "ping", "method": "ping"})
             with anyio.fail_after(2):  # well before the first slow call can finish
                 assert await pipes.receive() == {"jsonrpc": "2.0", "id": "ping", "result": {}}

@@ -88,7 +88,8 @@ async def test_2025_subscribers_hear_of_edits_and_everyone_of_new_files(
         assert c.server_capabilities.resources.list_changed is True
         assert len((await c.list_resources()).resources) == 3
         await c.subscribe_resource(beans)
-        await anyio.sleep(1.5)  # let a poll pass, then change a subscribed and a silent file
+        # No poll needs to pass first: the poll compares with what list_resources showed
+        # (ConnectionState.observe). Change a subscribed and a silent file.
         edit(Path(bundle, "roast.md"), FILES["roast.md"] + "\nEdited, unsubscribed.\n")
         edit(Path(bundle, "beans.md"), FILES["beans.md"] + "\nEdited.\n")
         await inbox.wait_for(types.ResourceUpdatedNotification, beans)

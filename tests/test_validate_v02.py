@@ -274,7 +274,8 @@ def test_log_frontmatter_is_a_warning_at_any_level_when_no_version_is_declared(
     tmp_path: Path, root_frontmatter: str,
 ) -> None:
     """Undeclared, or declared as a version the server does not know: read as 0.1, but the
-    0.1-only rule is a WARN that says how to declare 0.2 (DECISIONS.md, issue 25)."""
+    0.1-only rule is a WARN that says how to declare 0.2 (docs/decisions/validation.md, issue
+    25)."""
     write(tmp_path, {
         "index.md": root_frontmatter + ROOT_INDEX,
         "a.md": concept("type: Note"),

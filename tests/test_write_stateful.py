@@ -225,7 +225,7 @@ def parents(paths: Any) -> set[str]:
 
 
 def revision(files: Mapping[str, bytes]) -> str:
-    """The bundle revision, computed independently of the server (DESIGN.md §2): SHA-256 over
+    """The bundle revision, computed independently of the server (docs/DESIGN.md §2): SHA-256 over
     the canonical JSON of the sorted records {path, sha256, size} of the Markdown files."""
     records = [
         {"path": p, "sha256": hashlib.sha256(b).hexdigest(), "size": len(b)}

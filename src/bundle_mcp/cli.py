@@ -21,7 +21,7 @@ from typing import Any
 
 from ._version import __version__
 from .dispatch import Dispatcher, ServeConfig, UnknownTool
-from .errors import BundleError
+from .errors import BundleError, BundleMcpError
 from .limits import Caps
 from .okf.scopes import NOTHING, Access
 from .readers import (
@@ -56,7 +56,7 @@ HOSTS_ENV = "BUNDLE_MCP_ALLOWED_HOSTS"
 DEFAULT_KEEP_ALIVE_SECONDS = 75
 
 
-class UsageError(Exception):
+class UsageError(BundleMcpError):
     """A command line that cannot run; reported on stderr with exit code 2."""
 
 

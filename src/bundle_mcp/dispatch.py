@@ -25,6 +25,7 @@ from .errors import (
     OPERATION_REJECTED,
     RESOURCE_LIMIT,
     BundleError,
+    BundleMcpError,
     Diagnostic,
     invalid_request,
     recovery_step,
@@ -74,7 +75,7 @@ class ServeConfig:
     # Who a call is made by when the transport names no reader: stdio's --reader, else all.
     reader: Reader = ALL_READER
     # The loader's caps (--max-files, --max-bytes): what loads, what a write may reach, and the
-    # bounds of the contracts that are the file cap (contracts.py).
+    # bounds of the contracts that are the file cap (contracts/files.py).
     caps: Caps = DEFAULT_CAPS
 
     def scopes_problem(self) -> str | None:
@@ -119,7 +120,7 @@ class ServedTool:
     output_schema: Mapping[str, Any]  # the output contract OR the error envelope (anyOf)
 
 
-class UnknownTool(KeyError):
+class UnknownTool(BundleMcpError, KeyError):
     """No tool of that name is served (unknown, outside ``--tools``, left out by read-only, or
     search_semantic without the semantic extra)."""
 

@@ -1,9 +1,39 @@
-"""One error type with a stable code, turned into the wire envelope at the dispatch boundary.
+"""The exceptions bundle-mcp raises on purpose, and the wire envelope of a failed call.
 
-Every failure a caller can see is a :class:`BundleError`. Its ``code`` is one of the codes of
-DESIGN.md §4; the dispatch core turns it into ``{code, message, retryable, diagnostics}``.
-Messages are written here and in the tools, never taken from exception text, so they never carry an
-absolute host path.
+Every exception the package raises on purpose derives from :class:`BundleMcpError`, which holds
+the two things each of them carries: ``message``, the sentence for a person, and ``code``, a
+stable machine-readable name where the failure has one (empty otherwise). Only
+:class:`BundleError` reaches a client: its ``code`` is an envelope code of docs/DESIGN.md §4, and
+the dispatch core turns it into ``{code, message, retryable, diagnostics}``. The others are
+caught inside the package and reported in their own way (an exit status and a line on stderr,
+a JSON-RPC error, a finding, a blocker). Messages are written here and in the tools, never
+taken from exception text, so they never carry an absolute host path.
+
+The tree (the module that defines each class; a second base keeps what ``except`` catches)::
+
+    BundleMcpError                          message, code
+    ├── BundleError                         a failed tool call: envelope code, diagnostics
+    │   ├── LockRefused                     storage/locks.py
+    │   └── RecoveryFailed                  storage/recovery.py
+    ├── BadReference (ValueError)           okf/relations.py: a relation target's grammar
+    ├── SqlSyntaxError (ValueError)         okf/sql.py: SQL that cannot be tokenized
+    ├── ComputationUnavailable              okf/computations.py: no sanctioned computation
+    ├── EditError                           writes/yaml_edit.py: a frontmatter edit refused
+    ├── OpRejected                          writes/patch_ops.py: a patch operation refused
+    ├── SelectionError (ValueError)         export/graph.py: a folder or seed that is not there
+    ├── OverBudget                          export/graph.py: more nodes than --max-nodes
+    ├── UnknownTool (KeyError)              dispatch.py: no tool of that name is served
+    ├── ReadersFileError (ValueError)       readers.py: a readers file that cannot be used
+    ├── UriError (ValueError)               resources.py: a URI that names no resource
+    ├── CursorError (ValueError)            resources.py: a cursor this server did not issue
+    ├── PromptError (ValueError)            prompts.py: arguments a prompt cannot render from
+    ├── UsageError                          cli.py: a command line that cannot run (exit 2)
+    ├── _Usage                              viewer/command.py: the same for ``view``
+    └── VendorMismatch                      viewer/page.py: vendored JavaScript was altered
+
+Outside the tree: the loader's ``FrontmatterError`` and ``_EntryFailure`` (loader/), and the
+private ``_Fallback`` signals of okf/markdown_fast.py and writes/yaml_edit.py, which are not
+failures but a way back to the slower path.
 """
 
 from __future__ import annotations
@@ -115,17 +145,31 @@ def did_you_mean(concept_id: str, name: str, path: str, field: str) -> Diagnosti
     )
 
 
-class BundleError(Exception):
-    """A failed call, with the envelope code of DESIGN.md §4.
+class BundleMcpError(Exception):
+    """The base of every exception bundle-mcp raises on purpose (the tree is in this module's
+    docstring).
 
-    Not a frozen dataclass: the interpreter sets ``__traceback__``/``__context__`` on exceptions
-    as they propagate (through ``contextmanager`` blocks too), which a frozen class refuses.
+    ``str()`` of one is its message, as for any exception made from one argument (a subclass
+    may say otherwise, as :class:`BundleError` does). Not a frozen dataclass: the interpreter
+    sets ``__traceback__``/``__context__`` on exceptions as they propagate (through
+    ``contextmanager`` blocks too), which a frozen class refuses.
     """
 
-    def __init__(self, code: str, message: str, diagnostics: tuple[Diagnostic, ...] = ()) -> None:
-        super().__init__(code, message)
-        self.code = code
+    code: str = ""  # a stable machine-readable name, where the failure has one
+
+    def __init__(self, message: str, code: str | None = None) -> None:
+        super().__init__(message)
         self.message = message
+        if code is not None:
+            self.code = code
+
+
+class BundleError(BundleMcpError):
+    """A failed call, with the envelope code of docs/DESIGN.md §4."""
+
+    def __init__(self, code: str, message: str, diagnostics: tuple[Diagnostic, ...] = ()) -> None:
+        super().__init__(message, code)
+        self.args = (code, message)  # as before the base class: copies and pickles rebuild it
         self.diagnostics = tuple(diagnostics)
 
     @property
@@ -145,7 +189,7 @@ class BundleError(Exception):
 
 
 def redact(message: str) -> str:
-    """Withhold a message that names an absolute host path (DESIGN.md §4).
+    """Withhold a message that names an absolute host path (docs/DESIGN.md §4).
 
     A path counts as a host path when its first segment is a top-level folder of this host
     (``/home/...``, ``/tmp/...``); a bundle-rooted link such as ``/tables/orders.md`` is not.

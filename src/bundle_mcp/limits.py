@@ -27,7 +27,7 @@ class Caps:
     The defaults are the contract's (README, "Limits"); ``serve``, ``validate`` and ``call``
     take ``--max-files`` and ``--max-bytes``. One value, handed from the command to everything
     that loads, writes or advertises a bound that is the file cap: the loader, the snapshot
-    cache, the write path and the contracts (contracts.py substitutes it where a contract's
+    cache, the write path and the contracts (contracts/files.py substitutes it where a contract's
     bound is the file cap).
     """
 

@@ -369,7 +369,7 @@ _EMPTY: Mapping[str, Any] = types.MappingProxyType({})
 
 
 def revision_of(records: list[FileRecord] | tuple[FileRecord, ...]) -> str:
-    """SHA-256 over the canonical JSON of the sorted file records (DESIGN.md §2), as hex.
+    """SHA-256 over the canonical JSON of the sorted file records (docs/DESIGN.md §2), as hex.
 
     The JSON is written piece by piece instead of through ``canonical_json``: at the file cap
     this runs on every reload, and the pieces are exactly what ``canonical_json`` would emit

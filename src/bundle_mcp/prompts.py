@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
+from .errors import BundleMcpError
 from .model import Snapshot
 from .okf.ids import concept_id_problem
 from .okf.temporal import INSTANT_PROFILE, parse_date, parse_instant
@@ -40,7 +41,7 @@ BUNDLE = "bundle"
 CONCEPT_ID = "concept_id"
 
 
-class PromptError(ValueError):
+class PromptError(BundleMcpError, ValueError):
     """Arguments a prompt cannot be rendered from; the message names the argument."""
 
 

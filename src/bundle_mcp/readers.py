@@ -30,6 +30,7 @@ import jsonschema
 import yaml
 
 from .contracts import contracts_dir
+from .errors import BundleMcpError
 from .okf.scopes import EVERYTHING, FULL_ACCESS, NOTHING, Access, FolderScope
 
 __all__ = [
@@ -55,7 +56,7 @@ MAX_FILE_BYTES = 1024 * 1024
 TOKEN_PREFIX = "sha256:"
 
 
-class ReadersFileError(ValueError):
+class ReadersFileError(BundleMcpError, ValueError):
     """The readers file cannot be used; the message names the file, the line and the fix."""
 
 

@@ -10,7 +10,7 @@ template itself reaches the same URI, and the mapping is one-to-one: a URI names
 and every ID has one URI. ``index.md`` and ``log.md`` files are ``okf://<bundle>/<path>``
 (``okf://shop/tables%2Findex.md``); a concept ID never ends in ``.md``, so the two never meet.
 ``<bundle>`` is a lower-case name made from the folder's name (see :func:`serve_bundles`).
-See docs/DECISIONS.md, "Resources, prompts and completions".
+See docs/decisions/wire.md, "Resources, prompts, completions, logging and progress".
 """
 
 from __future__ import annotations
@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from .derived import RESOURCE_ENTRIES, of_snapshot
+from .errors import BundleMcpError
 from .model import CONCEPT, INDEX, LOG, Snapshot, canonical_json
-from .okf.ids import concept_id_problem
+from .okf.ids import concept_id_for_path, concept_id_problem, path_for_concept_id
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -68,11 +69,11 @@ _SLUG_CHARS = re.compile(r"[^a-z0-9]+")
 _MAX_SLUG = 48
 
 
-class UriError(ValueError):
+class UriError(BundleMcpError, ValueError):
     """A URI that names no resource of this server; the message says why (no host path)."""
 
 
-class CursorError(ValueError):
+class CursorError(BundleMcpError, ValueError):
     """A ``resources/list`` cursor this server did not issue, or issued for another listing."""
 
 
@@ -218,14 +219,14 @@ def parse_uri(uri: str) -> ResourceTarget:
     if name.endswith(".md"):
         if posixpath.basename(name) not in ("index.md", "log.md"):
             raise UriError("only index.md and log.md files are resources besides concepts")
-        problem = concept_id_problem(name[: -len(".md")], allow_reserved_names=True)
+        problem = concept_id_problem(concept_id_for_path(name), allow_reserved_names=True)
         if problem is not None:
             raise UriError(f"not a file path of a bundle ({problem})")
         return ResourceTarget(label, None, name)
     problem = concept_id_problem(name)
     if problem is not None:
         raise UriError(f"not a concept ID: {problem}")
-    return ResourceTarget(label, name, name + ".md")
+    return ResourceTarget(label, name, path_for_concept_id(name))
 
 
 def _unquote_bytes(encoded: str) -> bytearray:

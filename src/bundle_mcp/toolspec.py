@@ -80,8 +80,10 @@ class ToolSpec:
     description: str  # what the model reads (docs/TOOLS.md keeps these short)
     read_only: bool  # writes nothing: `serve --read-only` keeps only these; checked for
     #                  cancellation after they ran (a committed write is reported as done)
-    needs_parseable: bool  # refused while a file cannot be parsed, unless --skip-unparseable
     run: Runner
+    # Refused while a file cannot be parsed, unless --skip-unparseable: the strict default. A
+    # tool that answers usefully about a broken bundle (validate_bundle) says False.
+    needs_parseable: bool = True
     text: TextRenderer | None = None  # the text block, when it is not the JSON of the result
     output_budget: int = DEFAULT_OUTPUT_BUDGET  # bytes of the structured result's JSON
     # Keep the finished answer per snapshot and arguments, so a repeat costs no run, encode or

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from urllib.parse import quote
 
 from ..cancel import CancelToken
+from ..errors import BundleMcpError
 from ..model import Snapshot
 from ..okf.filters import ConceptFilter
 from ..okf.folding import fold
@@ -177,17 +178,16 @@ class ExportGraph:
         return found
 
 
-class SelectionError(ValueError):
+class SelectionError(BundleMcpError, ValueError):
     """A query this bundle cannot answer: a folder that is not one, a seed that names nothing
     in the selected graph. ``hints`` are lines a caller may show under the message."""
 
     def __init__(self, message: str, hints: Iterable[str] = ()) -> None:
         super().__init__(message)
-        self.message = message
         self.hints = tuple(hints)
 
 
-class OverBudget(Exception):
+class OverBudget(BundleMcpError):
     """The selection has more nodes than the budget allows; nothing is exported."""
 
     def __init__(self, nodes: int, edges: int, max_nodes: int) -> None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from markdown_it.token import Token
 
+from ..errors import BundleMcpError
 from ..model import Document, Snapshot
 from .field_paths import BUNDLE, URL, FieldPath, resolve_field_path
 from .markdown import markdown_parser
@@ -48,13 +49,11 @@ GATE_REFUSE = "refuse"
 GATE_UNKNOWN = "unknown"
 
 
-class ComputationUnavailable(Exception):  # noqa: N818 - a state, not a failure of this code
+class ComputationUnavailable(BundleMcpError):  # noqa: N818 - a state, not a failure of this code
     """The sanctioned computation cannot be determined: ``code`` says why."""
 
     def __init__(self, code: str, message: str, hint: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(message, code)
         self.hint = hint
 
 

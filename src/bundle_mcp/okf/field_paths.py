@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..model import Document, Snapshot
+from .ids import concept_id_for_path
 from .markdown import normalise_path
 
 URL = "url"
@@ -61,7 +62,7 @@ class FieldPath:
         """The concept the path names, when it is an existing concept document."""
         if self.path is None or not self.exists or not self.path.endswith(".md"):
             return None
-        return self.path[:-3] or None
+        return concept_id_for_path(self.path) or None
 
     def wire(self) -> dict[str, Any]:
         """The shape every tool reports: ``{raw, kind, path, exists, root_reading}``."""

@@ -1,4 +1,4 @@
-"""The bundle as a graph: one entity and edge model, one adjacency, one walk (DESIGN.md §3).
+"""The bundle as a graph: one entity and edge model, one adjacency, one walk (docs/DESIGN.md §3).
 
 Entities. A *concept* (its ID is the concept ID) and a *section* of a concept (its ID is its
 locator, :mod:`bundle_mcp.okf.sections`). An ID names one entity: a concept keeps its ID, so a
@@ -54,6 +54,7 @@ from .field_paths import (
     SOURCE_RESOURCE,
     path_fields,
 )
+from .ids import concept_id_for_path
 from .names import concept_name
 from .properties import tags as concept_tags
 from .properties import text_field
@@ -405,7 +406,7 @@ class BundleGraph:
     def _concept_at(self, path: str) -> Document | None:
         if not path.endswith(".md"):
             return None
-        doc = self.snapshot.concepts.get(path[:-3])
+        doc = self.snapshot.concepts.get(concept_id_for_path(path))
         return doc if doc is not None and doc.path == path else None
 
     # tags and types

@@ -1,4 +1,4 @@
-"""Canonical concept IDs (DESIGN.md §1): the bundle-relative path without ``.md``.
+"""Canonical concept IDs (docs/DESIGN.md §1): the bundle-relative path without ``.md``.
 
 :func:`concept_id_problem` is the one rule for what a concept ID may be. The loader applies it to
 every concept file it finds (a file whose name breaks it is an unparseable document, reported by
@@ -23,7 +23,7 @@ RESERVED_STEMS = ("index", "log")
 def concept_id_problem(value: str, *, allow_reserved_names: bool = False) -> str | None:
     """Why ``value`` is not a canonical concept ID, or ``None`` when it is.
 
-    Only the last segment may not be ``index`` or ``log`` (DESIGN.md §8): a folder called
+    Only the last segment may not be ``index`` or ``log`` (docs/DESIGN.md §8): a folder called
     ``log/`` may hold concepts.
     """
     if not value:

@@ -19,6 +19,7 @@ from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 
 from ..model import Document, FootnoteDef, FootnoteRef, Link, MarkdownFacts, Section
+from .ids import concept_id_for_path
 
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _BREAKS = ("softbreak", "hardbreak")
@@ -96,7 +97,7 @@ def _scan_inline(
 
 
 def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
-    """Classify a destination; ``None`` for what is not an in-bundle link (DESIGN.md §1).
+    """Classify a destination; ``None`` for what is not an in-bundle link (docs/DESIGN.md §1).
 
     Ignored: empty destinations, ``#anchor``-only ones, any URI scheme and ``//host`` forms.
     """
@@ -116,7 +117,7 @@ def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
     target = normalise_path(segments)
     concept_id = None
     if target is not None and not is_directory:
-        concept_id = target[:-3] if target.endswith(".md") else target
+        concept_id = concept_id_for_path(target)
         if not concept_id:
             concept_id = None
     return Link(

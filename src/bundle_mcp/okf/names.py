@@ -1,4 +1,4 @@
-"""A concept's display name: the one rule every tool that names a concept uses (DESIGN.md §3).
+"""A concept's display name: the one rule every tool that names a concept uses (docs/DESIGN.md §3).
 
 The frontmatter ``title``, trimmed, when it is a non-blank string; else the first non-blank
 heading of the body, trimmed; else the last segment of the concept ID.

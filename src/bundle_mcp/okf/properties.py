@@ -45,7 +45,7 @@ def tags(fm: Mapping[str, Any]) -> list[str]:
 
 
 def status_state(fm: Mapping[str, Any]) -> dict[str, Any]:
-    """Absent ⇒ stable; one of the three names ⇒ itself; anything else ⇒ invalid (DESIGN.md §8)."""
+    """Absent ⇒ stable; one of the three names ⇒ itself; else ⇒ invalid (docs/DESIGN.md §8)."""
     if "status" not in fm:
         return {"present": False, "valid": True, "raw": None, "effective": "stable"}
     value = fm["status"]

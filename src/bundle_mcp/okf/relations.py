@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import WARN, Diagnostic
+from ..errors import WARN, BundleMcpError, Diagnostic
 from ..model import Relation
 from .ids import concept_id_problem
 
@@ -26,7 +26,7 @@ _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
-class BadReference(ValueError):
+class BadReference(BundleMcpError, ValueError):
     """A relation target that breaks the reference grammar."""
 
 
@@ -99,7 +99,7 @@ def extract_relations(
 ) -> tuple[tuple[Relation, ...], tuple[Diagnostic, ...]]:
     """Every relation of a concept: top-level, then nested under mappings with ``id``/``anchor``.
 
-    Identical (source, type, target) triples collapse to one edge (DESIGN.md §8). Problems are
+    Identical (source, type, target) triples collapse to one edge (docs/DESIGN.md §8). Problems are
     returned as WARN diagnostics for validate; a broken entry is skipped, never guessed at.
     """
     relations: dict[tuple[str, str, str], Relation] = {}

@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ..errors import BundleMcpError
 from .computations import SQL_RUNTIMES
 
 # Token kinds.
@@ -68,7 +69,7 @@ class Token:
     raw: str  # as written, for reports
 
 
-class SqlSyntaxError(ValueError):
+class SqlSyntaxError(BundleMcpError, ValueError):
     """The text cannot be tokenized (an unterminated string, quoted name or comment)."""
 
 

@@ -44,6 +44,7 @@ from ..derived import CONCEPT_SUGGESTIONS, of_snapshot
 from ..model import Snapshot
 from .folding import fold
 from .graph import in_project
+from .ids import concept_id_for_path
 from .names import concept_name
 from .properties import text_field
 
@@ -156,9 +157,7 @@ def suggest(
     check: Callable[[], None] | None = None,
 ) -> tuple[Suggestion, ...]:
     """The concepts ``requested`` was probably meant to name, best first (module docstring)."""
-    text = requested.strip()
-    if text.endswith(".md"):
-        text = text[:-3]
+    text = concept_id_for_path(requested.strip())
     text = text.removeprefix("./").lstrip("/")
     whole = loose(text)
     last = loose(text.rsplit("/", 1)[-1])

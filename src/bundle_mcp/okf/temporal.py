@@ -1,4 +1,4 @@
-"""The two temporal profiles (DESIGN.md §1): dates, instants, ``as_of`` and staleness.
+"""The two temporal profiles (docs/DESIGN.md §1): dates, instants, ``as_of`` and staleness.
 
 The profile is chosen per request and never guessed from values. Instants compare exactly, offset
 and fraction included: they are turned into integer nanoseconds since the epoch.

@@ -50,21 +50,27 @@ class WriteLock:
         self._shared = shared
 
     def __enter__(self) -> None:
-        if self._shared:
-            # Readers never create anything in the bundle: no lock file means no writer ever ran.
-            try:
-                fd = os.open(LOCK_FILE, READ_FLAGS, dir_fd=self._state_fd)
-            except OSError:
-                return
-            try:
-                self._wait(fd)
-            except BaseException:
-                os.close(fd)
-                raise
-            self._fd = fd
+        fd = self._open_shared() if self._shared else self._open_exclusive()
+        if fd < 0:
             return
         try:
-            fd = os.open(
+            self._wait(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+
+    def _open_shared(self) -> int:
+        """The lock file for reading, or -1: readers never create anything in the bundle, and no
+        lock file means no writer ever ran."""
+        try:
+            return os.open(LOCK_FILE, READ_FLAGS, dir_fd=self._state_fd)
+        except OSError:
+            return -1
+
+    def _open_exclusive(self) -> int:
+        try:
+            return os.open(
                 LOCK_FILE,
                 os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
                 0o644,
@@ -73,12 +79,6 @@ class WriteLock:
         except OSError as exc:
             refused = os_failure("the bundle's write lock cannot be opened", exc)
             raise LockRefused(refused.message, refused.diagnostics) from None
-        try:
-            self._wait(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        self._fd = fd
 
     def __exit__(self, *_exc: object) -> None:
         if self._fd >= 0:

@@ -6,7 +6,8 @@ walk found, takes it under the object and token budgets and renders it. An *obje
 ``PART_OF`` is requested, a section (type ``section``, ID = its locator, named by its heading or
 else after its concept).
 
-The algorithm, and the faults of the reference it fixes (research/peers.md §1.2):
+The algorithm, and the faults of the graph systems seed 004 describes that it fixes (ties in hash
+order, filters applied after the budget, seeds not counted; docs/DESIGN.md §3 and §7):
 
 1. Walk: breadth-first from the seeds over the selected relation types, in both directions, to
    ``depth`` hops (clamped 0-3). Filters do not block the walk: an object behind a filtered

@@ -1,7 +1,7 @@
 """The arguments of the walking tools: clamped numbers, seeds, projects and extraction requests.
 
 The seed-000 and seed-004 verbs clamp out-of-range budgets instead of rejecting them (a tool
-signature cannot state a range, DESIGN.md §3); a value of the wrong type is still malformed
+signature cannot state a range, docs/DESIGN.md §3); a value of the wrong type is still malformed
 input and raises ``invalid_request`` naming the argument. The input contracts already reject
 most malformed values; these checks guard direct callers.
 """

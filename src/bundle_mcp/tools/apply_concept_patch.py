@@ -37,7 +37,6 @@ SPEC = ToolSpec(
     title="Apply concept patch",
     toolset="write",
     read_only=False,
-    needs_parseable=True,
     output_budget=4 * 1024 * 1024,
     description=DESCRIPTION,
     run=run,

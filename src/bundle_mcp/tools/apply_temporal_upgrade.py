@@ -42,7 +42,6 @@ SPEC = ToolSpec(
     title="Apply temporal upgrade",
     toolset="write",
     read_only=False,
-    needs_parseable=True,
     output_budget=1024 * 1024,
     description=DESCRIPTION,
     run=run,

@@ -59,7 +59,6 @@ SPEC = ToolSpec(
     title="Apply v0.2 migration",
     toolset="write",
     read_only=False,
-    needs_parseable=True,
     output_budget=4 * 1024 * 1024,
     description=DESCRIPTION,
     run=run,

@@ -47,7 +47,6 @@ SPEC = ToolSpec(
     title="Check receipt",
     toolset="compute",
     read_only=True,
-    needs_parseable=True,
     output_budget=1 * MIB,
     description=DESCRIPTION,
     run=run,

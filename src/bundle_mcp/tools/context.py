@@ -368,7 +368,6 @@ SPEC = ToolSpec(
     title="Context pack",
     toolset="read",
     read_only=True,
-    needs_parseable=True,
     output_budget=1 * MIB,
     description=DESCRIPTION,
     run=run,

@@ -182,7 +182,6 @@ SPEC = ToolSpec(
     title="Expand neighbors",
     toolset="walk",
     read_only=True,
-    needs_parseable=True,
     # 24 rows of bounded previews are small; the budget covers pathological IDs, names and tags.
     output_budget=16 * MIB,
     description=DESCRIPTION,

@@ -187,7 +187,6 @@ SPEC = ToolSpec(
     title="Fetch slice",
     toolset="walk",
     read_only=True,
-    needs_parseable=True,
     output_budget=4 * MIB,
     description=DESCRIPTION,
     run=run,

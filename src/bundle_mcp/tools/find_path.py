@@ -156,7 +156,6 @@ SPEC = ToolSpec(
     title="Find path",
     toolset="walk",
     read_only=True,
-    needs_parseable=True,
     # At most 10 paths of 8 hops: the budget covers pathological IDs and names.
     output_budget=16 * MIB,
     description=DESCRIPTION,

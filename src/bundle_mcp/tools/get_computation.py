@@ -104,7 +104,6 @@ SPEC = ToolSpec(
     title="Get computation",
     toolset="compute",
     read_only=True,
-    needs_parseable=True,
     output_budget=8 * MIB,
     description=DESCRIPTION,
     run=run,

@@ -9,7 +9,7 @@ from ..errors import resource_limit
 from ..model import Edge, Snapshot
 from ..okf.temporal import reference_from
 from ..toolspec import CallContext, ToolSpec
-from ._common import MIB, Cards, frontmatter_sources, invalid_field, limit_from, require_concept
+from ._common import Cards, frontmatter_sources, invalid_field, limit_from, require_concept
 
 NAME = "get_neighbors"
 DESCRIPTION = (
@@ -143,8 +143,6 @@ SPEC = ToolSpec(
     title="Get neighbors",
     toolset="read",
     read_only=True,
-    needs_parseable=True,
-    output_budget=64 * MIB,
     description=DESCRIPTION,
     run=run,
 )

@@ -186,7 +186,6 @@ SPEC = ToolSpec(
     title="Get semantic graph",
     toolset="views",
     read_only=True,
-    needs_parseable=True,
     output_budget=16 * MIB,
     description=DESCRIPTION,
     run=run,

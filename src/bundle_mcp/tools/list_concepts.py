@@ -13,7 +13,6 @@ from ..okf.temporal import Reference, parse_value, reference_from
 from ..okf.versions import resolve_version, version_declaration
 from ..toolspec import CallContext, ToolSpec
 from ._common import (
-    MIB,
     citation_sources,
     frontmatter_sources,
     legacy_generated_at,
@@ -116,8 +115,6 @@ SPEC = ToolSpec(
     title="List concepts",
     toolset="read",
     read_only=True,
-    needs_parseable=True,
-    output_budget=64 * MIB,
     description=DESCRIPTION,
     run=run,
     cache_results=True,

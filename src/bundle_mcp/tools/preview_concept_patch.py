@@ -46,7 +46,6 @@ SPEC = ToolSpec(
     title="Preview concept patch",
     toolset="write",
     read_only=True,  # a preview writes nothing
-    needs_parseable=True,
     output_budget=8 * 1024 * 1024,
     description=DESCRIPTION,
     run=run,

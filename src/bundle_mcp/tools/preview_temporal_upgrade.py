@@ -44,7 +44,6 @@ SPEC = ToolSpec(
     title="Preview temporal upgrade",
     toolset="write",
     read_only=True,  # a preview writes nothing
-    needs_parseable=True,
     output_budget=16 * 1024 * 1024,
     description=DESCRIPTION,
     run=run,

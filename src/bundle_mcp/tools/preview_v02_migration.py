@@ -48,7 +48,6 @@ SPEC = ToolSpec(
     title="Preview v0.2 migration",
     toolset="write",
     read_only=True,  # a preview writes nothing
-    needs_parseable=True,
     description=DESCRIPTION,
     run=run,
 )

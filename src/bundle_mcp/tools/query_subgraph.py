@@ -54,7 +54,6 @@ SPEC = ToolSpec(
     title="Query subgraph",
     toolset="walk",
     read_only=True,
-    needs_parseable=True,
     # The subgraph is bounded by max_tokens (at most 100,000 x 4 characters); the echoed
     # unresolved seeds (at most 200 IDs of 4096 characters) are the rest.
     output_budget=8 * MIB,

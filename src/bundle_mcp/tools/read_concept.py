@@ -301,7 +301,6 @@ SPEC = ToolSpec(
     title="Read concept",
     toolset="read",
     read_only=True,
-    needs_parseable=True,
     output_budget=16 * MIB,
     description=DESCRIPTION,
     run=run,

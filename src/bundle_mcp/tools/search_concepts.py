@@ -7,7 +7,7 @@ from typing import Any
 from ..okf.folding import fold
 from ..okf.temporal import reference_from
 from ..toolspec import CallContext, ToolSpec
-from ._common import MIB, Cards, invalid_field, limit_from
+from ._common import Cards, invalid_field, limit_from
 from ._filters import concept_filter_from
 
 NAME = "search_concepts"
@@ -88,8 +88,6 @@ SPEC = ToolSpec(
     title="Search concepts",
     toolset="read",
     read_only=True,
-    needs_parseable=True,
-    output_budget=64 * MIB,
     description=DESCRIPTION,
     run=run,
 )

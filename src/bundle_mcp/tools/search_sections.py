@@ -124,7 +124,6 @@ SPEC = ToolSpec(
     title="Search sections",
     toolset="read",
     read_only=True,
-    needs_parseable=True,
     output_budget=1024 * 1024,
     description=DESCRIPTION,
     run=run,

@@ -136,7 +136,6 @@ SPEC = ToolSpec(
     title="Semantic search",
     toolset="semantic",
     read_only=True,
-    needs_parseable=True,
     output_budget=8 * MIB,
     description=DESCRIPTION,
     run=run,

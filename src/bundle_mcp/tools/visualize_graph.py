@@ -121,7 +121,6 @@ SPEC = ToolSpec(
     title="Visualize graph",
     toolset="views",
     read_only=True,
-    needs_parseable=True,
     # max_tokens bounds the compact subgraph (400,000 characters); escaping can grow a label about
     # sixfold, and labels are cut to export.mermaid.LABEL_LIMIT characters before that.
     output_budget=8 * MIB,

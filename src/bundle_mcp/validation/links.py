@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from ..derived import CONCEPT_IDS_BY_CASEFOLD, of_snapshot
 from ..errors import Diagnostic
 from ..model import INDEX, Document, Link, Snapshot
+from ..okf.ids import path_for_concept_id
 from ..okf.markdown import resolve_link
 from .findings import info, warn
 from .reserved import index_entries
@@ -89,8 +90,8 @@ def _target_document(
         return target if target in snapshot.directories else None
     if target in snapshot.documents:
         return snapshot.documents[target]
-    if concept_id is not None and concept_id + ".md" in snapshot.documents:
-        return snapshot.documents[concept_id + ".md"]
+    if concept_id is not None and path_for_concept_id(concept_id) in snapshot.documents:
+        return snapshot.documents[path_for_concept_id(concept_id)]
     if target in snapshot.assets:
         return target
     if target in snapshot.directories:

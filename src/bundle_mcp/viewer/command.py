@@ -13,7 +13,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 
-from ..errors import BundleError
+from ..errors import BundleError, BundleMcpError
 from ..loader import load_bundle
 from ..okf.temporal import parse_date
 from .data import DEFAULT_NODE_BUDGET, ViewOptions
@@ -25,7 +25,7 @@ EXIT_LOAD_FAILED = 1
 EXIT_USAGE = 2
 
 
-class _Usage(Exception):
+class _Usage(BundleMcpError):
     """A command line that cannot run: reported on stderr, exit status 2."""
 
 

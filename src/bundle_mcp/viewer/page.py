@@ -20,6 +20,7 @@ from importlib import resources
 from typing import Any
 
 from ..cancel import CancelToken
+from ..errors import BundleMcpError
 from ..model import Snapshot
 from .data import ViewOptions, page_data
 
@@ -32,7 +33,7 @@ _SCRIPT_START = re.compile(r"<script", re.IGNORECASE)
 _SCRIPT_SENSITIVE = re.compile(r"<(/|!--|script)", re.IGNORECASE)
 
 
-class VendorMismatch(Exception):
+class VendorMismatch(BundleMcpError):
     """A vendored file differs from vendor/MANIFEST.json (re-run ``make vendor-js``)."""
 
 

@@ -22,7 +22,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import CONCEPT_NOT_FOUND, ERROR, Diagnostic, did_you_mean, invalid_request
+from ..errors import (
+    CONCEPT_NOT_FOUND,
+    ERROR,
+    BundleMcpError,
+    Diagnostic,
+    did_you_mean,
+    invalid_request,
+)
 from ..loader.frontmatter import split_frontmatter
 from ..model import Snapshot
 from ..okf.computations import computation_tokens
@@ -77,13 +84,11 @@ ROOT_INDEX = "index.md"
 COMPUTATION_TYPE = "Attested Computation"
 
 
-class OpRejected(Exception):
+class OpRejected(BundleMcpError):
     """One operation cannot be applied to this bundle; the plan is rejected."""
 
     def __init__(self, code: str, message: str, file: str | None = None) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(message, code)
         self.file = file
 
 

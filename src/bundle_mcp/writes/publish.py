@@ -1,6 +1,6 @@
 """Publish whole-file writes to a bundle: compare-and-swap, all or nothing, replayable.
 
-``apply_writes`` is the one way any write tool changes a bundle (DESIGN.md §5). Under the
+``apply_writes`` is the one way any write tool changes a bundle (docs/DESIGN.md §5). Under the
 bundle's exclusive lock it finishes any interrupted apply, replays a durable receipt for an
 identical request, checks the base revision and every target's current hash, then
 
@@ -234,7 +234,18 @@ def _publish(
     except OSError as exc:
         raise os_failure(_JOURNAL_REFUSED, exc) from None
     hook("journal_written")
-    _stage_all(tree, state_fd, staged, changing, token, hook)
+    try:
+        _stage_all(tree, changing, staged.entries, token, hook)
+    except OSError as exc:
+        _abandon(tree, state_fd, staged)
+        raise os_failure(
+            f"staging the new version of the bundle failed; nothing was changed "
+            f"({len(changing)} file(s) planned)",
+            exc,
+        ) from None
+    except BundleError:
+        _abandon(tree, state_fd, staged)
+        raise
     publishing = staged.publishing()
     try:
         write_journal(state_fd, publishing)
@@ -264,29 +275,17 @@ def _publish(
 
 def _stage_all(
     tree: Tree,
-    state_fd: int,
-    staged: Journal,
     changing: tuple[_Plan, ...],
+    entries: tuple[Entry, ...],
     token: CancelToken,
     hook: StepHook,
 ) -> None:
-    """Write every new version beside its target; on any failure undo the staging and raise."""
-    try:
-        for plan, entry in zip(changing, staged.entries, strict=True):
-            token.check()
-            _stage(tree, plan, entry)
-            hook(f"staged:{entry.path}")
+    """Write every new version beside its target (``_publish`` undoes the staging on failure)."""
+    for plan, entry in zip(changing, entries, strict=True):
         token.check()
-    except OSError as exc:
-        _abandon(tree, state_fd, staged)
-        raise os_failure(
-            f"staging the new version of the bundle failed; nothing was changed "
-            f"({len(changing)} file(s) planned)",
-            exc,
-        ) from None
-    except BundleError:
-        _abandon(tree, state_fd, staged)
-        raise
+        _stage(tree, plan, entry)
+        hook(f"staged:{entry.path}")
+    token.check()
 
 
 def _stage(tree: Tree, plan: _Plan, entry: Entry) -> None:

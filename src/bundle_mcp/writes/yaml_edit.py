@@ -28,6 +28,7 @@ from typing import Any
 
 import yaml
 
+from ..errors import BundleMcpError
 from ..loader.frontmatter import FrontmatterError, StrictLoader, load_yaml, split_frontmatter
 from ..loader.text import BOM
 
@@ -40,13 +41,11 @@ _PLAIN_SAFE = re.compile(r"[A-Za-z0-9_./+@~][A-Za-z0-9_./+@~:-]*(?: [A-Za-z0-9_.
 _LINE_BREAKS = "\r\n"
 
 
-class EditError(Exception):
+class EditError(BundleMcpError):
     """The edit cannot be made without changing bytes it does not own."""
 
     def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
+        super().__init__(message, code)
 
 
 class _Fallback(Exception):
