@@ -209,10 +209,11 @@ def test_a_log_entry_joins_its_date_or_a_new_group_newest_first(tmp_path: Path) 
         {"op": "append_log", "folder": "", "date": "2026-05-22", "entry": "second"},
         {"op": "append_log", "folder": "", "date": "2026-05-18", "entry": "between"},
         {"op": "append_log", "folder": "", "date": "2026-06-01", "entry": "newest"},
+        {"op": "append_log", "folder": "", "date": "2026-05-15", "entry": "* bulleted already"},
     ])
     assert (root / "log.md").read_text() == (
         "# Log\n\n## 2026-06-01\n\n* newest\n\n## 2026-05-22\n\n- first\n- second\n\n"
-        "## 2026-05-18\n\n* between\n\n## 2026-05-15\n\n- older\n")
+        "## 2026-05-18\n\n* between\n\n## 2026-05-15\n\n- older\n- bulleted already\n")
 
 
 def test_an_index_keeps_the_root_version_and_prose_above_its_lists(tmp_path: Path) -> None:

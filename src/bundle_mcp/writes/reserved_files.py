@@ -26,7 +26,8 @@ __all__ = ["FOLDERS_HEADING", "appended_log", "dropped_index_entries", "regenera
 
 FOLDERS_HEADING = "Folders"
 LOG_TITLE = "# Log"
-_DATE_HEADING = re.compile(r"##[ \t]+(\d{4}-\d{2}-\d{2})[ \t]*#*[ \t]*")
+_HEADING_LINE = re.compile(r" {0,3}#{1,6}(?:[ \t]|$)")
+_BULLET = re.compile(r"[*+-][ \t]+")
 _SPACES = re.compile(r"\s+")
 
 
@@ -167,7 +168,9 @@ def dropped_index_entries(doc: Document, hrefs: set[str]) -> str:
 
 
 def appended_log(current: Document | None, date: str, entry: str) -> str:
-    """``current``'s text (or a new log) with ``* entry`` under the ``## date`` heading."""
+    """``current``'s text (or a new log) with ``* entry`` under the ``## date`` heading (a
+    bullet marker the entry already starts with is not doubled)."""
+    entry = _BULLET.sub("", entry.strip(), count=1) if _BULLET.match(entry.strip()) else entry
     if current is None:
         return f"{LOG_TITLE}\n\n## {date}\n\n* {entry}\n"
     text = current.text
@@ -216,7 +219,7 @@ def _next_heading(lines: list[str], start: int, stop: int) -> int:
     """The first heading line (any level) of ``lines[start:stop]``, else ``stop``: a group ends
     where the next heading starts."""
     for n in range(start, stop):
-        if lines[n].lstrip(" ").startswith("#") and len(lines[n]) - len(lines[n].lstrip(" ")) < 4:
+        if _HEADING_LINE.match(lines[n].rstrip("\r\n")):
             return n
     return stop
 
