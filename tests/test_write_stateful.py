@@ -564,6 +564,18 @@ def edit_operations() -> st.SearchStrategy[dict[str, Any]]:
 EDIT_REQUESTS = st.fixed_dictionaries({
     "operations": st.lists(edit_operations(), min_size=1, max_size=2),
 })
+# Edits that usually plan cleanly: a rename of a starting concept to a new ID (a deletion of the
+# renamed one, unlinking), a log entry, the root index.
+VALID_EDITS = st.fixed_dictionaries({"operations": st.one_of(
+    st.tuples(st.sampled_from(EXISTING), st.sampled_from(("guides/cache", "moved/x", "fresh")))
+    .map(lambda p: [{"op": "rename", "concept_id": p[0], "new_id": p[1]}]),
+    st.tuples(st.sampled_from(EXISTING), st.sampled_from(("moved/y", "fresh")))
+    .map(lambda p: [{"op": "rename", "concept_id": p[0], "new_id": p[1]},
+                    {"op": "delete", "concept_id": p[1], "inbound": "unlink"}]),
+    st.sampled_from(DATES).map(lambda d: [{"op": "append_log", "folder": "", "date": d,
+                                           "entry": "**Update**: edited."}]),
+    st.just([{"op": "regenerate_index", "folder": ""}]),
+)})
 
 
 # ============================================================================ the machine
@@ -939,7 +951,7 @@ class WriteMachine(RuleBasedStateMachine):
         restart=st.booleans(),
         request=VALID_PATCHES,
         policy=st.sampled_from(["preserve", "remove_after_copy"]),
-        edit=EDIT_REQUESTS,
+        edit=st.one_of(VALID_EDITS, VALID_EDITS, EDIT_REQUESTS),
     )
     def interrupted_apply(
         self, kind: str, crash_at: int, restart: bool, request: dict[str, Any], policy: str,
@@ -953,10 +965,10 @@ class WriteMachine(RuleBasedStateMachine):
             self._interrupt(tool, args, crash_at, restart, predicted)
 
     @rule(
-        kind=st.sampled_from(["patch", "migration", "temporal", "edit"]),
+        kind=st.sampled_from(["patch", "migration", "temporal", "edit", "edit"]),
         request=VALID_PATCHES,
         policy=st.sampled_from(["preserve", "remove_after_copy"]),
-        edit=EDIT_REQUESTS,
+        edit=st.one_of(VALID_EDITS, VALID_EDITS, EDIT_REQUESTS),
     )
     def preview_and_apply(
         self, kind: str, request: dict[str, Any], policy: str, edit: dict[str, Any]
