@@ -229,3 +229,14 @@ def test_an_index_keeps_the_root_version_and_prose_above_its_lists(tmp_path: Pat
         '---\nokf_version: "0.2"\n---\n# Knowledge\n\nRead this first.\n\n'
         "## Table\n\n* [Alpha](a.md)\n* [Beta \\[v2\\]](b.md) - The second.\n\n"
         "## Folders\n\n* [g](g/)\n")
+
+
+def test_a_relation_target_keeps_its_fragment_and_its_plain_style(tmp_path: Path) -> None:
+    root, dispatcher = _bundle(tmp_path, {
+        "x.md": "---\ntype: Note\n---\n# X\n",
+        "r.md": "---\ntype: Note  # kept\nrelations:\n  uses:\n    - target: x#part\n"
+                "    - target: 'x'\n---\nBody.\n"})
+    edit(dispatcher, [{"op": "rename", "concept_id": "x", "new_id": "y/x"}])
+    assert (root / "r.md").read_text() == (
+        "---\ntype: Note  # kept\nrelations:\n  uses:\n    - target: y/x#part\n"
+        "    - target: 'y/x'\n---\nBody.\n")
