@@ -9,7 +9,10 @@ committed.
 Every case runs on a private temporary copy of its bundle, so a write tool's case never changes
 testdata. ``"setup": "symlink_secret"`` adds ``secret.md`` to that copy, a symlink to a file
 outside the bundle: symlinks are not committed (git and some checkouts do not keep them
-faithfully), so the case builds its own.
+faithfully), so the case builds its own. ``"reader": {"read": [...], "write": [...]}`` makes the
+call as a reader with those folder scopes (``write`` omitted: none), for the scope refusals of
+the write tools; the TypeScript client test serves one reader for every call and leaves these
+cases out.
 
 Each case goes through the real dispatch path: ``Dispatcher(ServeConfig(bundles=(root,)))
 .call(tool, arguments)``; the outcome compared is ``{"is_error", "structured"}``.
@@ -206,9 +209,23 @@ def run_case(case: dict[str, Any], workdir: Path) -> dict[str, Any]:
     from bundle_mcp.dispatch import Dispatcher, ServeConfig
 
     root = prepare_bundle(case, workdir)
-    outcome = Dispatcher(ServeConfig(bundles=(root,))).call(case["tool"], case["arguments"])
+    outcome = Dispatcher(ServeConfig(bundles=(root,))).call(
+        case["tool"], case["arguments"], None, case_reader(case))
     # A JSON round trip: what is compared is exactly what a golden file can hold.
     return json.loads(json.dumps({"is_error": outcome.is_error, "structured": outcome.structured}))
+
+
+def case_reader(case: dict[str, Any]) -> Any:
+    """The reader a case calls as (its ``"reader"`` scopes), or ``None``: the all-reader."""
+    scopes = case.get("reader")
+    if scopes is None:
+        return None
+    from bundle_mcp.okf.scopes import NOTHING, Access, FolderScope
+    from bundle_mcp.readers import Reader
+
+    write = scopes.get("write")
+    return Reader("golden", Access(FolderScope.of(scopes["read"]),
+                                   FolderScope.of(write) if write else NOTHING))
 
 
 def run_golden(path: Path) -> dict[str, Any]:

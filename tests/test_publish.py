@@ -463,7 +463,8 @@ from bundle_mcp.writes import PlannedWrite, apply_writes
 
 root, base, digest, step, spec = sys.argv[1:6]
 writes = tuple(
-    PlannedWrite(w["path"], w["old"], w["new"].encode("utf-8")) for w in json.loads(spec)
+    PlannedWrite(w["path"], w["old"], None if w["new"] is None else w["new"].encode("utf-8"))
+    for w in json.loads(spec)
 )
 
 def hook(name):
@@ -514,6 +515,81 @@ def test_a_crash_at_any_step_recovers_to_exactly_the_base_or_the_result(
         assert "new" not in folders(bundle)
         retry = apply_writes(bundle, base, planned(), DIGEST, None)
         assert not retry.replayed and retry.result_revision == result_revision
+
+
+# A rename as bundle edits publish it: the old file deleted, the new one created, a referrer
+# rewritten (the root index.md last).
+MOVED = {
+    "keep.md": None,
+    "moved/keep.md": OLD["keep.md"],
+    "index.md": b"# Root\n\n- [A](a.md)\n- [Keep](moved/keep.md)\n",
+}
+MOVE_STEPS = (
+    "locked",
+    "journal_written",
+    "staged:keep.md",
+    "staged:moved/keep.md",
+    "staged:index.md",
+    "publishing",
+    "deleted:keep.md",
+    "replaced:moved/keep.md",
+    "replaced:index.md",
+    "receipt_written",
+    "done",
+)
+
+
+def moved_tree() -> dict[str, bytes]:
+    after: dict[str, bytes | None] = {**OLD, **MOVED}
+    return {path: data for path, data in after.items() if data is not None}
+
+
+@pytest.mark.parametrize("step", MOVE_STEPS)
+def test_a_crash_at_any_step_of_a_move_recovers_to_exactly_the_base_or_the_result(
+    bundle: str, tmp_bundle: BundleFactory, step: str
+) -> None:
+    """Deletions join the protocol: killed at any step, a deleted file is wholly there (old)
+    or wholly gone, and recovery leaves exactly the base or the result."""
+    base = loader_revision(bundle)
+    result = loader_revision(tmp_bundle(moved_tree()))
+    spec = json.dumps([
+        {"path": path, "old": sha(OLD[path]) if path in OLD else None,
+         "new": None if data is None else data.decode()}
+        for path, data in MOVED.items()
+    ])
+    done = subprocess.run(
+        [sys.executable, "-c", CRASHING_APPLY, bundle, base, DIGEST, step, spec],
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == -signal.SIGKILL, done.stderr.decode()
+    for path, new in MOVED.items():  # before recovery: never torn
+        target = Path(bundle, path)
+        assert (target.read_bytes() if target.exists() else None) in (OLD.get(path), new)
+    fd = pin_root(bundle)
+    try:
+        recover(fd)
+    finally:
+        os.close(fd)
+    assert "journal.json" not in os.listdir(os.path.join(bundle, ".bundle-mcp"))
+    if step in MOVE_STEPS[MOVE_STEPS.index("publishing"):]:
+        assert loader_revision(bundle) == result
+        assert tree_bytes(bundle) == moved_tree()
+    else:
+        assert loader_revision(bundle) == base
+        assert tree_bytes(bundle) == OLD
+        assert "moved" not in folders(bundle)
+
+
+def test_a_deletion_of_a_file_changed_since_is_a_conflict(bundle: str) -> None:
+    """A deletion names the bytes it deletes: a file edited since is never deleted."""
+    base = loader_revision(bundle)
+    Path(bundle, "keep.md").write_bytes(b"---\ntype: note\n---\n# edited\n")
+    with pytest.raises(BundleError) as info:
+        apply_writes(bundle, base, (PlannedWrite("keep.md", sha(OLD["keep.md"]), None),),
+                     DIGEST, None)
+    assert info.value.code == REVISION_CONFLICT
+    assert Path(bundle, "keep.md").read_bytes() == b"---\ntype: note\n---\n# edited\n"
 
 
 def test_the_journal_on_disk_is_canonical_json(tmp_path: Path) -> None:

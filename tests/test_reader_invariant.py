@@ -210,6 +210,10 @@ def questions(files: dict[str, str]) -> list[tuple[str, dict[str, Any]]]:
                 {"kind": "set_lifecycle", "concept_id": concept_id,
                  "lifecycle": {"status": "stable", "stale_after": "2027-01-01"}}]}),
             ("preview_temporal_upgrade", {"id": concept_id, "actor": "test"}),
+            ("preview_bundle_edit", {"operations": [
+                {"op": "rename", "concept_id": concept_id, "new_id": "moved/renamed"},
+                {"op": "delete", "concept_id": "moved/renamed", "inbound": "unlink"},
+                {"op": "append_log", "folder": "", "date": "2026-12-03", "entry": "edited"}]}),
         ]
     for folder in ("finance", "teams/a/public", "glossary"):
         calls.append(("search_concepts", {"query": "alpha beta", "project": folder}))

@@ -216,6 +216,15 @@ CALLS: dict[str, tuple[dict[str, Any], str, str]] = {
               "lifecycle": {"status": "stable", "stale_after": None}}]},
         "$.operations[0].concept_id", "rejected",
     ),
+    "preview_bundle_edit": (
+        {"operations": [{"op": "rename", "concept_id": "beans/Kenya_Nyeri", "new_id": "x"}]},
+        "$.operations[0].concept_id", "rejected",
+    ),
+    "apply_bundle_edit": (
+        {"expected_revision": "sha256:" + "0" * 64, "expected_plan_digest": "sha256:" + "0" * 64,
+         "operations": [{"op": "delete", "concept_id": "beans/Kenya_Nyeri"}]},
+        "$.operations[0].concept_id", "rejected",
+    ),
 }
 # Tools that take concept IDs and report the unknown ones inside a successful answer whose
 # contract has no place for suggestions (the seeds' `unresolved` lists), or for which an
@@ -252,7 +261,7 @@ def _call(tool: str, arguments: dict[str, Any], tmp_path: Path) -> Any:
     shutil.copytree(EXAMPLE, root)
     dispatcher = Dispatcher(ServeConfig(bundles=(str(root),)))
     if "expected_revision" in arguments:
-        preview = dispatcher.call("preview_concept_patch", {
+        preview = dispatcher.call(tool.replace("apply_", "preview_"), {
             k: v for k, v in arguments.items() if not k.startswith("expected_")
         })
         arguments = {**arguments, "expected_revision": preview.structured["base_revision"]}

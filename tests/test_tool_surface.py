@@ -80,6 +80,8 @@ TOOLSET_MEMBERS = {
         "apply_v02_migration",
         "preview_temporal_upgrade",
         "apply_temporal_upgrade",
+        "preview_bundle_edit",
+        "apply_bundle_edit",
     },
 }
 CHANGES_THE_BUNDLE = {
@@ -87,6 +89,7 @@ CHANGES_THE_BUNDLE = {
     "apply_concept_patch",
     "apply_v02_migration",
     "apply_temporal_upgrade",
+    "apply_bundle_edit",
 }
 
 

@@ -4,7 +4,9 @@ A hypothesis ``RuleBasedStateMachine`` works on a small bundle built from the fi
 ``testdata/bundles/`` (the v0.1 ``writes-legacy`` bundle plus the date-valued ``orders.md`` of
 ``writes-temporal``, so the v0.2 migration and then the temporal upgrade both have work to do).
 Its rules preview and apply concept patches (every operation kind of the contract, valid and
-invalid, on existing, missing and malformed concept IDs), v0.2 migrations and temporal upgrades,
+invalid, on existing, missing and malformed concept IDs), bundle edits (renames across folders,
+onto existing IDs, deletions refused or unlinking, log entries, regenerated indexes), v0.2
+migrations and temporal upgrades,
 apply stored previews whose revision and digest are fresh, stale or forged, write whole concepts
 with valid and invalid content, and interrupt an apply at a random publication step.
 
@@ -20,7 +22,8 @@ After every step an invariant checks, through the dispatcher and on disk:
 (e) no call ever answers ``internal_error``.
 
 The model is the bytes of every file. A successful apply's new state is the old state plus the
-writes the tool handed to ``apply_writes`` (the harness wraps it and records them), checked
+writes the tool handed to ``apply_writes`` (the harness wraps it and records them; a deletion
+is recorded as ``None``), checked
 against what the answer says it changed and the revision it reports; after an interrupted apply
 the files must equal either the state before or that state plus the writes, nothing else.
 
@@ -87,10 +90,12 @@ TESTDATA = REPO / "testdata" / "bundles"
 STATE_DIR = ".bundle-mcp"
 
 TOOL_NAMES = (
+    "apply_bundle_edit",
     "apply_concept_patch",
     "apply_temporal_upgrade",
     "apply_v02_migration",
     "list_concepts",
+    "preview_bundle_edit",
     "preview_concept_patch",
     "preview_temporal_upgrade",
     "preview_v02_migration",
@@ -111,6 +116,8 @@ def build_bundle(root: Path) -> None:
     for name in ("cache.md", "note.md"):
         shutil.copyfile(TESTDATA / "writes-legacy" / name, root / name)
     shutil.copyfile(TESTDATA / "writes-temporal" / "orders.md", root / "orders.md")
+    with (root / "note.md").open("ab") as note:  # a link for renames and deletions to keep
+        note.write(b"\nSee [the cache](cache.md#cache) and [orders](/orders).\n")
     (root / "index.md").write_bytes(
         b"# Knowledge\n\n- [Cache](cache.md)\n- [Note](note.md)\n- [Orders](orders.md)\n"
     )
@@ -130,7 +137,7 @@ class SimulatedDeath(BaseException):
 class ApplyCall:
     """One call of ``apply_writes`` as the harness saw it."""
 
-    writes: dict[str, bytes]  # path -> the new bytes the apply was asked to publish
+    writes: dict[str, bytes | None]  # path -> the new bytes it was asked to publish (None: delete)
     steps: list[str] = field(default_factory=list)
     receipt: Any = None  # the Receipt it returned (None when it raised)
 
@@ -158,7 +165,8 @@ def _apply_writes_under_harness(*args: Any, **kwargs: Any) -> Any:
     bound = _SIGNATURE.bind(*args, **kwargs)
     writes = tuple(bound.arguments["writes"])
     bound.arguments["writes"] = writes
-    call = ApplyCall({w.path: bytes(w.new_bytes) for w in writes})
+    call = ApplyCall({w.path: None if w.new_bytes is None else bytes(w.new_bytes)
+                      for w in writes})
     HARNESS.calls.append(call)
     inner = bound.arguments.get("step_hook")
 
@@ -252,6 +260,17 @@ def describe(disk: Mapping[str, bytes], candidates: list[tuple[str, Mapping[str,
         shown = "absent" if have is None else f"{len(have)} bytes"
         lines.append(f"  {path}: {shown}, matches {'/'.join(names)}")
     return "\n".join(lines)
+
+
+def merged(before: Mapping[str, bytes], writes: Mapping[str, bytes | None]) -> dict[str, bytes]:
+    """The files after ``writes`` (a ``None`` deletes its file)."""
+    after = dict(before)
+    for path, data in writes.items():
+        if data is None:
+            after.pop(path, None)
+        else:
+            after[path] = data
+    return after
 
 
 def canonical(value: Any) -> str:
@@ -515,6 +534,49 @@ WRITE_IDS = st.one_of(st.sampled_from(EXISTING), st.sampled_from(NEW_IDS),
 
 RANDOM_DIGEST = st.sampled_from(["sha256:" + "0" * 64, "sha256:" + "ab" * 32])
 
+# Bundle edits: IDs that exist at the start, new ones (other folders, odd characters), ones that
+# exist only after a rename, and folders that exist or not.
+EDIT_IDS = st.sampled_from(EXISTING + EXISTING + ("fresh", "guides/brew", "café ü#1",
+                                                  "deep/er/still", "moved/cache", "missing"))
+NEW_EDIT_IDS = st.one_of(st.sampled_from(("fresh", "guides/brew", "café ü#1", "deep/er/still",
+                                          "moved/cache", "guides/cache")), EDIT_IDS)
+EDIT_FOLDERS = st.sampled_from(["", "", "", "guides", "moved", "nowhere"])
+
+
+def edit_operations() -> st.SearchStrategy[dict[str, Any]]:
+    return st.one_of(
+        st.fixed_dictionaries({"op": st.just("rename"), "concept_id": EDIT_IDS,
+                               "new_id": NEW_EDIT_IDS}),
+        st.fixed_dictionaries({"op": st.just("rename"), "concept_id": st.sampled_from(EXISTING),
+                               "new_id": NEW_EDIT_IDS}),
+        st.fixed_dictionaries({"op": st.just("delete"), "concept_id": EDIT_IDS},
+                              optional={"inbound": st.sampled_from(["refuse", "unlink"])}),
+        st.fixed_dictionaries({
+            "op": st.just("append_log"), "folder": EDIT_FOLDERS,
+            "date": st.one_of(st.sampled_from(DATES), st.sampled_from(DATES + BAD_DATES)),
+            "entry": st.sampled_from(["**Update**: renamed the cache.",
+                                      "See [the note](/note.md).", "See [gone](/gone.md)."]),
+        }),
+        st.fixed_dictionaries({"op": st.just("regenerate_index"), "folder": EDIT_FOLDERS}),
+    )
+
+
+EDIT_REQUESTS = st.fixed_dictionaries({
+    "operations": st.lists(edit_operations(), min_size=1, max_size=2),
+})
+# Edits that usually plan cleanly: a rename of a starting concept to a new ID (a deletion of the
+# renamed one, unlinking), a log entry, the root index.
+VALID_EDITS = st.fixed_dictionaries({"operations": st.one_of(
+    st.tuples(st.sampled_from(EXISTING), st.sampled_from(("guides/cache", "moved/x", "fresh")))
+    .map(lambda p: [{"op": "rename", "concept_id": p[0], "new_id": p[1]}]),
+    st.tuples(st.sampled_from(EXISTING), st.sampled_from(("moved/y", "fresh")))
+    .map(lambda p: [{"op": "rename", "concept_id": p[0], "new_id": p[1]},
+                    {"op": "delete", "concept_id": p[1], "inbound": "unlink"}]),
+    st.sampled_from(DATES).map(lambda d: [{"op": "append_log", "folder": "", "date": d,
+                                           "entry": "**Update**: edited."}]),
+    st.just([{"op": "regenerate_index", "folder": ""}]),
+)})
+
 
 # ============================================================================ the machine
 
@@ -533,6 +595,7 @@ class WriteMachine(RuleBasedStateMachine):
     patch_previews = Bundle("patch_previews")
     migration_previews = Bundle("migration_previews")
     temporal_previews = Bundle("temporal_previews")
+    edit_previews = Bundle("edit_previews")
 
     def __init__(self) -> None:
         super().__init__()
@@ -609,9 +672,7 @@ class WriteMachine(RuleBasedStateMachine):
             HARNESS.arm(None)
         assert len(apply_calls) <= 1, f"{tool} called apply_writes {len(apply_calls)} times"
         call = apply_calls[0] if apply_calls else None
-        after = dict(before)
-        if call is not None:
-            after.update(call.writes)
+        after = merged(before, call.writes) if call is not None else dict(before)
 
         if died is not None:
             self.log.append(f"  died at step {died.args[0]!r} (steps {call.steps if call else []})")
@@ -656,7 +717,7 @@ class WriteMachine(RuleBasedStateMachine):
             # A receipt is rewritten by every apply of the same request: a later replay
             # answers as the latest apply did, not the first.
             self.answers[key] = answer
-        changed = sorted(p for p in after if before.get(p) != after[p])
+        changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
         if not receipt.replayed:
             assert sorted(receipt.changed_paths) == changed, (receipt.changed_paths, changed)
         assert answer["result_revision"] == revision(after), (
@@ -809,6 +870,39 @@ class WriteMachine(RuleBasedStateMachine):
         outcome, _ = self._apply("apply_temporal_upgrade", args)
         self._check_apply_answer(stored, how, fresh, outcome, plan_tool="temporal")
 
+    # -- bundle edits
+
+    @rule(target=edit_previews, request=EDIT_REQUESTS)
+    def preview_edit(self, request: dict[str, Any]) -> Stored:
+        self.last_crash = None
+        stored = self._preview("preview_bundle_edit", request)
+        answer = stored.answer
+        if not answer["is_error"]:
+            assert answer["status"] in ("applicable", "noop", "rejected"), answer
+            assert (answer["plan_digest"] is None) == (answer["status"] == "rejected"), answer
+        return stored
+
+    @rule(
+        stored=edit_previews,
+        how=st.sampled_from(["as_previewed", "as_previewed", "forged_digest",
+                             "forged_revision"]),
+        digest=RANDOM_DIGEST,
+    )
+    def apply_edit(self, stored: Stored, how: str, digest: str) -> None:
+        self.last_crash = None
+        answer = stored.answer
+        args = dict(stored.args)
+        revision_ = answer.get("base_revision") or stored.revision
+        plan = answer.get("plan_digest") or digest
+        if how == "forged_digest":
+            plan = digest
+        elif how == "forged_revision":
+            revision_ = digest
+        args.update(expected_revision=revision_, expected_plan_digest=plan)
+        fresh = stored.revision == revision(self.files)
+        outcome, _ = self._apply("apply_bundle_edit", args)
+        self._check_apply_answer(stored, how, fresh, outcome, plan_tool="edit")
+
     # -- write_concept
 
     @rule(concept_id=WRITE_IDS, frontmatter=FRONTMATTERS, body=BODIES)
@@ -852,31 +946,36 @@ class WriteMachine(RuleBasedStateMachine):
         self.files[path] = data
 
     @rule(
-        kind=st.sampled_from(["patch", "migration", "temporal"]),
+        kind=st.sampled_from(["patch", "migration", "temporal", "edit", "edit"]),
         crash_at=st.integers(1, 9),
         restart=st.booleans(),
         request=VALID_PATCHES,
         policy=st.sampled_from(["preserve", "remove_after_copy"]),
+        edit=st.one_of(VALID_EDITS, VALID_EDITS, EDIT_REQUESTS),
     )
     def interrupted_apply(
-        self, kind: str, crash_at: int, restart: bool, request: dict[str, Any], policy: str
+        self, kind: str, crash_at: int, restart: bool, request: dict[str, Any], policy: str,
+        edit: dict[str, Any],
     ) -> None:
         """A fresh preview, then its apply dies at the crash_at-th publication step."""
         self.last_crash = None
-        planned = self._fresh_plan(kind, request, policy)
+        planned = self._fresh_plan(kind, edit if kind == "edit" else request, policy)
         if planned is not None:
             tool, args, predicted = planned
             self._interrupt(tool, args, crash_at, restart, predicted)
 
     @rule(
-        kind=st.sampled_from(["patch", "migration", "temporal"]),
+        kind=st.sampled_from(["patch", "migration", "temporal", "edit", "edit"]),
         request=VALID_PATCHES,
         policy=st.sampled_from(["preserve", "remove_after_copy"]),
+        edit=st.one_of(VALID_EDITS, VALID_EDITS, EDIT_REQUESTS),
     )
-    def preview_and_apply(self, kind: str, request: dict[str, Any], policy: str) -> None:
+    def preview_and_apply(
+        self, kind: str, request: dict[str, Any], policy: str, edit: dict[str, Any]
+    ) -> None:
         """The happy path: a fresh, applicable preview applied at once must succeed."""
         self.last_crash = None
-        planned = self._fresh_plan(kind, request, policy)
+        planned = self._fresh_plan(kind, edit if kind == "edit" else request, policy)
         if planned is not None:
             tool, args, predicted = planned
             outcome, _ = self._apply(tool, args, must_succeed=True)
@@ -890,6 +989,13 @@ class WriteMachine(RuleBasedStateMachine):
     ) -> tuple[str, dict[str, Any], str] | None:
         """(apply tool, arguments, the previewed result revision) for a fresh applicable
         preview, or None when there is none."""
+        if kind == "edit":
+            preview = self._preview("preview_bundle_edit", request).answer
+            if preview["is_error"] or preview["plan_digest"] is None:
+                return None
+            return "apply_bundle_edit", dict(
+                request, expected_revision=preview["base_revision"],
+                expected_plan_digest=preview["plan_digest"]), preview["result_revision"]
         if kind == "patch":
             preview = self._preview("preview_concept_patch", request).answer
             if preview["is_error"] or preview["plan_digest"] is None:
@@ -1084,7 +1190,8 @@ def apply_writes(*args, **kwargs):
     bound.arguments["writes"] = writes
     if writes:
         with open(spec["plan_file"], "w", encoding="utf-8") as out:
-            json.dump({w.path: base64.b64encode(w.new_bytes).decode() for w in writes}, out)
+            json.dump({w.path: None if w.new_bytes is None
+                       else base64.b64encode(w.new_bytes).decode() for w in writes}, out)
 
     def hook(step):
         print(step, flush=True)
@@ -1114,6 +1221,14 @@ SIGKILL_CASES = [
     ("migration", "receipt_written"),
     ("new_folder", "staged:guides/brew.md"),
     ("new_folder", "replaced:guides/brew.md"),
+    # a rename into a new folder: cache.md deleted, guides/cache.md created, note.md's link and
+    # the root index.md rewritten. "deleted:cache.md" dies with the old file gone and every
+    # referrer still naming it.
+    ("rename", "staged:cache.md"),
+    ("rename", "publishing"),
+    ("rename", "deleted:cache.md"),
+    ("rename", "replaced:note.md"),
+    ("rename", "receipt_written"),
 ]
 
 
@@ -1121,6 +1236,12 @@ def _planned_call(dispatcher: Dispatcher, case: str) -> tuple[str, dict[str, Any
     if case == "new_folder":
         return "write_concept", {"concept_id": "guides/brew",
                                  "frontmatter": "type: note\ntitle: Brew\n", "body": "# Brew\n"}
+    if case == "rename":
+        edit = {"operations": [{"op": "rename", "concept_id": "cache", "new_id": "guides/cache"}]}
+        planned = dispatcher.call("preview_bundle_edit", edit).structured
+        assert planned["status"] == "applicable", planned
+        return "apply_bundle_edit", dict(edit, expected_revision=planned["base_revision"],
+                                         expected_plan_digest=planned["plan_digest"])
     request = {"generated_by": "human:migrator", "timestamp_policy": "remove_after_copy",
                "citation_mappings": VALID_MAPPINGS}
     preview = dispatcher.call("preview_v02_migration", request).structured
@@ -1153,7 +1274,8 @@ def test_sigkill_at_a_publication_step_recovers_old_or_new(
     )
     assert child.stdout.split()[-1] == kill_at, child.stdout
     planned = json.loads(plan_file.read_text(encoding="utf-8"))
-    after = dict(before, **{p: base64.b64decode(b) for p, b in planned.items()})
+    after = merged(before, {p: None if b is None else base64.b64decode(b)
+                            for p, b in planned.items()})
     assert after != before
 
     # Between the kill and the next look: every visible Markdown file is whole (old or new).

@@ -27,6 +27,8 @@ FILE_CAP_BOUNDS: tuple[tuple[str, str], ...] = (
     ("list_concepts.output.schema.json", "/properties/concepts/maxItems"),
     ("get_computation.output.schema.json", "/properties/used_by/maxItems"),
     ("apply_concept_patch.output.schema.json", "/properties/changed_paths/maxItems"),
+    ("apply_bundle_edit.output.schema.json", "/properties/changed_paths/maxItems"),
+    ("preview_bundle_edit.output.schema.json", "/properties/files/maxItems"),
     ("apply_v02_migration.output.schema.json", "/properties/changed_paths/maxItems"),
     ("preview_concept_patch.output.schema.json", "/properties/affected_paths/maxItems"),
     ("preview_v02_migration.output.schema.json", "/properties/affected_paths/maxItems"),

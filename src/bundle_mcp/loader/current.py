@@ -50,20 +50,29 @@ def current_view(
 
 
 def changed_view(
-    snapshot: Snapshot, changes: Mapping[str, bytes], *, max_bytes: int | None
+    snapshot: Snapshot, changes: Mapping[str, bytes | None], *, max_bytes: int | None
 ) -> Snapshot:
-    """``snapshot`` (a view) with the Markdown files in ``changes`` written, as the next load
-    will see it. An attachment the changes newly name keeps no bytes here (it is reported as
-    unreadable); every other one keeps the bytes ``snapshot`` read. ``max_bytes``: the byte
-    cap to hold the result to (``None``: a prediction only, the apply checks it)."""
+    """``snapshot`` (a view) with the Markdown files in ``changes`` written (``None``: deleted),
+    as the next load will see it. An attachment the changes newly name keeps no bytes here (it
+    is reported as unreadable); every other one keeps the bytes ``snapshot`` read.
+    ``max_bytes``: the byte cap to hold the result to (``None``: a prediction only, the apply
+    checks it). A written file's folders exist afterwards; a deletion never removes one."""
     documents = dict(snapshot.documents.cells)
     added = False
+    folders = set(snapshot.directories)
     for path, data in changes.items():
+        if data is None:
+            documents.pop(path, None)
+            continue
         added = added or path not in documents
         documents[path] = deferred(path, data)
+        parts = path.split("/")[:-1]
+        folders.update("/".join(parts[: n + 1]) for n in range(len(parts)))
     if added:  # the walk's order: each folder's entries sorted by name, depth first
         documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
-    after = assemble_snapshot(documents, snapshot.assets, snapshot.directories, snapshot.skipped)
+    directories = snapshot.directories if len(folders) == len(snapshot.directories) \
+        else frozenset(folders)
+    after = assemble_snapshot(documents, snapshot.assets, directories, snapshot.skipped)
     wanted = attachment_paths(after)
     if not wanted:
         return after

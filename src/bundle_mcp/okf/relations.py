@@ -197,3 +197,75 @@ def _read_block(
 def _problem(path: str, field: str, message: str) -> Diagnostic:
     return Diagnostic(code="invalid_relation", severity=WARN, file=path, field=field,
                       message=message)
+
+
+def retarget_relations(
+    frontmatter: dict[str, Any], concept_id: str, new_id: str | None
+) -> list[str]:
+    """Point every relation of ``frontmatter`` (JSON-native data, changed in place) that targets
+    ``concept_id`` at ``new_id`` instead, keeping its fragment; ``new_id`` ``None`` drops the
+    entry (and a relation type, or a whole ``relations`` block, left empty by it).
+
+    Reads the blocks exactly as :func:`extract_relations` does (top-level, and nested under a
+    mapping with an ``id`` or ``anchor``); an entry it skips is left alone. Returns where each
+    changed entry was (``relations.depends_on[0].target``).
+    """
+    changed: list[str] = []
+    top = frontmatter.get("relations")
+    if isinstance(top, dict):
+        _retarget_block(frontmatter, "relations", concept_id, new_id, changed)
+    for key, value in list(frontmatter.items()):
+        if key != "relations":
+            _retarget_nested(value, key, concept_id, new_id, changed)
+    return changed
+
+
+def _retarget_nested(
+    value: Any, field: str, concept_id: str, new_id: str | None, changed: list[str]
+) -> None:
+    if isinstance(value, dict):
+        if isinstance(value.get("relations"), dict) and _subresource_id(value) is not None:
+            _retarget_block(value, f"{field}.relations", concept_id, new_id, changed)
+        for key, child in list(value.items()):
+            if key != "relations":
+                _retarget_nested(child, f"{field}.{key}", concept_id, new_id, changed)
+    elif isinstance(value, list):
+        for i, child in enumerate(value):
+            _retarget_nested(child, f"{field}[{i}]", concept_id, new_id, changed)
+
+
+def _retarget_block(
+    holder: dict[str, Any], field: str, concept_id: str, new_id: str | None, changed: list[str]
+) -> None:
+    block = holder["relations"]
+    for relation_type, items in list(block.items()):
+        if (not isinstance(relation_type, str) or not RELATION_TYPE.fullmatch(relation_type)
+                or relation_type in RESERVED_RELATION_TYPES or not isinstance(items, list)):
+            continue
+        kept: list[Any] = []
+        for i, item in enumerate(items):
+            target = item.get("target") if isinstance(item, dict) else None
+            ref = _reference_or_none(target)
+            if ref is None or ref.concept_id != concept_id:
+                kept.append(item)
+                continue
+            changed.append(f"{field}.{relation_type}[{i}].target")
+            if new_id is not None:
+                item["target"] = format_reference(new_id, ref.fragment)
+                kept.append(item)
+        if len(kept) != len(items):
+            if kept:
+                block[relation_type] = kept
+            else:
+                del block[relation_type]
+    if not block and changed:
+        del holder["relations"]
+
+
+def _reference_or_none(target: Any) -> Reference | None:
+    if not isinstance(target, str):
+        return None
+    try:
+        return parse_reference(target)
+    except BadReference:
+        return None

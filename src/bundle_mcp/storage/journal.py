@@ -6,7 +6,8 @@ back) or ``rolling_back`` (an undo has begun: only ever finished, never rolled f
 Each entry names a target, its old and new hashes, the dot-file its new version is staged in and
 the dot-file that keeps its old version (a hard link, or a copy where the file system has none)
 until the apply is finished, so a publication that fails half-way can be undone as well as
-completed.
+completed. An entry without a new hash (and without a staged file) deletes its target: publishing
+it unlinks the target, and undoing it puts the kept old version back.
 
 A journal is read back only when every field has exactly the shape this module writes: recovery
 renames and deletes nothing but names of the staged-file pattern, beside targets inside the
@@ -45,8 +46,10 @@ __all__ = [
 STAGING = "staging"
 PUBLISHING = "publishing"
 ROLLING_BACK = "rolling_back"
-JOURNAL_VERSION = 2  # 2 added the old-version links ("backup"); version 1 journals still recover
-_READABLE_VERSIONS = (1, 2)
+# 2 added the old-version links ("backup"), 3 deletions (no new hash, no staged file); older
+# journals still recover
+JOURNAL_VERSION = 3
+_READABLE_VERSIONS = (1, 2, 3)
 
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")  # a request digest or a revision
 HEX64 = re.compile(r"[0-9a-f]{64}")  # a file's SHA-256
@@ -88,9 +91,13 @@ def _beside(path: str, request_digest: str, suffix: str) -> str:
 class Entry:
     path: str
     old_sha256: str | None
-    new_sha256: str
-    staged: str
+    new_sha256: str | None  # None: the apply deletes the file
+    staged: str | None  # None exactly for a deletion: there is no new version to stage
     backup: str | None = None  # the old version's second name; None for a new file (or v1)
+
+    @property
+    def deletes(self) -> bool:
+        return self.new_sha256 is None
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,11 +174,15 @@ def _entry(value: Any) -> Entry:
         raise ValueError("malformed entry path")
     if not (old is None or (isinstance(old, str) and HEX64.fullmatch(old))):
         raise ValueError("malformed old_sha256")
-    if not (isinstance(new, str) and HEX64.fullmatch(new)):
+    if new is None:
+        # a deletion: it has an old version, kept beside the target, and nothing staged
+        if old is None or staged is not None or backup is None:
+            raise ValueError("malformed deletion")
+    elif not (isinstance(new, str) and HEX64.fullmatch(new)):
         raise ValueError("malformed new_sha256")
     # the staged name is checked against our own pattern: recovery only ever deletes or renames
     # files it could have created
-    if not (isinstance(staged, str) and _STAGED.fullmatch(staged)):
+    elif not (isinstance(staged, str) and _STAGED.fullmatch(staged)):
         raise ValueError("malformed staged name")
     if not (backup is None or (isinstance(backup, str) and _STAGED.fullmatch(backup))):
         raise ValueError("malformed backup name")

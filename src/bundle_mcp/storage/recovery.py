@@ -183,7 +183,8 @@ def roll_back(tree: Tree, state_fd: int, journal: Journal) -> None:
     and old version, the created folders, then the journal.
 
     Only a target that still holds exactly the bytes this apply published is restored (or, for a
-    file the apply created, removed): a file edited since is never overwritten.
+    file the apply created, removed), and a deleted file is put back only while its name is
+    free: a file edited or created since is never overwritten.
     """
     published = journal.state != STAGING
     for entry in reversed(journal.entries):
@@ -191,7 +192,13 @@ def roll_back(tree: Tree, state_fd: int, journal: Journal) -> None:
         dir_fd = tree.directory(parent)
         if dir_fd is None:
             continue
-        if published and _holds(dir_fd, name, entry.new_sha256):
+        if published and entry.new_sha256 is None:
+            # a deletion: put the old version back unless its name was taken again meanwhile
+            if (entry.backup is not None and _present(dir_fd, entry.backup)
+                    and not _exists(dir_fd, name)):
+                os.replace(entry.backup, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        elif (published and entry.new_sha256 is not None
+              and _holds(dir_fd, name, entry.new_sha256)):
             if entry.backup is not None and _present(dir_fd, entry.backup):
                 os.replace(entry.backup, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             elif entry.old_sha256 is None:
@@ -224,7 +231,8 @@ def roll_back(tree: Tree, state_fd: int, journal: Journal) -> None:
 def roll_forward(
     tree: Tree, state_fd: int, journal: Journal, hook: StepHook = no_step, *, verify: bool
 ) -> None:
-    """Publishing had begun: rename every staged file that is still there over its target.
+    """Publishing had begun: rename every staged file that is still there over its target, and
+    unlink every target the apply deletes that still holds its old version.
 
     Staged files were fsynced before the journal said ``publishing``, so each one is complete;
     ``verify`` (recovery) still checks its hash, so a damaged stage is never published. Once
@@ -240,6 +248,14 @@ def roll_forward(
         dir_fd = tree.directory(parent)
         if dir_fd is None:
             raise rejected(f"the folder of {entry.path} vanished during the write")
+        if entry.staged is None:
+            # a deletion; its old version stays beside it until the clean-up. A file that holds
+            # anything else was written there since, and is not this apply's to delete.
+            if entry.old_sha256 is not None and _holds(dir_fd, name, entry.old_sha256):
+                os.unlink(name, dir_fd=dir_fd)
+                fsync_dir(dir_fd)
+            hook(f"deleted:{entry.path}")
+            continue
         if _staged_present(dir_fd, entry, verify):
             os.replace(entry.staged, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
             fsync_dir(dir_fd)
@@ -278,6 +294,15 @@ def _present(dir_fd: int, name: str) -> bool:
         return False
 
 
+def _exists(dir_fd: int, name: str) -> bool:
+    """Whether anything (a file, a folder, a symlink) has the name ``name``."""
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
 def _holds(dir_fd: int, name: str, sha256: str) -> bool:
     """Whether the regular file ``name`` holds exactly the bytes with this hash."""
     try:
@@ -297,6 +322,7 @@ def _holds(dir_fd: int, name: str, sha256: str) -> bool:
 
 
 def _staged_present(dir_fd: int, entry: Entry, verify: bool) -> bool:
+    assert entry.staged is not None  # deletions stage nothing
     try:
         checked = os.lstat(entry.staged, dir_fd=dir_fd)
     except FileNotFoundError:

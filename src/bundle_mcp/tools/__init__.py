@@ -15,6 +15,7 @@ from ..toolspec import TOOLSETS, ToolSpec
 __all__ = ["TOOLSETS", "TOOL_MODULES", "load_tools"]
 
 TOOL_MODULES: tuple[str, ...] = (
+    "apply_bundle_edit",
     "apply_concept_patch",
     "apply_temporal_upgrade",
     "apply_v02_migration",
@@ -28,6 +29,7 @@ TOOL_MODULES: tuple[str, ...] = (
     "get_neighbors",
     "get_semantic_graph",
     "list_concepts",
+    "preview_bundle_edit",
     "preview_concept_patch",
     "preview_temporal_upgrade",
     "preview_v02_migration",

@@ -41,6 +41,13 @@ def broken_links(doc: Document, snapshot: Snapshot) -> Iterator[Link]:
             yield link
 
 
+def link_target(link: Link, snapshot: Snapshot) -> Document | str | None:
+    """What ``link`` reaches in ``snapshot``: a document, the asset or folder path it names, or
+    ``None`` when it is broken (the rule ``--check-links`` applies, for the writes that keep
+    links whole)."""
+    return _target_document(link.target, link.concept_id, link.is_directory, snapshot)
+
+
 def _suggestion(doc: Document, raw: str, concept_id: str | None, snapshot: Snapshot) -> str:
     """A hint for the two breaks real documentation folders show most.
 

@@ -43,20 +43,22 @@ MAX_DIFF_CHARS = 1 << 20  # the contracts cap "diff" at 1 MiB of text
 
 @dataclass(frozen=True, slots=True)
 class FileChange:
-    """One file a plan rewrites: its text before (``None`` = new file) and after."""
+    """One file a plan rewrites: its text before (``None`` = new file) and after (``None`` = the
+    file is deleted)."""
 
     path: str
     old_text: str | None
-    new_text: str
+    new_text: str | None
     old_sha256: str | None
 
     @property
-    def new_bytes(self) -> bytes:
-        return self.new_text.encode("utf-8")
+    def new_bytes(self) -> bytes | None:
+        return None if self.new_text is None else self.new_text.encode("utf-8")
 
     @property
-    def new_sha256(self) -> str:
-        return hashlib.sha256(self.new_bytes).hexdigest()
+    def new_sha256(self) -> str | None:
+        data = self.new_bytes
+        return None if data is None else hashlib.sha256(data).hexdigest()
 
     def as_write(self) -> PlannedWrite:
         return PlannedWrite(self.path, self.old_sha256, self.new_bytes)
@@ -159,9 +161,10 @@ def unified_diff(changes: Iterable[FileChange]) -> tuple[str, bool]:
     size = 0
     for change in sorted(changes, key=lambda c: c.path):
         old = [] if change.old_text is None else change.old_text.splitlines(keepends=True)
-        new = change.new_text.splitlines(keepends=True)
+        new = [] if change.new_text is None else change.new_text.splitlines(keepends=True)
         origin = "/dev/null" if change.old_text is None else "a/" + change.path
-        for line in difflib.unified_diff(old, new, origin, "b/" + change.path):
+        goal = "/dev/null" if change.new_text is None else "b/" + change.path
+        for line in difflib.unified_diff(old, new, origin, goal):
             if not line.endswith(("\n", "\r")):
                 line += "\n\\ No newline at end of file\n"
             if size + len(line) > MAX_DIFF_CHARS:
@@ -178,7 +181,7 @@ def new_conformance_errors(
     out: list[Diagnostic] = []
     for change in changes:
         old = snapshot.documents.get(change.path)
-        if old is None or not old.is_concept:
+        if old is None or not old.is_concept or change.new_bytes is None:
             continue
         before = {d.code for d in conformance(old)}
         new = parse_document(change.path, change.new_bytes)

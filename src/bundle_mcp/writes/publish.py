@@ -5,8 +5,8 @@ bundle's exclusive lock it finishes any interrupted apply, replays a durable rec
 identical request, checks the base revision and every target's current hash, then
 
     journal (staging) → stage each file beside its target, and link its old version
-    → journal (publishing) → rename each stage over its target (sorted by path, root index.md
-    last) → delete the old versions → receipt → no journal
+    → journal (publishing) → rename each stage over its target, or unlink a deleted target
+    (sorted by path, root index.md last) → delete the old versions → receipt → no journal
 
 with an fsync at every step, so a crash anywhere leaves a journal from which the next look at the
 bundle rolls back (still staging) or forward (publishing): the bundle's revision is always the
@@ -89,7 +89,11 @@ _JOURNAL_REFUSED = "the write journal cannot be saved; nothing was changed"
 class PlannedWrite:
     path: str  # bundle-relative '/'-separated path of a .md file
     old_sha256: str | None  # hex sha256 the file must have now; None = the file must not exist yet
-    new_bytes: bytes
+    new_bytes: bytes | None  # None: delete the file (it must exist, with old_sha256)
+
+    def __post_init__(self) -> None:
+        if self.new_bytes is None and self.old_sha256 is None:
+            raise ValueError("a deletion names the hash of the file it deletes")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,7 +101,7 @@ class _Plan:
     """A checked write: where it goes and what the target holds now."""
 
     write: PlannedWrite
-    new_sha256: str
+    new_sha256: str | None  # None: a deletion
     mode: int | None  # the current file's permission bits, kept on the new version
     missing_dirs: tuple[str, ...]
     changes: bool
@@ -205,7 +209,7 @@ def _apply_locked(
                 p.write.path,
                 p.write.old_sha256,
                 p.new_sha256,
-                staged_name(p.write.path, request_digest),
+                None if p.new_sha256 is None else staged_name(p.write.path, request_digest),
                 None
                 if p.write.old_sha256 is None
                 else backup_name(p.write.path, request_digest),
@@ -292,6 +296,11 @@ def _stage(tree: Tree, plan: _Plan, entry: Entry) -> None:
     parent, name = split_path(entry.path)
     dir_fd = tree.directory(parent, create=True)
     assert dir_fd is not None
+    if entry.staged is None or plan.write.new_bytes is None:
+        # a deletion stages nothing: its old version is kept, and publishing unlinks the target
+        assert entry.backup is not None
+        _keep_old_version(dir_fd, name, entry.backup)
+        return
     try:
         fd = os.open(entry.staged, NEW_FILE_FLAGS, 0o666, dir_fd=dir_fd)
     except FileExistsError:
@@ -369,7 +378,7 @@ def _ordered(writes: Iterable[PlannedWrite], request_digest: str) -> tuple[Plann
         if write.path in seen:
             raise rejected(f"refusing to write {write.path!r} twice in one apply")
         seen.add(write.path)
-        if len(write.new_bytes) > MAX_FILE_BYTES:
+        if write.new_bytes is not None and len(write.new_bytes) > MAX_FILE_BYTES:
             raise resource_limit(
                 f"the new version of {write.path} is larger than {MAX_FILE_BYTES} bytes",
                 "split the content over several concepts",
@@ -417,6 +426,8 @@ def _plan(tree: Tree, rules: IgnoreRules, write: PlannedWrite) -> _Plan:
         raise _conflict(f"{write.path} was created since the base revision was read")
     if write.old_sha256 is not None and (existing is None or existing.sha256 != write.old_sha256):
         raise _conflict(f"{write.path} changed since the base revision was read")
+    if write.new_bytes is None:  # a deletion of the file checked just above
+        return _Plan(write=write, new_sha256=None, mode=None, missing_dirs=(), changes=True)
     new_sha = hashlib.sha256(write.new_bytes).hexdigest()
     return _Plan(
         write=write,
@@ -466,6 +477,9 @@ def _check_caps(
     """The loader's caps, over the whole bundle (whoever writes), must hold after the writes."""
     after = dict(records)
     for plan in changing:
+        if plan.write.new_bytes is None or plan.new_sha256 is None:
+            after.pop(plan.write.path, None)
+            continue
         after[plan.write.path] = FileRecord(
             plan.write.path, len(plan.write.new_bytes), plan.new_sha256
         )

@@ -36,8 +36,10 @@ __all__ = ["EditError", "data_of", "emit_block", "rewrite", "same_data"]
 
 UNSUPPORTED = "unsupported_presentation"
 _OPENING = re.compile(r"\ufeff?---[ \t]*(?:\r\n|\r|\n)")
-# Plain scalars we dare to write without quotes in block and flow context alike.
-_PLAIN_SAFE = re.compile(r"[A-Za-z0-9_./+@~][A-Za-z0-9_./+@~:-]*(?: [A-Za-z0-9_./+@~:-]+)*")
+# Plain scalars we dare to write without quotes in block and flow context alike. A '#' inside a
+# word is text (only a '#' after white space starts a comment): relation targets carry fragments.
+_PLAIN_SAFE = re.compile(
+    r"[A-Za-z0-9_./+@~][A-Za-z0-9_./+@~:#-]*(?: [A-Za-z0-9_./+@~:-][A-Za-z0-9_./+@~:#-]*)*")
 _LINE_BREAKS = "\r\n"
 
 
