@@ -44,7 +44,7 @@ def test_golden_cases_exist() -> None:
 def test_golden_case(path: Path, tmp_path: Path) -> None:
     """The outcome equals the recorded one, and the recorded one satisfies its contract."""
     case = golden_runner.load_case(path)
-    assert set(case) <= {"description", "bundle", "setup", "arguments", "expected"}
+    assert set(case) <= {"description", "bundle", "setup", "reader", "arguments", "expected"}
     assert case.get("description"), "a golden case says what it pins"
     expected = case.get("expected")
     assert isinstance(expected, dict), "run `make update-goldens` to record this case"

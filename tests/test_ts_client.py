@@ -143,6 +143,8 @@ def _calls(workdir: Path) -> tuple[list[Call], list[str]]:
         tool, case = path.parent.name, golden_runner.load_case(path)
         if tool not in SERVED_TOOLS:
             continue  # not offered here: the unknown tool is a protocol error, not its golden
+        if "reader" in case:
+            continue  # made as a reader of a readers file; this server serves without one
         folder = workdir / f"{tool}.{path.stem}"
         folder.mkdir(parents=True)
         root = golden_runner.prepare_bundle(case, folder)
