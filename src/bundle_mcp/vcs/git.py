@@ -96,7 +96,6 @@ def git_env() -> dict[str, str]:
         "SSH_ASKPASS": "/bin/false" if os.path.exists("/bin/false") else "false",
         "GIT_OPTIONAL_LOCKS": "0",  # a read never takes the index lock or rewrites the index
         "GIT_ALLOW_PROTOCOL": ALLOWED_PROTOCOLS,
-        "GIT_CONFIG_NOSYSTEM": "1",
         "LC_ALL": "C",
     })
     return env
