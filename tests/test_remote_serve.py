@@ -75,6 +75,8 @@ def test_serve_from_git_follows_new_commits(tmp_path: Path, trigger: str) -> Non
                           BUNDLE_MCP_CACHE_DIR=str(cache))
     try:
         base = printed_url(process, log).removesuffix("/mcp")
+        # The printed client configuration names the repository, not the cache's copy.
+        assert f'"git+file://{repo}@main#kb"' in log.read_text()
         assert _served_commit(base) == first
         refused = _call(base, "write_concept", concept_id="notes/new",
                         frontmatter="type: Guide\n", body="x\n")

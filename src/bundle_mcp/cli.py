@@ -317,8 +317,14 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(_cannot_listen(args.http, exc)) from None
 
+    # A remote bundle is shown as given (its git URL or archive), not as its copy in the cache:
+    # a client started from the printed configuration fetches it itself.
+    shown = tuple(b if is_remote(b) else path for b, path in zip(args.bundles, bundles,
+                                                                  strict=True))
+
     def ready(bound_host: str, bound_port: int) -> None:
-        _print_client_config(config, bound_host, bound_port, bool(token) or book is not None)
+        _print_client_config(config, bound_host, bound_port, bool(token) or book is not None,
+                             shown)
 
     return _with_dispatcher(
         config,
@@ -561,7 +567,10 @@ def _own_command() -> str:
     return "bundle-mcp"
 
 
-def _print_client_config(config: ServeConfig, host: str, port: int, has_token: bool) -> None:
+def _print_client_config(
+    config: ServeConfig, host: str, port: int, has_token: bool,
+    bundles: tuple[str, ...] | None = None,
+) -> None:
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}/mcp"
     http_entry: dict[str, Any] = {"type": "http", "url": url}
@@ -579,7 +588,8 @@ def _print_client_config(config: ServeConfig, host: str, port: int, has_token: b
     ]
     if config.toolsets is not None:
         flags += ["--tools", ",".join(name for name in TOOLSETS if name in config.toolsets)]
-    stdio_entry = {"command": _own_command(), "args": ["serve", *config.bundles, *flags]}
+    shown = config.bundles if bundles is None else bundles
+    stdio_entry = {"command": _own_command(), "args": ["serve", *shown, *flags]}
     print(f"bundle-mcp {__version__}: streamable HTTP on {url}", file=sys.stderr)
     for label, entry in (("stdio", stdio_entry), ("HTTP", http_entry)):
         client_config = {"mcpServers": {"bundle-mcp": entry}}
