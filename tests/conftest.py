@@ -58,6 +58,7 @@ SLOW_MODULES = frozenset({
     "test_http_workers",  # --workers processes
     "test_packaging",  # wheel and sdist builds, installed into fresh venvs
     "test_read_only_mount",  # a served child on a read-only mount
+    "test_remote_serve",  # serve git+file://… children, refreshed
     "test_readme_commands",  # every README command, some of them servers
     "test_stdio_transport",  # stdio children
     "test_surfaces_stdio",  # stdio children

@@ -1,7 +1,9 @@
 """Run the golden cases in tests/golden/<tool>/<case>.json; ``--update`` rewrites expectations.
 
 A case is ``{"description", "bundle", "arguments", "expected": {"is_error", "structured"}}``
-(plus an optional ``"setup"``). ``bundle`` is the name of a folder under testdata/bundles/,
+(plus an optional ``"setup"``, and an optional ``"reader": {"read": [...], "write": [...]}``:
+the call is made with those folder scopes). ``bundle`` is the name of a folder under
+testdata/bundles/,
 ``examples/<name>`` for a shipped example bundle, or ``{"generate": <generator>, ...}``: large
 bundles (1000 concepts, a 1000-link hub, a 160-node mesh, a concept with 101 sources, a
 1000-concept inventory) are written into a temporary folder at run time instead of being
@@ -29,6 +31,7 @@ import fnmatch
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -177,7 +180,48 @@ def setup_symlink_secret(root: Path, workdir: Path) -> None:
     os.symlink(target, root / "secret.md")
 
 
-SETUPS: dict[str, Callable[[Path, Path], None]] = {"symlink_secret": setup_symlink_secret}
+# A fixed author, committer and clock: the commit hashes of the history setup are the same on
+# every machine, so the goldens can name them.
+def _git(root: Path, *args: str, when: str, author: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update({
+        "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_AUTHOR_NAME": author, "GIT_AUTHOR_EMAIL": f"{author.lower()}@example.com",
+        "GIT_COMMITTER_NAME": author, "GIT_COMMITTER_EMAIL": f"{author.lower()}@example.com",
+        "GIT_AUTHOR_DATE": when, "GIT_COMMITTER_DATE": when,
+    })
+    subprocess.run(["git", *args], cwd=root, env=env, check=True, capture_output=True,
+                   timeout=60)
+
+
+def setup_git_history(root: Path, workdir: Path) -> None:
+    """The bundle as the last of three commits: ``notes/roast.md`` began as
+    ``drafts/roast.md`` (commit 1, with the rest), was moved into ``notes/`` (commit 2) and then
+    edited (commit 3). The work tree then adds one uncommitted line to it."""
+    roast = root / "notes" / "roast.md"
+    final = roast.read_text(encoding="utf-8")
+    roast.unlink()
+    drafts = root / "drafts"
+    drafts.mkdir()
+    (drafts / "roast.md").write_text(final.replace("Rest the beans two days.\n", ""), "utf-8")
+    _git(root, "init", "-q", "-b", "main", when="2026-01-05T09:00:00+00:00", author="Ann")
+    _git(root, "add", "-A", when="2026-01-05T09:00:00+00:00", author="Ann")
+    _git(root, "commit", "-q", "-m", "Draft the roast guide",
+         when="2026-01-05T09:00:00+00:00", author="Ann")
+    _git(root, "mv", "drafts/roast.md", "notes/roast.md", when="2026-02-01T10:00:00+00:00",
+         author="Bo")
+    _git(root, "commit", "-q", "-m", "Publish the roast guide",
+         when="2026-02-01T10:00:00+00:00", author="Bo")
+    roast.write_text(final, "utf-8")
+    _git(root, "commit", "-q", "-am", "Say how long the beans rest",
+         when="2026-03-01T11:30:00+01:00", author="Ann")
+    roast.write_text(final + "Weigh every batch.\n", "utf-8")
+
+
+SETUPS: dict[str, Callable[[Path, Path], None]] = {
+    "symlink_secret": setup_symlink_secret,
+    "git_history": setup_git_history,
+}
 
 
 def prepare_bundle(case: dict[str, Any], workdir: Path) -> str:
@@ -204,6 +248,20 @@ def prepare_bundle(case: dict[str, Any], workdir: Path) -> str:
     return str(root)
 
 
+def case_reader(case: dict[str, Any]) -> Any:
+    """The reader a case calls as: ``"reader": {"read": [...], "write": [...]}`` (folder
+    patterns, docs/READERS.md), else the all-reading reader."""
+    from bundle_mcp.okf.scopes import NOTHING, Access, FolderScope
+    from bundle_mcp.readers import ALL_READER, Reader
+
+    spec = case.get("reader")
+    if spec is None:
+        return ALL_READER
+    write = spec.get("write")
+    return Reader("golden", Access(FolderScope.of(spec.get("read", ["**"])),
+                                   FolderScope.of(write) if write else NOTHING))
+
+
 def run_case(case: dict[str, Any], workdir: Path) -> dict[str, Any]:
     """The outcome of one case as ``{"is_error", "structured"}``, through the dispatch core."""
     from bundle_mcp.dispatch import Dispatcher, ServeConfig
@@ -213,19 +271,6 @@ def run_case(case: dict[str, Any], workdir: Path) -> dict[str, Any]:
         case["tool"], case["arguments"], None, case_reader(case))
     # A JSON round trip: what is compared is exactly what a golden file can hold.
     return json.loads(json.dumps({"is_error": outcome.is_error, "structured": outcome.structured}))
-
-
-def case_reader(case: dict[str, Any]) -> Any:
-    """The reader a case calls as (its ``"reader"`` scopes), or ``None``: the all-reader."""
-    scopes = case.get("reader")
-    if scopes is None:
-        return None
-    from bundle_mcp.okf.scopes import NOTHING, Access, FolderScope
-    from bundle_mcp.readers import Reader
-
-    write = scopes.get("write")
-    return Reader("golden", Access(FolderScope.of(scopes["read"]),
-                                   FolderScope.of(write) if write else NOTHING))
 
 
 def run_golden(path: Path) -> dict[str, Any]:

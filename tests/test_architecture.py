@@ -58,6 +58,8 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.validate_cli": "commands",
     "bundle_mcp.graph_cli": "commands",
     "bundle_mcp": "commands",  # the package itself re-exports the public API
+    "bundle_mcp.vcs": "vcs",
+    "bundle_mcp.remote": "remote",
 }
 
 _BELOW_TOOLS = {
@@ -77,13 +79,18 @@ ALLOWED: dict[str, set[str]] = {
     "export": {"foundation", "model", "derived", "okf"},
     "writes": {"foundation", "model", "derived", "okf", "storage", "loader", "validation"},
     "toolspec": {"foundation", "model", "okf", "semantic"},
-    "tools": _BELOW_TOOLS | {"toolspec"},
-    "core": _BELOW_TOOLS | {"toolspec", "tools", "storage", "loader"},
-    "surfaces": _BELOW_TOOLS | {"toolspec", "tools", "storage", "loader", "core"},
+    "tools": _BELOW_TOOLS | {"toolspec", "vcs"},
+    "core": _BELOW_TOOLS | {"toolspec", "tools", "storage", "loader", "vcs", "remote"},
+    "surfaces": _BELOW_TOOLS | {"toolspec", "tools", "storage", "loader", "core", "vcs",
+                                "remote"},
     # The viewer reads: never the write modules, the tools or the MCP surfaces.
     "viewer": {"foundation", "model", "derived", "okf", "loader", "validation", "core"},
     "commands": _BELOW_TOOLS | {"toolspec", "tools", "storage", "loader", "core", "surfaces",
-                                "viewer"},
+                                "viewer", "vcs", "remote"},
+    # git, run safely (vcs), and bundles fetched from a git URL or an archive (remote): below
+    # the tools, beside storage.
+    "vcs": {"foundation"},
+    "remote": {"foundation", "storage", "vcs"},
 }
 
 

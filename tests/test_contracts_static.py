@@ -54,6 +54,8 @@ OPTIONAL_OUTPUT_KEYS = {
     ("context.output.schema.json", ""): {"filters"},
     # Only for a concept that links to an Attested Computation (the okf-mcp shape otherwise).
     ("read_concept.output.schema.json", ""): {"uses_computations"},
+    # Only for a remote bundle (git URL or archive), so a folder's summary keeps its bytes.
+    ("bundle_summary.output.schema.json", ""): {"source"},
     # suggested_next.arguments: the arguments of whichever tool it names.
     ("context.output.schema.json", "/properties/suggested_next/properties/arguments"): {
         "question", "max_tokens", "hybrid", "types", "tags", "project", "status", "min_trust",

@@ -200,6 +200,9 @@ CALLS: dict[str, tuple[dict[str, Any], str, str]] = {
          "displayed_value": None, "as_of": "2026-12-02"}, "$.concept_id", "error",
     ),
     "fetch_slice": ({"entity_id": "beans/Kenya_Nyeri"}, "$.entity_id", "error"),
+    "concept_history": ({"concept_id": "beans/Kenya_Nyeri"}, "$.concept_id", "error"),
+    "concept_diff": ({"concept_id": "beans/Kenya_Nyeri", "from": "HEAD"}, "$.concept_id",
+                     "error"),
     "find_path": (
         {"from_id": "beans/ethiopia-guji", "to_id": "beans/Kenya_Nyeri"}, "$.to_id", "error"
     ),

@@ -83,6 +83,7 @@ TOOLSET_MEMBERS = {
         "preview_bundle_edit",
         "apply_bundle_edit",
     },
+    "history": {"concept_history", "concept_diff"},
 }
 CHANGES_THE_BUNDLE = {
     "write_concept",
@@ -429,7 +430,7 @@ def test_date_and_instant_patterns_agree_on_edge_cases(value: str) -> None:
 
 
 def test_every_tool_belongs_to_one_named_toolset() -> None:
-    assert list(TOOLSETS) == ["read", "walk", "write", "compute", "semantic", "views"]
+    assert list(TOOLSETS) == ["read", "walk", "write", "compute", "semantic", "views", "history"]
     by_set: dict[str, set[str]] = {name: set() for name in TOOLSETS}
     for name, module in REAL_TOOLS.items():
         by_set[module.toolset].add(name)

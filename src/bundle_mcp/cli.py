@@ -33,6 +33,8 @@ from .readers import (
     load_readers,
     new_token,
 )
+from .remote.location import is_remote
+from .remote.mounts import FetchFailed, RemoteMounts
 from .storage.handles import pin_root
 from .toolspec import SEMANTIC_TOOLSET, TOOLSETS
 
@@ -107,7 +109,15 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the MCP server (stdio by default)")
-    serve.add_argument("bundles", nargs="*", metavar="BUNDLE", help="bundle folders to serve")
+    serve.add_argument(
+        "bundles", nargs="*", metavar="BUNDLE",
+        help="bundle folders to serve; or, served read-only from a copy in the cache folder, "
+        "git+URL[@REF][#SUBFOLDER] (a git repository) or the path or http(s) URL of a .tar.gz "
+        "or .zip archive (optionally #SUBFOLDER)")
+    serve.add_argument(
+        "--refresh", type=float, metavar="SECONDS",
+        help="fetch the remote BUNDLEs (git URLs, archives) again every SECONDS and serve what "
+        "changed (default: at start and on SIGHUP only)")
     serve.add_argument(
         "--http", metavar="HOST:PORT", help="streamable HTTP instead of stdio (host 127.0.0.1)"
     )
@@ -243,7 +253,10 @@ _LOOPBACK = ("127.", "::1", "localhost")
 
 
 def _serve(args: argparse.Namespace) -> int:
-    bundles = tuple(_bundle_argument(b) for b in args.bundles)
+    remotes = _remotes(args)
+    bundles = tuple(
+        _remote_argument(remotes, b) if is_remote(b) else _bundle_argument(b)
+        for b in args.bundles)
     if not bundles and not args.allow_any_bundle:
         raise UsageError("give at least one BUNDLE folder, or --allow-any-bundle")
     if args.token and not args.http:
@@ -272,6 +285,9 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--workers wants a number of processes, 1 or more")
     if args.workers > 1 and not args.http:
         raise UsageError("--workers applies to --http only")
+    if args.workers > 1 and remotes.paths():
+        raise UsageError("--workers serves folders only: serve a remote BUNDLE (git URL, "
+                         "archive) from one process")
     if args.keep_alive is not None and not args.http:
         raise UsageError("--keep-alive applies to --http only")
     keep_alive = DEFAULT_KEEP_ALIVE_SECONDS if args.keep_alive is None else args.keep_alive
@@ -280,10 +296,11 @@ def _serve(args: argparse.Namespace) -> int:
     # The SDK is imported here, not at the top, so that `call` and `validate` start quickly.
     from . import server
 
+    remotes.start(args.refresh)
     if args.http is None:
         return _with_dispatcher(
             config, lambda dispatcher: server.serve_stdio(
-                dispatcher, _stdio_reload(book, reader, dispatcher)))
+                dispatcher, _stdio_reload(book, reader, dispatcher)), remotes)
     host, port = _host_port(args.http)
     if not token and book is None and not host.startswith(_LOOPBACK):
         log.warning(
@@ -300,8 +317,14 @@ def _serve(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise UsageError(_cannot_listen(args.http, exc)) from None
 
+    # A remote bundle is shown as given (its git URL or archive), not as its copy in the cache:
+    # a client started from the printed configuration fetches it itself.
+    shown = tuple(b if is_remote(b) else path for b, path in zip(args.bundles, bundles,
+                                                                  strict=True))
+
     def ready(bound_host: str, bound_port: int) -> None:
-        _print_client_config(config, bound_host, bound_port, bool(token) or book is not None)
+        _print_client_config(config, bound_host, bound_port, bool(token) or book is not None,
+                             shown)
 
     return _with_dispatcher(
         config,
@@ -309,6 +332,7 @@ def _serve(args: argparse.Namespace) -> int:
             dispatcher, sock, token, on_ready=ready, allowed_hosts=allowed_hosts, readers=book,
             keep_alive=keep_alive,
         ),
+        remotes,
     )
 
 
@@ -374,16 +398,21 @@ def _hash_token(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _with_dispatcher(config: ServeConfig, serve: Callable[[Dispatcher], None]) -> int:
-    """Run ``serve`` with this process's dispatcher and embedding index, then close the index."""
+def _with_dispatcher(
+    config: ServeConfig, serve: Callable[[Dispatcher], None], remotes: RemoteMounts | None = None
+) -> int:
+    """Run ``serve`` with this process's dispatcher and embedding index, then close the index
+    (and stop refreshing the remote bundles)."""
     from .semantic import SemanticIndex
 
     semantic = SemanticIndex.default()
     try:
-        serve(Dispatcher(config, semantic=semantic))
+        serve(Dispatcher(config, semantic=semantic, remotes=remotes))
         return EXIT_OK
     finally:
         semantic.close()
+        if remotes is not None:
+            remotes.stop()
 
 
 def _serve_workers(
@@ -467,6 +496,47 @@ def _toolsets(value: str | None) -> frozenset[str] | None:
     return frozenset(names)
 
 
+def _remotes(args: argparse.Namespace) -> RemoteMounts:
+    """The remote bundles' home in the cache folder; SIGHUP fetches them again."""
+    from .loader.parse_cache import default_directory
+
+    if args.refresh is not None and not args.refresh > 0:
+        raise UsageError("--refresh wants a number of seconds, more than 0")
+    wanted = any(is_remote(b) for b in args.bundles)
+    directory = default_directory()
+    if wanted and directory is None:
+        raise UsageError("a remote BUNDLE is fetched into the cache folder, which "
+                         "BUNDLE_MCP_CACHE_DIR turns off; set it to a writable folder")
+    remotes = RemoteMounts(str(directory) if directory is not None else ".", _caps(args))
+    if wanted:
+        _refresh_on_sighup(remotes)
+    return remotes
+
+
+def _refresh_on_sighup(remotes: RemoteMounts) -> None:
+    """SIGHUP fetches the remote bundles again, in a thread of its own (a signal handler runs
+    between two bytecodes of the main thread; the fetch takes seconds). The server's own
+    SIGHUP handler (the readers file) calls this one after its own work."""
+    import signal
+    import threading
+
+    def handler(signum: int, frame: object) -> None:
+        threading.Thread(target=remotes.refresh, name="bundle-mcp-refresh", daemon=True).start()
+
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGHUP, handler)
+
+
+def _remote_argument(remotes: RemoteMounts, value: str) -> str:
+    try:
+        return remotes.add(value)
+    except (ValueError, FetchFailed) as exc:
+        raise UsageError(str(exc)) from None
+    except OSError as exc:
+        raise UsageError(f"{value}: the cache folder refused the copy "
+                         f"({os.strerror(exc.errno or 0)})") from None
+
+
 def _bundle_argument(value: str) -> str:
     path = os.path.abspath(value)
     try:
@@ -497,7 +567,10 @@ def _own_command() -> str:
     return "bundle-mcp"
 
 
-def _print_client_config(config: ServeConfig, host: str, port: int, has_token: bool) -> None:
+def _print_client_config(
+    config: ServeConfig, host: str, port: int, has_token: bool,
+    bundles: tuple[str, ...] | None = None,
+) -> None:
     shown_host = f"[{host}]" if ":" in host else host
     url = f"http://{shown_host}:{port}/mcp"
     http_entry: dict[str, Any] = {"type": "http", "url": url}
@@ -515,7 +588,8 @@ def _print_client_config(config: ServeConfig, host: str, port: int, has_token: b
     ]
     if config.toolsets is not None:
         flags += ["--tools", ",".join(name for name in TOOLSETS if name in config.toolsets)]
-    stdio_entry = {"command": _own_command(), "args": ["serve", *config.bundles, *flags]}
+    shown = config.bundles if bundles is None else bundles
+    stdio_entry = {"command": _own_command(), "args": ["serve", *shown, *flags]}
     print(f"bundle-mcp {__version__}: streamable HTTP on {url}", file=sys.stderr)
     for label, entry in (("stdio", stdio_entry), ("HTTP", http_entry)):
         client_config = {"mcpServers": {"bundle-mcp": entry}}

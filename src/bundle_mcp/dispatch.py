@@ -39,12 +39,15 @@ from .observe import Notice
 from .readers import ALL_READER, Reader
 from .snapshots import SnapshotCache
 from .storage.handles import check_bundle_path
+from .storage.refusals import read_only_rejection
 from .tools import load_tools
 from .toolspec import SEMANTIC_TOOLSET, TOOLSETS, CallContext, ToolSpec
 
 __all__ = ["Dispatcher", "Outcome", "ServeConfig", "ServedTool", "UnknownTool", "to_json"]
 
 if TYPE_CHECKING:
+    from .remote.location import BundleSource
+    from .remote.mounts import RemoteMounts
     from .semantic import SemanticIndex
 
 log = logging.getLogger(__name__)
@@ -147,8 +150,12 @@ class Dispatcher:
         tools: Mapping[str, ToolSpec] | None = None,
         cache: SnapshotCache | None = None,
         semantic: SemanticIndex | None = None,
+        remotes: RemoteMounts | None = None,
     ) -> None:
         self.config = config
+        # The remote bundles (git URLs, archives) among config.bundles: served read-only from
+        # the cache, each load made while its copy is held in place (remote/mounts.py).
+        self._remotes = remotes
         self.contracts = contracts if contracts is not None else ContractSet(caps=config.caps)
         specs = tools if tools is not None else load_tools()
         unknown = sorted((config.toolsets or frozenset()) - set(TOOLSETS))
@@ -212,9 +219,21 @@ class Dispatcher:
             self._capture_listeners.append(listener)
 
     def _snapshot(self, bundle_path: str, token: CancelToken) -> Snapshot:
-        snapshot = self._cache.get(bundle_path, token)
+        return self._capture(bundle_path, token)[0]
+
+    def _capture(
+        self, bundle_path: str, token: CancelToken
+    ) -> tuple[Snapshot, BundleSource | None]:
+        """The bundle's current snapshot and, for a remote bundle, the source it was loaded
+        from (read while the copy is held, so the two always belong together)."""
+        if self._remotes is None:
+            snapshot, source = self._cache.get(bundle_path, token), None
+        else:
+            with self._remotes.holding(bundle_path):
+                snapshot = self._cache.get(bundle_path, token)
+                source = self._remotes.source(bundle_path)
         if bundle_path not in self.config.bundles:
-            return snapshot  # only the bundles named at start-up are followed (bounded)
+            return snapshot, source  # only the bundles named at start-up are followed
         with self._capture_lock:
             new = self._last_capture.get(bundle_path) is not snapshot
             if new:
@@ -222,12 +241,17 @@ class Dispatcher:
             listeners = tuple(self._capture_listeners) if new else ()
         for listener in listeners:
             listener(bundle_path, snapshot)
-        return snapshot
+        return snapshot, source
 
     def _view(self, bundle_path: str, token: CancelToken, reader: Reader | None) -> Snapshot:
         """The reader's view of the bundle's current snapshot (the configured reader's when
         ``None``): the bundle as it would load with every file the reader may not read deleted.
         Everything a call or a surface computes sees only this."""
+        return self._view_and_source(bundle_path, token, reader)[0]
+
+    def _view_and_source(
+        self, bundle_path: str, token: CancelToken, reader: Reader | None
+    ) -> tuple[Snapshot, BundleSource | None]:
         reader = reader if reader is not None else self._reader
         if reader is not ALL_READER and self.config.scopes_problem() is not None:
             # `serve` refuses this configuration at start; this holds the rule for every other
@@ -239,7 +263,8 @@ class Dispatcher:
                 (recovery_step("the operator serves the bundles as BUNDLE arguments, none "
                                "inside another, without --allow-any-bundle"),),
             )
-        return reader_view(self._snapshot(bundle_path, token), reader.access.read)
+        snapshot, source = self._capture(bundle_path, token)
+        return reader_view(snapshot, reader.access.read), source
 
     def save_parse_cache(self, bundle_path: str, snapshot: Snapshot) -> None:
         """Consider saving what ``snapshot`` has parsed to the persistent cache now (the
@@ -314,8 +339,11 @@ class Dispatcher:
         token.check()
         bundle_path = self._resolve_bundle(arguments.get("bundle_path"))
         # Everything below (parse policy, answers, caches) sees only the reader's view.
-        snapshot = self._view(bundle_path, token, reader)
+        snapshot, source = self._view_and_source(bundle_path, token, reader)
         token.check()
+        if source is not None and not spec.read_only:
+            # A remote bundle is a copy the next refresh replaces: never written.
+            raise read_only_rejection()
         self._report_pending(bundle_path, snapshot, token)
         if snapshot.broken and spec.needs_parseable:
             if not self.config.skip_unparseable:
@@ -323,11 +351,14 @@ class Dispatcher:
             self._report_skipped(bundle_path, snapshot, token)
         params = {k: v for k, v in arguments.items() if k != "bundle_path"}
         call = CallContext(snapshot, token, bundle_path, self._semantic, reader.access,
-                           self.config.caps)
+                           self.config.caps, source)
         if spec.cache_results:
             answers = of_snapshot(snapshot, ANSWERS, lambda: Memo(MAX_KEPT_ANSWERS))
+            # A remote bundle's next commit may hold the same files (the same snapshot): its
+            # answers are kept per source too.
+            key: tuple[object, ...] = (name, canonical_json(params))
             outcome: Outcome = answers.get(
-                (name, canonical_json(params)),
+                key if source is None else (*key, source),
                 lambda: self._answer(spec, call, params),
                 token.check,
             )

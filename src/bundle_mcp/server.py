@@ -15,6 +15,7 @@ import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 import anyio
@@ -229,10 +230,14 @@ def reload_on_sighup(reload: Callable[[], object] | None) -> Iterator[None]:
         with one_at_a_time:
             reload()
 
-    def handler(signum: int, frame: object) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
         threading.Thread(target=run, name="bundle-mcp-reload", daemon=True).start()
+        # A handler installed before this one (the remote bundles' refresh) still runs.
+        if callable(previous) and previous is not handler:
+            previous(signum, frame)
 
-    previous = signal.signal(signal.SIGHUP, handler)
+    previous = signal.getsignal(signal.SIGHUP)
+    signal.signal(signal.SIGHUP, handler)
     try:
         yield
     finally:

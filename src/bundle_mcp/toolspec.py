@@ -20,6 +20,7 @@ from .model import Snapshot
 from .okf.scopes import FULL_ACCESS, Access
 
 if TYPE_CHECKING:
+    from .remote.location import BundleSource
     from .semantic import SemanticIndex
 
 __all__ = [
@@ -44,6 +45,8 @@ TOOLSETS: dict[str, str] = {
     "semantic": "search_semantic (only with the semantic extra installed)",
     "views": "whole-bundle views for people and programs: validate_bundle, get_semantic_graph "
     "(JSON-LD), visualize_graph (Mermaid)",
+    "history": "a concept's git history: concept_history, concept_diff (a bundle inside a git "
+    "work tree)",
 }
 
 # The toolset whose tools need the semantic extra: a server without it does not offer them.
@@ -64,6 +67,9 @@ class CallContext:
     access: Access = FULL_ACCESS
     # The loader's caps the server was given: a write publishes only within them.
     caps: Caps = DEFAULT_CAPS
+    # Where a remote bundle came from (a git URL and the commit served, an archive and its
+    # digest); None for a folder served in place.
+    source: BundleSource | None = None
 
 
 Runner = Callable[[CallContext, dict[str, Any]], dict[str, Any]]

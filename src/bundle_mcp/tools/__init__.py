@@ -21,6 +21,8 @@ TOOL_MODULES: tuple[str, ...] = (
     "apply_v02_migration",
     "bundle_summary",
     "check_receipt",
+    "concept_diff",
+    "concept_history",
     "context",
     "expand_neighbors",
     "fetch_slice",

@@ -120,6 +120,9 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         "broken_links": {"count": len(counts.broken_links), "links": links,
                          "others": links_left},
         "most_linked": {"concepts": linked, "others": linked_left},
+        # Only for a remote bundle (git URL or archive): which commit or archive is served.
+        # A folder served in place keeps its answer's bytes as they were.
+        **({"source": call.source.as_json()} if call.source is not None else {}),
     }
 
 
