@@ -3,10 +3,13 @@ easy/hard check, the tune/report split, and the BM25-over-files baseline.
 
 Each line of a question file is one JSON object:
 
-    {"id": "vcpkg-001", "question": "...", "answers": ["path/of/page.md", ...],
+    {"id": "vcpkg-001", "question": "...", "answers": ["path/of/page.md", ...], "copies": [],
      "difficulty": "hard", "split": "report", "why": "the passage that answers"}
 
 - ``answers``: 1-3 pages, paths relative to the corpus root, judged by reading them;
+- ``copies``: the same answering passage kept again for the latest release (pnpm-docs keeps
+  its current docs in ``docs/`` and the 10.x release in ``versioned_docs/version-10.x/``): a
+  ranking that returns the copy has found the answer too. Not part of the easy/hard check;
 - ``difficulty``: ``hard`` when no answer page's title or headings share a content word with
   the question (:func:`shared_words`), else ``easy``; the file records it, the test recomputes it;
 - ``split``: :func:`split_of` the id: ``tune`` (ranking may be tuned on it) or ``report``
@@ -38,7 +41,7 @@ DEFAULT_CORPORA = HERE.parent.parent / "shared" / "corpora"
 CORPORA = ("cpp-docs", "pnpm-docs", "vcpkg-docs")
 EASY, HARD = "easy", "hard"
 TUNE, REPORT = "tune", "report"
-FIELDS = ("id", "question", "answers", "difficulty", "split", "why")
+FIELDS = ("id", "question", "answers", "copies", "difficulty", "split", "why")
 
 # Words that carry no topic: English function words, the words people wrap a question in, and
 # the products' own names (every page of a corpus is about vcpkg, pnpm or Visual C++, so
@@ -127,6 +130,7 @@ class Question:
     corpus: str
     question: str
     answers: tuple[str, ...]
+    copies: tuple[str, ...]  # the same answering passage in the latest release's docs folder
     difficulty: str
     split: str
     why: str
@@ -147,7 +151,8 @@ def load_questions(corpus: str, folder: Path = QUESTIONS_DIR) -> list[Question]:
         try:
             raw = json.loads(line)
             out.append(Question(raw["id"], corpus, raw["question"], tuple(raw["answers"]),
-                                raw["difficulty"], raw["split"], raw["why"]))
+                                tuple(raw.get("copies", ())), raw["difficulty"],
+                                raw["split"], raw["why"]))
         except (ValueError, KeyError, TypeError) as exc:
             raise ValueError(f"{path}:{n}: not a question line ({exc})") from exc
     return out
@@ -239,6 +244,7 @@ def fill(corpora_dir: Path) -> int:
             outlines = [page_outline(root, a) for a in raw["answers"]]
             raw["difficulty"] = difficulty_of(raw["question"], outlines)
             raw["split"] = split_of(raw["id"])
+            raw.setdefault("copies", [])
             lines.append(json.dumps({k: raw[k] for k in FIELDS}, ensure_ascii=False))
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return 0
