@@ -60,7 +60,7 @@ whom whose why will with within without won would yes yet you your yours instead
 later make makes making go goes going put know tell work works working actually really
 anything everything nothing someone anyone already again able s t d ll m re ve isn aren wasn
 weren doesn didn hasn haven hadn wouldn shouldn couldn mustn
-vcpkg pnpm microsoft
+vcpkg pnpm microsoft visual studio
 """.split())
 
 _WORD = re.compile(r"[^\W_]+")
