@@ -15,8 +15,8 @@ Each line of a question file is one JSON object:
 - ``split``: :func:`split_of` the id: ``tune`` (ranking may be tuned on it) or ``report``
   (held out: the figures a change is judged by).
 
-    python bench/questions.py check   # every question: computed difficulty, the words it shares
-    python bench/questions.py fill    # write the computed difficulty and split into the files
+    python bench/question_set.py check   # every question: computed difficulty, the words it shares
+    python bench/question_set.py fill    # write the computed difficulty and split into the files
 """
 
 from __future__ import annotations
