@@ -1133,9 +1133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                            help="leave the hand-written questions out")
     parser.add_argument("--questions-dir", type=Path, default=question_set.QUESTIONS_DIR,
                         help="folder of <corpus>.jsonl question files (default bench/questions)")
-    parser.add_argument("--questions-md", type=Path, default=DEFAULT_QUESTIONS_MD,
-                        help="write the question tables here (default "
-                        "bench/results/questions.md)")
+    parser.add_argument("--questions-md", type=Path, default=None,
+                        help="write the question tables here (default: "
+                        "bench/results/questions.md when all three corpora were asked)")
     args = parser.parse_args(argv)
     if args.queries < 1:
         parser.error("--queries wants 1 or more")
@@ -1165,9 +1165,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         text = questions_markdown(results, command)
         print("\n## Hand-written questions\n")
         print(text.split("\n", 2)[2])  # without the document's own title
-        args.questions_md.parent.mkdir(parents=True, exist_ok=True)
-        args.questions_md.write_text(text, encoding="utf-8")
-        log(f"wrote {args.questions_md}")
+        # A partial run never overwrites the committed figures of a full one.
+        asked = {result["name"] for result in results if result.get("questions")}
+        target = args.questions_md or (DEFAULT_QUESTIONS_MD if asked >= set(CORPORA) else None)
+        if target is None:
+            log(f"question tables not written to {DEFAULT_QUESTIONS_MD}: "
+                "not every corpus was asked (--questions-md PATH writes them anyway)")
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            log(f"wrote {target}")
     else:
         log("no hand-written questions were asked (no question file for these corpora)")
     if args.json is not None:

@@ -281,6 +281,24 @@ def test_question_table_on_a_tiny_corpus(qs: ModuleType, quality: ModuleType, tm
         assert context[3]["rank"] is None and all(c["error"] is None for c in context)
 
 
+def test_a_partial_run_leaves_the_committed_figures_alone(
+        quality: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    corpora, folder = tmp_path / "corpora", tmp_path / "questions"
+    _tiny_corpus(corpora / "vcpkg-docs")
+    folder.mkdir()
+    (folder / "vcpkg-docs.jsonl").write_text(json.dumps({
+        "id": "t-0", "question": "limit parallel jobs", "answers": ["reference/env.md"],
+        "copies": [], "difficulty": "easy", "split": "tune", "why": "test"}) + "\n",
+        encoding="utf-8")
+    default = tmp_path / "results" / "questions.md"
+    monkeypatch.setattr(quality, "DEFAULT_QUESTIONS_MD", default)
+    assert quality.main(["--questions-only", "--corpus", "vcpkg-docs", "--corpora-dir",
+                         str(corpora), "--questions-dir", str(folder), "--no-semantic"]) == 0
+    assert "### Questions: vcpkg-docs" in capsys.readouterr().out
+    assert not default.exists()  # one corpus of three: printed, not written
+
+
 def test_no_questions_leaves_the_table_out(quality: ModuleType, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
     md = tmp_path / "q.md"
