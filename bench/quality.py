@@ -52,6 +52,9 @@ from bundle_mcp.okf.names import concept_name
 from bundle_mcp.okf.properties import text_field
 from bundle_mcp.semantic import SemanticIndex
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import question_set  # noqa: E402 - a sibling script, not a package
+
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_CORPORA = REPO.parent / "shared" / "corpora"
 CORPORA = ("cpp-docs", "pnpm-docs", "vcpkg-docs")
@@ -62,6 +65,7 @@ GENERATED_CONCEPTS = 1000
 GENERATED_SEED = 20261203
 TOP = 10  # every ranked system is asked for 10 hits; ranks beyond 10 count as a miss
 CONCEPT, SECTION = "concept", "section"
+DEFAULT_QUESTIONS_MD = REPO / "bench" / "results" / "questions.md"
 TOKEN_NOTE = "tokens = ceil(UTF-8 bytes of the answer's structured JSON / 4), an estimate"
 CONTEXT_FOUND_TARGET = 0.90
 SECTIONS_OVER_RG_POINTS = 20.0
@@ -463,6 +467,9 @@ class Options:
     semantic_wait: float = 1200.0
     torch_threads: int = 1  # 0: torch's own default
     only: tuple[str, ...] = ()  # run only these systems (--system); empty: all
+    questions: bool = True  # also ask the hand-written questions (bench/questions/)
+    questions_only: bool = False  # ask only them (--questions-only)
+    questions_dir: str = str(question_set.QUESTIONS_DIR)
 
 
 @dataclass(frozen=True)
@@ -732,6 +739,206 @@ def generate_bundle(root: Path, concepts: int = GENERATED_CONCEPTS,
 
 
 # --------------------------------------------------------------------------------------------
+# Hand-written questions (bench/questions/<corpus>.jsonl, bench/question_set.py)
+
+QUESTION = "question"
+BM25_FILES = "BM25 over files"
+QUESTION_SYSTEMS = ("context", "context hybrid", "search_semantic", BM25_FILES)
+ALL = "all"
+CONTEXT_FIRST_TARGET = 0.75  # issue 26, "Done means", on the report half of every corpus
+CONTEXT_PACK_TARGET = 0.95
+CONTEXT_OVER_BM25_POINTS = 15.0
+
+
+def question_rank(hits: Sequence[Hit], targets: frozenset[str]) -> int | None:
+    """1-based rank of the first hit whose concept is an answer page (or its copy), or None."""
+    for rank, hit in enumerate(hits, 1):
+        if hit.concept_id in targets:
+            return rank
+    return None
+
+
+def mrr_at(ranks: Sequence[int | None], k: int) -> float:
+    return sum(1 / r for r in ranks if r is not None and r <= k) / len(ranks) if ranks else 0.0
+
+
+def _bm25_system(corpus: Corpus) -> System:
+    """Whole-file Okapi BM25 over the served concepts' files, built at its turn."""
+    built: dict[str, question_set.FileBM25] = {}
+
+    def prepare() -> str | None:
+        start = time.monotonic()
+        built["index"] = question_set.FileBM25(
+            [(cid, doc.text) for cid, doc in sorted(corpus.snapshot.concepts.items())])
+        log(f"{corpus.name}: {BM25_FILES}: indexed {len(corpus.snapshot.concepts):,} files in "
+            f"{time.monotonic() - start:.1f} s")
+        return None
+
+    def ask(query: Query) -> Answer:
+        start = time.perf_counter()
+        ranked = built["index"].rank(query.text, TOP)
+        return Answer(tuple(Hit(cid) for cid in ranked), 0,
+                      seconds=time.perf_counter() - start)
+
+    return System(BM25_FILES, ask, prepare=prepare)
+
+
+def question_systems(corpus: Corpus, options: Options,
+                     semantic: SemanticIndex | None) -> list[System]:
+    """The question table's rows: context at its default budget, the embedding rows when the
+    semantic extra can answer, and the BM25-over-files baseline."""
+    by_name = {s.name: s for s in _all_systems(corpus, options, semantic)}
+    return [*(by_name[name] for name in QUESTION_SYSTEMS[:3]), _bm25_system(corpus)]
+
+
+def measure_questions(corpus: Corpus, options: Options,
+                      semantic: SemanticIndex | None) -> dict[str, Any] | None:
+    """Ask every hand-written question of this corpus; None when it has no question file."""
+    asked = question_set.load_questions(corpus.name, Path(options.questions_dir))
+    if not asked:
+        return None
+    missing: list[str] = []
+    targets: list[frozenset[str]] = []
+    for q in asked:
+        found = set()
+        for path in (*q.answers, *q.copies):
+            concept_id = corpus.concept_of_path.get(path)
+            if concept_id is None:
+                missing.append(f"{q.id}: {path}")
+            else:
+                found.add(concept_id)
+        targets.append(frozenset(found))
+    for line in missing:
+        log(f"{corpus.name}: answer page not served as a concept: {line}")
+    queries = [Query(QUESTION, q.question, tuple(words(q.question)), "") for q in asked]
+    if semantic is not None and not options.no_semantic:
+        semantic.ensure(corpus.snapshot)
+    rows: list[dict[str, Any]] = []
+    skipped: dict[str, str] = {}
+    details = [{"id": q.id, "split": q.split, "difficulty": q.difficulty,
+                "question": q.question, "ranks": {}} for q in asked]
+    for system in question_systems(corpus, options, semantic):
+        reason = system.skip_reason
+        if reason is None and system.prepare is not None:
+            reason = system.prepare()
+        if reason is not None or system.ask is None:
+            skipped[system.name] = reason or "not available"
+            log(f"{corpus.name}: questions: {system.name} skipped: {skipped[system.name]}")
+            continue
+        start = time.monotonic()
+        answers = [system.ask(query) for query in queries]
+        log(f"{corpus.name}: questions: {system.name}: {time.monotonic() - start:.1f} s")
+        ranks = []
+        for answer, wanted, detail in zip(answers, targets, details, strict=True):
+            hits = answer.hits if system.whole_answer else answer.hits[:TOP]
+            rank = question_rank(hits, wanted)
+            ranks.append(rank)
+            detail["ranks"][system.name] = {"rank": rank, "tokens": answer.tokens,
+                                            "error": answer.error}
+        for split in (question_set.REPORT, question_set.TUNE):
+            for difficulty in (question_set.EASY, question_set.HARD, ALL):
+                picked = [n for n, q in enumerate(asked) if q.split == split
+                          and difficulty in (ALL, q.difficulty)]
+                rows.append(question_row(system, split, difficulty,
+                                         [ranks[n] for n in picked],
+                                         [answers[n] for n in picked]))
+    return {"questions": len(asked), "missing_answers": missing, "rows": rows,
+            "skipped_systems": skipped, "details": details}
+
+
+def question_row(system: System, split: str, difficulty: str, ranks: Sequence[int | None],
+                 answers: Sequence[Answer]) -> dict[str, Any]:
+    tokens = [a.tokens for a in answers if a.error is None]
+    return {
+        "system": system.name, "split": split, "difficulty": difficulty,
+        "questions": len(ranks), "errors": sum(1 for a in answers if a.error is not None),
+        "hit_1": recall_at(ranks, 1), "hit_5": recall_at(ranks, 5), "mrr_10": mrr_at(ranks, 10),
+        "found": found_rate(ranks), "whole_answer": system.whole_answer,
+        "median_tokens": statistics.median(tokens) if tokens and system.whole_answer else None,
+    }
+
+
+def render_questions(name: str, measured: dict[str, Any]) -> str:
+    lines = [
+        f"### Questions: {name}",
+        "",
+        f"{measured['questions']} hand-written questions (bench/questions/{name}.jsonl); a hit "
+        "is an answer page or its copy. `in answer`: anywhere in the pack for `context`, in "
+        f"the top {TOP} for the others.",
+        "",
+        "| split | difficulty | questions | system | hit@1 | hit@5 | MRR@10 | in answer "
+        "| median tokens |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    splits = (question_set.REPORT, question_set.TUNE)
+    levels = (question_set.EASY, question_set.HARD, ALL)
+    systems_order = [row["system"] for row in measured["rows"]]
+    ordered = sorted(measured["rows"], key=lambda row: (
+        splits.index(row["split"]), levels.index(row["difficulty"]),
+        systems_order.index(row["system"])))
+    for row in ordered:
+        lines.append(
+            f"| {row['split']} | {row['difficulty']} | {row['questions']} | {row['system']} "
+            f"| {_pct(row['hit_1'])} | {_pct(row['hit_5'])} | {row['mrr_10']:.3f} "
+            f"| {_pct(row['found'])} | {_num(row['median_tokens'])} |")
+    for system, reason in measured["skipped_systems"].items():
+        lines.append(f"| | | | {system} | skipped: {reason} | | | | |")
+    if measured["missing_answers"]:
+        lines += ["", "Answer pages not served as concepts: "
+                  + ", ".join(measured["missing_answers"])]
+    return "\n".join(lines) + "\n"
+
+
+def question_targets(results: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Issue 26's bar on the report half (easy and hard together), per corpus."""
+    out: list[dict[str, Any]] = []
+    for result in results:
+        measured = result.get("questions")
+        if not measured:
+            continue
+        name = result["name"]
+        rows = {row["system"]: row for row in measured["rows"]
+                if row["split"] == question_set.REPORT and row["difficulty"] == ALL}
+        context, bm25 = rows.get("context"), rows.get(BM25_FILES)
+        why = measured["skipped_systems"].get("context", "not measured")
+        if context is None:
+            for label in ("context answer first ≥ 75%", "context answer in pack ≥ 95%"):
+                out.append(_target(label, name, None, None, why))
+        else:
+            out.append(_target("context answer first ≥ 75%", name, _pct(context["hit_1"]),
+                               context["hit_1"] >= CONTEXT_FIRST_TARGET))
+            out.append(_target("context answer in pack ≥ 95%", name, _pct(context["found"]),
+                               context["found"] >= CONTEXT_PACK_TARGET))
+        label = "context hit@5 ≥ BM25 over files + 15 points"
+        if context is None or bm25 is None:
+            out.append(_target(label, name, None, None, why))
+        else:
+            ours, theirs = context["hit_5"] * 100, bm25["hit_5"] * 100
+            out.append(_target(label, name, f"{ours:.1f}% vs {theirs:.1f}% ({ours - theirs:+.1f})",
+                               ours - theirs >= CONTEXT_OVER_BM25_POINTS))
+    return out
+
+
+def questions_markdown(results: Sequence[dict[str, Any]], command: str) -> str:
+    """The question tables and their targets as one Markdown document (bench/results/)."""
+    lines = [
+        "# Hand-written questions: retrieval figures",
+        "",
+        f"Measured {datetime.date.today().isoformat()} at commit {_git_commit() or 'unknown'}"
+        f"{' (with uncommitted changes)' if _git_dirty() else ''} "
+        f"with `{command}`. Figures depend on the code measured, not on the machine "
+        "(no timing here).",
+        "",
+    ]
+    for result in results:
+        if result.get("questions"):
+            lines.append(render_questions(result["name"], result["questions"]))
+    lines.append(render_targets(question_targets(results)).replace(
+        "### Targets", "### Targets (issue 26, report half)"))
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------------
 # Output
 
 
@@ -875,7 +1082,10 @@ def run(names: Sequence[str], options: Options, corpora_dir: Path,
                         continue
                 corpus = serve(name, root, semantic)
                 log(f"{name}: loaded in {time.monotonic() - start:.1f} s")
-                result = measure(corpus, options, semantic)
+                result = ({"name": name} if options.questions_only
+                          else measure(corpus, options, semantic))
+                if options.questions:
+                    result["questions"] = measure_questions(corpus, options, semantic)
             result["seconds"] = round(time.monotonic() - start, 1)
             results.append(result)
     finally:
@@ -888,6 +1098,12 @@ def _git_commit() -> str | None:
     done = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
                           text=True, check=False)
     return done.stdout.strip() or None
+
+
+def _git_dirty() -> bool:
+    done = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                          capture_output=True, text=True, check=False)
+    return bool(done.stdout.strip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -910,24 +1126,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--torch-threads", type=int, default=1,
                         help="torch intra-op threads for the embedding model (default 1; "
                         "0 keeps torch's default)")
+    questions = parser.add_mutually_exclusive_group()
+    questions.add_argument("--questions-only", action="store_true",
+                           help="ask only the hand-written questions (bench/questions/)")
+    questions.add_argument("--no-questions", action="store_true",
+                           help="leave the hand-written questions out")
+    parser.add_argument("--questions-dir", type=Path, default=question_set.QUESTIONS_DIR,
+                        help="folder of <corpus>.jsonl question files (default bench/questions)")
+    parser.add_argument("--questions-md", type=Path, default=None,
+                        help="write the question tables here (default: "
+                        "bench/results/questions.md when all three corpora were asked)")
     args = parser.parse_args(argv)
     if args.queries < 1:
         parser.error("--queries wants 1 or more")
     options = Options(queries=args.queries, seed=args.seed, rg=args.rg,
                       no_semantic=args.no_semantic, semantic_wait=args.semantic_wait,
-                      torch_threads=args.torch_threads, only=tuple(args.system or ()))
-    names = args.corpus or [GENERATED, "vcpkg-docs", "pnpm-docs", "cpp-docs"]
+                      torch_threads=args.torch_threads, only=tuple(args.system or ()),
+                      questions=not args.no_questions, questions_only=args.questions_only,
+                      questions_dir=str(args.questions_dir))
+    default_names = ([*CORPORA] if args.questions_only
+                     else [GENERATED, "vcpkg-docs", "pnpm-docs", "cpp-docs"])
+    names = args.corpus or default_names
     started = time.monotonic()
     results = run(names, options, args.corpora_dir, args.generated_concepts)
-    goals = targets(results)
-    print(f"## Retrieval quality (top {TOP}; {TOKEN_NOTE})\n")
-    for result in results:
-        print(render_corpus(result))
-    print(render_targets(goals))
-    rg = shutil.which(args.rg)
-    print(f"Naive baseline, run in the corpus root: `{shlex.join(rg_command('rg', ['W1', 'W2']))}`"
-          f" (one -e per query word), files ranked by matching lines then path"
-          f"{'' if rg else '; rg was not found'}.")
+    goals = [] if args.questions_only else targets(results)
+    if not args.questions_only:
+        print(f"## Retrieval quality (top {TOP}; {TOKEN_NOTE})\n")
+        for result in results:
+            print(render_corpus(result))
+        print(render_targets(goals))
+        rg = shutil.which(args.rg)
+        print(f"Naive baseline, run in the corpus root: "
+              f"`{shlex.join(rg_command('rg', ['W1', 'W2']))}` (one -e per query word), files "
+              f"ranked by matching lines then path{'' if rg else '; rg was not found'}.")
+    if any(result.get("questions") for result in results):
+        command = shlex.join(["python", "bench/quality.py", *(
+            sys.argv[1:] if argv is None else argv)])
+        text = questions_markdown(results, command)
+        print("\n## Hand-written questions\n")
+        print(text.split("\n", 2)[2])  # without the document's own title
+        # A partial run never overwrites the committed figures of a full one.
+        asked = {result["name"] for result in results if result.get("questions")}
+        target = args.questions_md or (DEFAULT_QUESTIONS_MD if asked >= set(CORPORA) else None)
+        if target is None:
+            log(f"question tables not written to {DEFAULT_QUESTIONS_MD}: "
+                "not every corpus was asked (--questions-md PATH writes them anyway)")
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+            log(f"wrote {target}")
+    else:
+        log("no hand-written questions were asked (no question file for these corpora)")
     if args.json is not None:
         args.json.write_text(json.dumps({
             "date": datetime.date.today().isoformat(),
@@ -939,6 +1188,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "seconds": round(time.monotonic() - started, 1),
             "corpora": list(results),
             "targets": goals,
+            "question_targets": question_targets(results),
         }, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
         log(f"wrote {args.json}")
     return 0
