@@ -81,6 +81,12 @@ def tokens(text: str) -> list[str]:
     return word_pattern().findall(folded)
 
 
+def words_between(folded: str, start: int, end: int) -> list[str]:
+    """The words of an ASCII folded text between two offsets (the same words :func:`tokens`
+    finds in that part of the text)."""
+    return _ASCII_WORD.findall(folded, start, end)
+
+
 def query_terms(query: str) -> list[str]:
     """Distinct folded words of the query in first-occurrence order; empty when it has none.
 
