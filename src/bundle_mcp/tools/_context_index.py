@@ -53,10 +53,10 @@ K1 = 1.2
 # A section's BM25: its heading's words count HEADING_WEIGHT times; a softer length
 # normalisation than search_sections' (0.75), so short, dense sections win less often.
 SECTION_K1 = 1.2
-SECTION_B = 0.5
+SECTION_B = 0.75
 HEADING_WEIGHT = 2
 # A section that is mostly links, table rows or code is discounted by up to this fraction.
-JUNK_DISCOUNT = 0.6
+JUNK_DISCOUNT = 0.5
 # Sections shorter than this (in characters, normalised) never count as copies of each other:
 # two "Example" headings with nothing below are not one answer.
 MIN_COPY_CHARS = 40
@@ -106,6 +106,7 @@ class SectionWords:
     end: int
     length: int  # stems, heading line included
     heading_words: str  # SEP-delimited stems of the heading
+    heading_length: int  # its stems
     junk: float  # the share of its lines that are links, table rows or code
     digest: str  # of the normalised text; "" when too short to be a copy of anything
 
@@ -165,7 +166,7 @@ def _build(doc: Document) -> DocumentWords:
         sections.append(
             SectionWords(heading, section.line_start, section.line_end, offset,
                          offset + len(part), len(section_stems), _delimited(heading_section),
-                         _junk(raw), _digest(part))
+                         len(heading_section), _junk(raw), _digest(part))
         )
         offset += len(part)
         length += len(section_stems)
@@ -387,6 +388,8 @@ def score(
             concept_score += doc_idf * pseudo / (K1 + pseudo)
             for n, raw, heading in p.sections:
                 section = words.sections[n]
+                if section.length <= section.heading_length:
+                    continue  # a heading with nothing under it: the concept speaks for it
                 tf = raw + (HEADING_WEIGHT - 1) * heading  # the heading line is in the raw text
                 norm = SECTION_K1 * (1 - SECTION_B + SECTION_B * section.length
                                      / stats.section_avg)

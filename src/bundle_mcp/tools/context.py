@@ -49,7 +49,7 @@ MAX_MAX_TOKENS = 8000
 MAX_ITEMS = 40  # a pack is a starting set; more belongs to the widening verbs
 MAX_CANDIDATE_CONCEPTS = 60  # best-scoring concepts looked at before packing
 SECTIONS_PER_CONCEPT = 3  # ... and each one's best sections
-SECTION_SHARE = 0.5  # a concept's score: its BM25F score + this x its best section's score
+SECTION_SHARE = 0.25  # a concept's score: its BM25F score + this x its best section's score
 MAX_ALSO_IN = 8  # copies listed with the item kept for them
 TOP_CONCEPTS_FOR_LINKS = 3  # the best concepts whose neighbours join the pack
 NEIGHBOURS_PER_CONCEPT = 2
@@ -61,7 +61,9 @@ STALE_FACTOR = 0.6
 STATUS_FACTOR = {"deprecated": 0.7, "draft": 0.9}
 MIN_TEXT_CHARS = 120  # below this a shortened text says too little to be worth its item
 CONCEPT_TEXT_CHARS = 320  # a whole-concept item's text: its description or its body's start
-SECTION_TEXT_CHARS = 2400  # a section's text before the budget cuts it further
+SECTION_TEXT_CHARS = 2400  # the first item's section text before the budget cuts it further
+LATER_TEXT_CHARS = 900  # ... and every later item's: the budget buys more distinct answers
+SEMANTIC_WEIGHT = 0.5  # the embedding rank's weight in the fusion (the BM25 rank's is 1)
 SEMANTIC_ONLY = 5  # of those, the best that join the pack without a matching section
 SCORE_PLACES = 6
 
@@ -144,7 +146,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     for rank, cid in enumerate(order, start=1):
         token.check()
         base = (
-            fused((rank, semantic_rank.get(cid))) * (1.0 + math.log1p(concept_score[cid]))
+            fused((rank, semantic_rank.get(cid)), (1.0, SEMANTIC_WEIGHT))
+            * (1.0 + math.log1p(concept_score[cid]))
             if semantic_rank
             else concept_score[cid]
         )
@@ -164,7 +167,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         # Found by meaning alone: the whole concept, no passage.
         if rank <= SEMANTIC_ONLY and cid not in matched:
             candidates.append(
-                _Candidate(fused((None, rank)), cid, 0, 0, None, "semantic", None)
+                _Candidate(fused((None, rank), (1.0, SEMANTIC_WEIGHT)), cid, 0, 0, None,
+                           "semantic", None)
             )
     candidates.extend(_linked(snapshot, candidates, admitted, token))
     weighted = [replace(c, score=round(c.score * _weight(snapshot, c.concept_id, ref),
@@ -373,10 +377,11 @@ def _item(snapshot: Snapshot, c: _Candidate, rank: int, ref: Reference, text: st
     return item
 
 
-def _full_text(snapshot: Snapshot, c: _Candidate) -> tuple[str, bool]:
+def _full_text(snapshot: Snapshot, c: _Candidate, first: bool) -> tuple[str, bool]:
     doc = snapshot.concepts[c.concept_id]
     if c.line_start > 0:
-        return clip(span_text(doc, c.line_start, c.line_end).strip(), SECTION_TEXT_CHARS)
+        limit = SECTION_TEXT_CHARS if first else LATER_TEXT_CHARS
+        return clip(span_text(doc, c.line_start, c.line_end).strip(), limit)
     description = text_field(doc.fm, "description")
     if description.strip():
         return clip(description.strip(), CONCEPT_TEXT_CHARS)
@@ -401,7 +406,7 @@ def _pack(
         if len(items) >= MAX_ITEMS:
             omitted += 1
             continue
-        text, clipped = _full_text(snapshot, c)
+        text, clipped = _full_text(snapshot, c, not items)
         copies = also_in.get((c.concept_id, c.line_start), [])
         item = _item(snapshot, c, len(items) + 1, ref, text, clipped, copies)
         cost = token_cost(item)
