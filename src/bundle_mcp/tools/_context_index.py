@@ -400,6 +400,15 @@ def score(
     return {cid: Scored(c, s) for cid, (c, s) in out.items()}
 
 
+def phrases(snapshot: Snapshot, concept_id: str, pairs: list[tuple[str, str]]) -> int:
+    """How many of the question's adjacent stem pairs occur side by side in the concept's
+    title, description, headings or body."""
+    words = document_words(snapshot.concepts[concept_id])
+    text = (words.title, words.description, words.headings, words.body)
+    return sum(1 for a, b in pairs
+               if any(f"{_SEP}{a}{_SEP}{_SEP}{b}{_SEP}" in field for field in text))
+
+
 # --------------------------------------------------------------------------------------------
 # Copies
 

@@ -28,7 +28,7 @@ from ..okf.sections import locator, span_text
 from ..okf.temporal import Reference, reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
-from ._context_index import CopyGroups, copy_groups, document_words, score, stem
+from ._context_index import CopyGroups, copy_groups, document_words, phrases, score, stem
 from ._extraction import token_cost
 from ._filters import admitted_concepts, concept_filter_from
 from ._hybrid import fused, semantic_ranks
@@ -38,8 +38,8 @@ from ._walk_params import clamped
 NAME = "context"
 DESCRIPTION = (
     "What do we know about X: the best passages and concepts for a question, packed under "
-    "max_tokens. BM25 over sections (any question word), links around the best hits, trust "
-    "and freshness: stale or unverified rank lower and are flagged, never hidden. Cite "
+    "max_tokens. Stemmed BM25 over pages and sections, copies once (also_in), links around "
+    "the best hits; stale or unverified rank lower and are flagged, never hidden. Cite "
     "parent_id; if truncated, call suggested_next. Exact words: search_sections."
 )
 
@@ -50,6 +50,7 @@ MAX_ITEMS = 40  # a pack is a starting set; more belongs to the widening verbs
 MAX_CANDIDATE_CONCEPTS = 60  # best-scoring concepts looked at before packing
 SECTIONS_PER_CONCEPT = 3  # ... and each one's best sections
 SECTION_SHARE = 0.25  # a concept's score: its BM25F score + this x its best section's score
+PHRASE_BONUS = 0.1  # x (1 + this x the question's adjacent word pairs found side by side)
 MAX_ALSO_IN = 8  # copies listed with the item kept for them
 TOP_CONCEPTS_FOR_LINKS = 3  # the best concepts whose neighbours join the pack
 NEIGHBOURS_PER_CONCEPT = 2
@@ -132,6 +133,12 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     }
     order = sorted(concept_score, key=lambda cid: (-concept_score[cid], cid))
     order = order[:MAX_CANDIDATE_CONCEPTS]
+    # Two question words side by side in a page ("binary caching") say more than apart.
+    pairs = [(a, b) for a, b in zip(stemmed, stemmed[1:], strict=False)]
+    if pairs and PHRASE_BONUS:
+        for cid in order:
+            concept_score[cid] *= 1.0 + PHRASE_BONUS * phrases(snapshot, cid, pairs)
+        order.sort(key=lambda cid: (-concept_score[cid], cid))
     ranking, note = "bm25", None
     semantic_rank: dict[str, int] = {}
     if params.get("hybrid"):
