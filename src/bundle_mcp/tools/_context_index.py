@@ -50,6 +50,7 @@ FIELDS = ("title", "description", "headings", "body")
 FIELD_WEIGHT = {"title": 3.0, "description": 2.0, "headings": 1.5, "body": 1.0}
 FIELD_B = {"title": 0.5, "description": 0.5, "headings": 0.6, "body": 0.75}
 K1 = 1.2
+LABEL_B = 0.75  # the title and description as one text: a page's own summary of itself
 # A section's BM25: its heading's words count HEADING_WEIGHT times; a softer length
 # normalisation than search_sections' (0.75), so short, dense sections win less often.
 SECTION_K1 = 1.2
@@ -352,6 +353,7 @@ class Scored:
 
     concept: float
     sections: dict[int, float]
+    label: float  # BM25 of the title and description read as one short text
 
 
 def score(
@@ -367,6 +369,8 @@ def score(
     stats = totals(snapshot, token)
     concepts = holders(snapshot, token).concepts
     out: dict[str, tuple[float, dict[int, float]]] = {}
+    labels: dict[str, float] = {}
+    label_avg = stats.field_avg[0] + stats.field_avg[1]
     for term in terms:
         found = postings(snapshot, term, token)
         doc_idf = _idf(stats.concepts, len(found))
@@ -386,6 +390,12 @@ def score(
                     pseudo += FIELD_WEIGHT[field] * tf / norm
             concept_score, section_scores = out.setdefault(p.concept_id, (0.0, {}))
             concept_score += doc_idf * pseudo / (K1 + pseudo)
+            label_tf = p.fields[0] + p.fields[1]
+            if label_tf:
+                norm = K1 * (1 - LABEL_B + LABEL_B * (words.lengths[0] + words.lengths[1])
+                             / label_avg)
+                labels[p.concept_id] = (labels.get(p.concept_id, 0.0)
+                                        + doc_idf * label_tf * (K1 + 1) / (label_tf + norm))
             for n, raw, heading in p.sections:
                 section = words.sections[n]
                 if section.length <= section.heading_length:
@@ -397,7 +407,7 @@ def score(
                          * (1.0 - JUNK_DISCOUNT * section.junk))
                 section_scores[n] = section_scores.get(n, 0.0) + value
             out[p.concept_id] = (concept_score, section_scores)
-    return {cid: Scored(c, s) for cid, (c, s) in out.items()}
+    return {cid: Scored(c, s, labels.get(cid, 0.0)) for cid, (c, s) in out.items()}
 
 
 def phrases(snapshot: Snapshot, concept_id: str, pairs: list[tuple[str, str]]) -> int:

@@ -13,6 +13,7 @@ ordering ends in IDs and line numbers.
 
 from __future__ import annotations
 
+import heapq
 import math
 import re
 from collections.abc import Mapping
@@ -28,7 +29,15 @@ from ..okf.sections import locator, span_text
 from ..okf.temporal import Reference, reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
-from ._context_index import CopyGroups, copy_groups, document_words, phrases, score, stem
+from ._context_index import (
+    CopyGroups,
+    Scored,
+    copy_groups,
+    document_words,
+    phrases,
+    score,
+    stem,
+)
 from ._extraction import token_cost
 from ._filters import admitted_concepts, concept_filter_from
 from ._hybrid import fused, semantic_ranks
@@ -51,6 +60,10 @@ MAX_CANDIDATE_CONCEPTS = 60  # best-scoring concepts looked at before packing
 SECTIONS_PER_CONCEPT = 3  # ... and each one's best sections
 SECTION_SHARE = 0.25  # a concept's score: its BM25F score + this x its best section's score
 PHRASE_BONUS = 0.1  # x (1 + this x the question's adjacent word pairs found side by side)
+LABEL_SHARE = 0.5  # ... + this x the BM25 score of its title and description as one text
+SECTION_ALONE = 0.5  # a section's item scores at least this x its own section score
+MAX_STRONG_SECTIONS = 60  # the best sections by their own score that may stand on it
+COPY_SCORE_RATIO = 0.8  # a copy is kept as another page only if that one scores this close
 MAX_ALSO_IN = 8  # copies listed with the item kept for them
 TOP_CONCEPTS_FOR_LINKS = 3  # the best concepts whose neighbours join the pack
 NEIGHBOURS_PER_CONCEPT = 2
@@ -129,6 +142,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     scored = score(snapshot, stemmed, token, admitted) if stemmed else {}
     concept_score = {
         cid: s.concept + SECTION_SHARE * max(s.sections.values(), default=0.0)
+        + LABEL_SHARE * s.label
         for cid, s in scored.items()
     }
     order = sorted(concept_score, key=lambda cid: (-concept_score[cid], cid))
@@ -169,7 +183,9 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
             candidates.append(_Candidate(
                 base * NEXT_SECTION_FACTOR**nth, cid, section.line_start, section.line_end,
                 section.heading, "match", None, section.digest))
-    matched = set(order)
+    if not semantic_rank:
+        candidates = _with_strong_sections(snapshot, scored, candidates)
+    matched = {c.concept_id for c in candidates}
     for cid, rank in sorted(semantic_rank.items(), key=lambda kv: kv[1]):
         # Found by meaning alone: the whole concept, no passage.
         if rank <= SEMANTIC_ONLY and cid not in matched:
@@ -205,6 +221,30 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     if concept_filter is not None:
         answer["filters"] = concept_filter.echo()
     return answer
+
+
+def _with_strong_sections(
+    snapshot: Snapshot, scored: Mapping[str, Scored], candidates: list[_Candidate]
+) -> list[_Candidate]:
+    """The candidates, where a section whose own score is high stands on it: its item scores
+    at least SECTION_ALONE x its section score, and joins the candidates if its concept did
+    not (a heading that says exactly what was asked, on a page about something wider)."""
+    strong = heapq.nsmallest(
+        MAX_STRONG_SECTIONS,
+        ((-value, cid, n) for cid, s in scored.items() for n, value in s.sections.items()),
+    )
+    at = {(c.concept_id, c.line_start): i for i, c in enumerate(candidates)}
+    out = list(candidates)
+    for negative, cid, n in strong:
+        section = document_words(snapshot.concepts[cid]).sections[n]
+        value = SECTION_ALONE * -negative
+        i = at.get((cid, section.line_start))
+        if i is None:
+            out.append(_Candidate(value, cid, section.line_start, section.line_end,
+                                  section.heading, "match", None, section.digest))
+        elif out[i].score < value:
+            out[i] = replace(out[i], score=value)
+    return out
 
 
 def without_contractions(question: str) -> str:
@@ -260,7 +300,8 @@ def _collapse_copies(
         into = None
         if group is not None and group not in kept_page:
             same_way = [m for m in members[group]
-                        if any(o.why == c.why for o in by_concept[m])]
+                        if any(o.why == c.why and o.score >= COPY_SCORE_RATIO * c.score
+                               for o in by_concept[m])]
             best = min(same_way, key=lambda m: (-copies.fullness[m], m.count("/"), m))
             first = next(o for o in by_concept[best] if o.why == c.why)
             kept_page[group] = (best, first.line_start)
