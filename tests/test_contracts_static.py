@@ -52,6 +52,8 @@ OPTIONAL_OUTPUT_KEYS = {
     },
     ("search_semantic.output.schema.json", ""): {"filters", "as_of", "temporal_profile"},
     ("context.output.schema.json", ""): {"filters"},
+    # Only on an item that stands for copies (most have none; every byte costs the budget).
+    ("context.output.schema.json", "/$defs/item"): {"also_in"},
     # Only for a concept that links to an Attested Computation (the okf-mcp shape otherwise).
     ("read_concept.output.schema.json", ""): {"uses_computations"},
     # Only for a remote bundle (git URL or archive), so a folder's summary keeps its bytes.

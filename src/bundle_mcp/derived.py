@@ -28,6 +28,8 @@ __all__ = [
     "COMPLETION_IDS",
     "CONCEPT_IDS_BY_CASEFOLD",
     "CONCEPT_SUGGESTIONS",
+    "CONTEXT_INDEX",
+    "CONTEXT_WORDS",
     "DOCUMENT_FINDINGS",
     "FIELD_EDGES",
     "FIELD_FINDINGS",
@@ -90,6 +92,14 @@ SECTION_WORD_TOTALS: Slot[Any] = Slot(
 SECTION_POSTINGS: Slot[Any] = Slot(
     "section_postings", "snapshot", "bundle_mcp.tools._section_index",
     "per-term postings, filled as queries use terms",
+)
+CONTEXT_WORDS: Slot[Any] = Slot(
+    "context_words", "document", "bundle_mcp.tools._context_index",
+    "a document's stemmed words by field and section, for context's ranking",
+)
+CONTEXT_INDEX: Slot[Any] = Slot(
+    "context_index", "snapshot", "bundle_mcp.tools._context_index",
+    "context's bundle statistics, queried stems' postings and copy groups, by part",
 )
 LIST_ENTRY: Slot[Any] = Slot(
     "list_entry", "document", "bundle_mcp.tools.list_concepts",
@@ -166,6 +176,8 @@ SLOTS: tuple[Slot[Any], ...] = (
     SECTION_WORDS,
     SECTION_WORD_TOTALS,
     SECTION_POSTINGS,
+    CONTEXT_WORDS,
+    CONTEXT_INDEX,
     LIST_ENTRY,
     SEMANTIC_GRAPH_NODES,
     CONCEPT_IDS_BY_CASEFOLD,

@@ -36,7 +36,10 @@ def semantic_ranks(
     return ranks, note
 
 
-def fused(ranks: Iterable[int | None]) -> float:
+def fused(ranks: Iterable[int | None], weights: Iterable[float] | None = None) -> float:
     """The reciprocal rank fusion score of one item from its rank in each list (``None``:
-    the list does not hold it)."""
-    return sum(1.0 / (RRF_K + rank) for rank in ranks if rank is not None)
+    the list does not hold it), each list's term times its weight (1 without ``weights``)."""
+    ranks = list(ranks)
+    factors = list(weights) if weights is not None else [1.0] * len(ranks)
+    return sum(w / (RRF_K + rank) for rank, w in zip(ranks, factors, strict=True)
+               if rank is not None)

@@ -1,4 +1,5 @@
-"""BM25 over sections: the index every section-level search shares (search_sections, context).
+"""BM25 over sections: search_sections' index (context has its own, :mod:`._context_index`,
+and shares the tokenizer and the query's word limits).
 
 Each document's sections are tokenized once and kept with the document (``SECTION_WORDS``); the
 bundle's BM25 statistics and each queried term's postings are kept with the snapshot. A tool
@@ -79,6 +80,12 @@ def tokens(text: str) -> list[str]:
     if folded.isascii():
         return _ASCII_WORD.findall(folded)
     return word_pattern().findall(folded)
+
+
+def words_between(folded: str, start: int, end: int) -> list[str]:
+    """The words of an ASCII folded text between two offsets (the same words :func:`tokens`
+    finds in that part of the text)."""
+    return _ASCII_WORD.findall(folded, start, end)
 
 
 def query_terms(query: str) -> list[str]:
@@ -205,60 +212,6 @@ def rank_sections(
         )
     scored.sort(key=lambda x: (-x.score, x.concept_id, x.line_start))
     return scored
-
-
-DESCRIPTION_WEIGHT = 2  # a description sums its concept up, as a title names it
-
-
-def rank_descriptions(
-    snapshot: Snapshot,
-    terms: list[str],
-    token: CancelToken,
-    admitted: Collection[str] | None = None,
-) -> list[tuple[float, str]]:
-    """(score, concept ID) of every concept whose frontmatter description holds any of
-    ``terms``, best first, then by ID: the description scored as one more field, weighted like
-    a title, with the sections' BM25 statistics (so its scores compare with theirs). Sections
-    never see the frontmatter, and a description often says in a line what the body takes a
-    page to say."""
-    idf, avgdl = _statistics(snapshot, terms, token)
-    out: list[tuple[float, str]] = []
-    for concept_id, doc in snapshot.concepts.items():
-        token.check()
-        if admitted is not None and concept_id not in admitted:
-            continue
-        folded = doc.folded.description
-        if not folded or not any(term in folded for term in terms):
-            continue  # the folded text is a superset of its words
-        words = tokens(folded)
-        length = DESCRIPTION_WEIGHT * len(words)
-        norm = K1 * (1 - B + B * length / avgdl)
-        score = 0.0
-        for term in terms:
-            tf = DESCRIPTION_WEIGHT * words.count(term)
-            if tf:
-                score += idf[term] * tf * (K1 + 1) / (tf + norm)
-        if score > 0:
-            out.append((round(score, 6), concept_id))
-    out.sort(key=lambda hit: (-hit[0], hit[1]))
-    return out
-
-
-def _statistics(
-    snapshot: Snapshot, terms: list[str], token: CancelToken
-) -> tuple[dict[str, float], float]:
-    """Each term's idf and the average weighted section length, over the whole bundle."""
-    totals: _Totals = of_snapshot(
-        snapshot, SECTION_WORD_TOTALS, lambda: _totals(snapshot, token), check=token.check
-    )
-    cache: _PostingCache = of_snapshot(snapshot, SECTION_POSTINGS, _PostingCache)
-    n = totals.sections
-    idf = {}
-    for term in terms:
-        df = len(cache.get(term, functools.partial(_postings, snapshot, term, token)))
-        idf[term] = _idf(n, df)
-    avgdl = (totals.length / n) if n else 0.0
-    return idf, (avgdl or 1.0)
 
 
 def _idf(sections: int, df: int) -> float:

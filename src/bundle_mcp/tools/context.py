@@ -13,7 +13,9 @@ ordering ends in IDs and line numbers.
 
 from __future__ import annotations
 
+import heapq
 import math
+import re
 from collections.abc import Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
@@ -27,17 +29,26 @@ from ..okf.sections import locator, span_text
 from ..okf.temporal import Reference, reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
+from ._context_index import (
+    CopyGroups,
+    Scored,
+    copy_groups,
+    document_words,
+    phrases,
+    score,
+    stem,
+)
 from ._extraction import token_cost
 from ._filters import admitted_concepts, concept_filter_from
 from ._hybrid import fused, semantic_ranks
-from ._section_index import query_terms, rank_descriptions, rank_sections
+from ._section_index import query_terms
 from ._walk_params import clamped
 
 NAME = "context"
 DESCRIPTION = (
     "What do we know about X: the best passages and concepts for a question, packed under "
-    "max_tokens. BM25 over sections (any question word), links around the best hits, trust "
-    "and freshness: stale or unverified rank lower and are flagged, never hidden. Cite "
+    "max_tokens. Stemmed BM25 over pages and sections, copies once (also_in), links around "
+    "the best hits; stale or unverified rank lower and are flagged, never hidden. Cite "
     "parent_id; if truncated, call suggested_next. Exact words: search_sections."
 )
 
@@ -45,8 +56,15 @@ DEFAULT_MAX_TOKENS = 2000
 MIN_MAX_TOKENS = 256
 MAX_MAX_TOKENS = 8000
 MAX_ITEMS = 40  # a pack is a starting set; more belongs to the widening verbs
-MAX_CANDIDATE_SECTIONS = 120  # best-scoring sections looked at before packing
-MAX_CANDIDATE_DESCRIPTIONS = 40  # ... and concepts matched by their description
+MAX_CANDIDATE_CONCEPTS = 60  # best-scoring concepts looked at before packing
+SECTIONS_PER_CONCEPT = 3  # ... and each one's best sections
+SECTION_SHARE = 0.25  # a concept's score: its BM25F score + this x its best section's score
+PHRASE_BONUS = 0.1  # x (1 + this x the question's adjacent word pairs found side by side)
+LABEL_SHARE = 0.5  # ... + this x the BM25 score of its title and description as one text
+SECTION_ALONE = 0.5  # a section's item scores at least this x its own section score
+MAX_STRONG_SECTIONS = 60  # the best sections by their own score that may stand on it
+COPY_SCORE_RATIO = 0.8  # a copy is kept as another page only if that one scores this close
+MAX_ALSO_IN = 8  # copies listed with the item kept for them
 TOP_CONCEPTS_FOR_LINKS = 3  # the best concepts whose neighbours join the pack
 NEIGHBOURS_PER_CONCEPT = 2
 LINKED_FACTOR = 0.5  # a neighbour ranks at half its best-matching neighbour's score
@@ -57,21 +75,33 @@ STALE_FACTOR = 0.6
 STATUS_FACTOR = {"deprecated": 0.7, "draft": 0.9}
 MIN_TEXT_CHARS = 120  # below this a shortened text says too little to be worth its item
 CONCEPT_TEXT_CHARS = 320  # a whole-concept item's text: its description or its body's start
-SECTION_TEXT_CHARS = 2400  # a section's text before the budget cuts it further
+SECTION_TEXT_CHARS = 2400  # the first item's section text before the budget cuts it further
+LATER_TEXT_CHARS = 900  # ... and every later item's: the budget buys more distinct answers
+SEMANTIC_WEIGHT = 0.5  # the embedding rank's weight in the fusion (the BM25 rank's is 1)
 SEMANTIC_ONLY = 5  # of those, the best that join the pack without a matching section
 SCORE_PLACES = 6
 
 # Words that say how a question is asked, not what it is about: dropped from the terms unless
 # nothing else is left. Fixed and documented (docs/TOOLS.md), so a pack never depends on a
-# language model or a corpus statistic.
+# language model or a corpus statistic. The second block is how people talk to an agent
+# ("I want to keep using something like X instead"), found in the question set's failures.
 STOPWORDS = frozenset(
     """a about after all also an and any are as at be been before being between both but by can
     could did do does doing for from had has have having he her here hers him his how i if in
     into is it its itself just me more most my no nor not of off on once only or other our ours
     out over own same she should so some such than that the their theirs them then there these
     they this those through to too under until up very was we were what when where which while
-    who whom why will with would you your yours know tell explain describe""".split()
+    who whom why will with would you your yours know tell explain describe
+    able actually already always anymore anything anyway around back currently each either else
+    even ever every everything get gets getting go goes going got happen happens instead keep
+    keeps kind later let like lot lots make makes many maybe much need needs now one please
+    possible really say see seem seems show something somehow sometimes still stuff sure take
+    thing things try trying use used uses using via want wanted wants way ways without""".split()
 )
+# Contractions, with a straight or a typographic apostrophe: a negated auxiliary (don't, won't,
+# can't), and a word with a clitic (project's, I'm, we'll, they've, I'd, you're).
+_NEGATED = re.compile(r"\b\w+n['\u2019]t\b", re.IGNORECASE)
+_CLITIC = re.compile(r"\b(\w+)['\u2019](?:s|re|ll|ve|d|m)\b", re.IGNORECASE)
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +115,7 @@ class _Candidate:
     heading: str | None
     why: str  # match | linked | semantic
     via: tuple[str, str, str] | None  # (from concept, relationship, direction)
+    digest: str = ""  # a section's normalised text, for copies ("" when too short)
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -94,7 +125,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         raise invalid_field("$.question", "question must contain a non-whitespace character")
     ref = reference_from(params)
     budget = clamped(params, "max_tokens", DEFAULT_MAX_TOKENS, MIN_MAX_TOKENS, MAX_MAX_TOKENS)
-    terms = content_terms(query_terms(question))
+    terms = content_terms(query_terms(without_contractions(question)))
     concept_filter = concept_filter_from(snapshot, params, ref)
     admitted = (
         admitted_concepts(snapshot, concept_filter, ref, token)
@@ -102,21 +133,26 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         else None
     )
 
-    # BM25 matches: sections, and concepts whose description holds the words (a description is
-    # frontmatter, which sections never see), in one list on one scale.
-    matches: list[_Candidate] = []
-    if terms:
-        for section in rank_sections(snapshot, terms, token, admitted, require_all=False)[
-            :MAX_CANDIDATE_SECTIONS
-        ]:
-            matches.append(_Candidate(section.score, section.concept_id, section.line_start,
-                                      section.line_end, section.heading, "match", None))
-        for score, cid in rank_descriptions(snapshot, terms, token, admitted)[
-            :MAX_CANDIDATE_DESCRIPTIONS
-        ]:
-            matches.append(_Candidate(score, cid, 0, 0, None, "match", None))
-    matches.sort(key=lambda c: (-c.score, c.concept_id, c.line_start))
-    matched = {c.concept_id for c in matches}
+    # Each concept holding a question word (stemmed) scores as a whole (BM25F over title,
+    # description, headings and body) plus a share of its best section; its matching sections
+    # become items at that score, each further one counting half the one before. A concept
+    # whose sections hold none of the words (title or description only) is one whole-concept
+    # item.
+    stemmed = list(dict.fromkeys(stem(t) for t in terms))
+    scored = score(snapshot, stemmed, token, admitted) if stemmed else {}
+    concept_score = {
+        cid: s.concept + SECTION_SHARE * max(s.sections.values(), default=0.0)
+        + LABEL_SHARE * s.label
+        for cid, s in scored.items()
+    }
+    order = sorted(concept_score, key=lambda cid: (-concept_score[cid], cid))
+    order = order[:MAX_CANDIDATE_CONCEPTS]
+    # Two question words side by side in a page ("binary caching") say more than apart.
+    pairs = [(a, b) for a, b in zip(stemmed, stemmed[1:], strict=False)]
+    if pairs and PHRASE_BONUS:
+        for cid in order:
+            concept_score[cid] *= 1.0 + PHRASE_BONUS * phrases(snapshot, cid, pairs)
+        order.sort(key=lambda cid: (-concept_score[cid], cid))
     ranking, note = "bm25", None
     semantic_rank: dict[str, int] = {}
     if params.get("hybrid"):
@@ -124,38 +160,47 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         if semantic_rank:
             ranking = "hybrid"
 
-    # With embeddings, concepts are ranked by fusing their BM25 rank (their best match) with
-    # their embedding rank; a match then scores its concept's fused score, scaled by its own
-    # BM25 score so that one concept's matches keep their order.
-    concept_rank: dict[str, int] = {}
-    for match in matches:
-        concept_rank.setdefault(match.concept_id, len(concept_rank) + 1)
+    # With embeddings, concepts are ranked by fusing their BM25 rank with their embedding
+    # rank; a concept's items then score its fused score, scaled by its own BM25 score so that
+    # its items keep their order.
     candidates: list[_Candidate] = []
-    seen: dict[str, int] = {}
-    for match in matches:
+    for rank, cid in enumerate(order, start=1):
         token.check()
-        cid = match.concept_id
         base = (
-            fused((concept_rank[cid], semantic_rank.get(cid))) * (1.0 + math.log1p(match.score))
+            fused((rank, semantic_rank.get(cid)), (1.0, SEMANTIC_WEIGHT))
+            * (1.0 + math.log1p(concept_score[cid]))
             if semantic_rank
-            else match.score
+            else concept_score[cid]
         )
-        nth = seen.get(cid, 0)
-        seen[cid] = nth + 1
-        candidates.append(replace(match, score=base * NEXT_SECTION_FACTOR**nth))
+        sections = scored[cid].sections
+        if not sections:
+            candidates.append(_Candidate(base, cid, 0, 0, None, "match", None))
+            continue
+        words = document_words(snapshot.concepts[cid])
+        best = sorted(sections, key=lambda n: (-sections[n], n))[:SECTIONS_PER_CONCEPT]
+        for nth, number in enumerate(best):
+            section = words.sections[number]
+            candidates.append(_Candidate(
+                base * NEXT_SECTION_FACTOR**nth, cid, section.line_start, section.line_end,
+                section.heading, "match", None, section.digest))
+    if not semantic_rank:
+        candidates = _with_strong_sections(snapshot, scored, candidates)
+    matched = {c.concept_id for c in candidates}
     for cid, rank in sorted(semantic_rank.items(), key=lambda kv: kv[1]):
         # Found by meaning alone: the whole concept, no passage.
         if rank <= SEMANTIC_ONLY and cid not in matched:
             candidates.append(
-                _Candidate(fused((None, rank)), cid, 0, 0, None, "semantic", None)
+                _Candidate(fused((None, rank), (1.0, SEMANTIC_WEIGHT)), cid, 0, 0, None,
+                           "semantic", None)
             )
     candidates.extend(_linked(snapshot, candidates, admitted, token))
     weighted = [replace(c, score=round(c.score * _weight(snapshot, c.concept_id, ref),
                                        SCORE_PLACES))
                 for c in candidates]
     weighted.sort(key=lambda c: (-c.score, c.concept_id, c.line_start))
+    ranked, also_in = _collapse_copies(weighted, copy_groups(snapshot, token), token)
 
-    items, omitted, clipped_any, used = _pack(snapshot, weighted, budget, ref, token)
+    items, omitted, clipped_any, used = _pack(snapshot, ranked, also_in, budget, ref, token)
     truncated = omitted > 0 or clipped_any
     answer: dict[str, Any] = {
         "question": question,
@@ -167,10 +212,10 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         "ranking_note": note,
         "max_tokens": budget,
         "tokens": used,
-        "total": len({c.concept_id for c in candidates}),
+        "total": len({c.concept_id for c in ranked}),
         "omitted": omitted,
         "truncated": truncated,
-        "suggested_next": _suggest_next(question, budget, weighted, items, truncated, params),
+        "suggested_next": _suggest_next(question, budget, ranked, items, truncated, params),
         "items": items,
     }
     if concept_filter is not None:
@@ -178,11 +223,102 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     return answer
 
 
+def _with_strong_sections(
+    snapshot: Snapshot, scored: Mapping[str, Scored], candidates: list[_Candidate]
+) -> list[_Candidate]:
+    """The candidates, where a section whose own score is high stands on it: its item scores
+    at least SECTION_ALONE x its section score, and joins the candidates if its concept did
+    not (a heading that says exactly what was asked, on a page about something wider)."""
+    strong = heapq.nsmallest(
+        MAX_STRONG_SECTIONS,
+        ((-value, cid, n) for cid, s in scored.items() for n, value in s.sections.items()),
+    )
+    at = {(c.concept_id, c.line_start): i for i, c in enumerate(candidates)}
+    out = list(candidates)
+    for negative, cid, n in strong:
+        section = document_words(snapshot.concepts[cid]).sections[n]
+        value = SECTION_ALONE * -negative
+        i = at.get((cid, section.line_start))
+        if i is None:
+            out.append(_Candidate(value, cid, section.line_start, section.line_end,
+                                  section.heading, "match", None, section.digest))
+        elif out[i].score < value:
+            out[i] = replace(out[i], score=value)
+    return out
+
+
+def without_contractions(question: str) -> str:
+    """The question with its contractions undone the way a search needs: a negated auxiliary
+    (don't, won't, isn't) says nothing about the topic and goes; a clitic (project's, I'm,
+    we'll) leaves its word. Otherwise the tokenizer would split "won't" into "won" and "t"."""
+    return _CLITIC.sub(r"\1", _NEGATED.sub(" ", question))
+
+
 def content_terms(terms: list[str]) -> list[str]:
     """The terms that say what the question is about; all of them when every one is a
     stopword (a question of only 'what is it' still searches for something)."""
     kept = [t for t in terms if t not in STOPWORDS]
     return kept or terms
+
+
+def _collapse_copies(
+    ranked: list[_Candidate], copies: CopyGroups, token: Any
+) -> tuple[list[_Candidate], dict[tuple[str, int], list[str]]]:
+    """The candidates with copies counted once, and what each kept item stands for.
+
+    Pages in a copy group (the same relative path under sibling version or language folders)
+    are kept once, where the group's best candidate ranks: as the page of the fullest copy
+    folder among those that matched the same way (the most complete version is most likely
+    the current one), then the shallowest path, then the smallest ID. A section whose
+    normalised text is that of a better-ranked one is kept in that one. The others are listed
+    in the kept item's ``also_in`` (concept IDs, in rank order, at most MAX_ALSO_IN) and
+    leave the list."""
+    by_concept: dict[str, list[_Candidate]] = {}
+    for c in ranked:
+        by_concept.setdefault(c.concept_id, []).append(c)
+    members: dict[str, list[str]] = {}
+    for cid in by_concept:
+        if cid in copies.group:
+            members.setdefault(copies.group[cid], []).append(cid)
+    kept_page: dict[str, tuple[str, int]] = {}  # copy group -> the item kept for it
+    kept_text: dict[str, tuple[str, int]] = {}  # section digest -> the item kept for it
+    done: set[tuple[str, int]] = set()
+    also_in: dict[tuple[str, int], list[str]] = {}
+    out: list[_Candidate] = []
+
+    def keep(c: _Candidate) -> None:
+        done.add((c.concept_id, c.line_start))
+        if c.digest:
+            kept_text.setdefault(c.digest, (c.concept_id, c.line_start))
+        out.append(c)
+
+    for c in ranked:
+        token.check()
+        if (c.concept_id, c.line_start) in done:
+            continue
+        group = copies.group.get(c.concept_id)
+        into = None
+        if group is not None and group not in kept_page:
+            same_way = [m for m in members[group]
+                        if any(o.why == c.why and o.score >= COPY_SCORE_RATIO * c.score
+                               for o in by_concept[m])]
+            best = min(same_way, key=lambda m: (-copies.fullness[m], m.count("/"), m))
+            first = next(o for o in by_concept[best] if o.why == c.why)
+            kept_page[group] = (best, first.line_start)
+            if best != c.concept_id:
+                keep(replace(first, score=c.score))
+                into = kept_page[group]
+        elif group is not None and kept_page[group][0] != c.concept_id:
+            into = kept_page[group]
+        elif c.digest and c.digest in kept_text and kept_text[c.digest][0] != c.concept_id:
+            into = kept_text[c.digest]
+        if into is not None:
+            others = also_in.setdefault(into, [])
+            if c.concept_id not in others and len(others) < MAX_ALSO_IN:
+                others.append(c.concept_id)
+            continue
+        keep(c)
+    return out, also_in
 
 
 def _linked(
@@ -260,10 +396,10 @@ def flags(doc: Document, ref: Reference) -> list[str]:
 
 
 def _item(snapshot: Snapshot, c: _Candidate, rank: int, ref: Reference, text: str,
-          clipped: bool) -> dict[str, Any]:
+          clipped: bool, copies: list[str]) -> dict[str, Any]:
     doc = snapshot.concepts[c.concept_id]
     section = c.line_start > 0
-    return {
+    item = {
         "rank": rank,
         "kind": "section" if section else "concept",
         "parent_id": c.concept_id,
@@ -284,12 +420,16 @@ def _item(snapshot: Snapshot, c: _Candidate, rank: int, ref: Reference, text: st
         "text": text,
         "clipped": clipped,
     }
+    if copies:  # only when there are: most items have none, and every byte costs budget
+        item["also_in"] = list(copies)
+    return item
 
 
-def _full_text(snapshot: Snapshot, c: _Candidate) -> tuple[str, bool]:
+def _full_text(snapshot: Snapshot, c: _Candidate, first: bool) -> tuple[str, bool]:
     doc = snapshot.concepts[c.concept_id]
     if c.line_start > 0:
-        return clip(span_text(doc, c.line_start, c.line_end).strip(), SECTION_TEXT_CHARS)
+        limit = SECTION_TEXT_CHARS if first else LATER_TEXT_CHARS
+        return clip(span_text(doc, c.line_start, c.line_end).strip(), limit)
     description = text_field(doc.fm, "description")
     if description.strip():
         return clip(description.strip(), CONCEPT_TEXT_CHARS)
@@ -297,7 +437,12 @@ def _full_text(snapshot: Snapshot, c: _Candidate) -> tuple[str, bool]:
 
 
 def _pack(
-    snapshot: Snapshot, ranked: list[_Candidate], budget: int, ref: Reference, token: Any
+    snapshot: Snapshot,
+    ranked: list[_Candidate],
+    also_in: Mapping[tuple[str, int], list[str]],
+    budget: int,
+    ref: Reference,
+    token: Any,
 ) -> tuple[list[dict[str, Any]], int, bool, int]:
     """Items in rank order within the budget; how many were left out; whether a text was cut;
     the tokens used."""
@@ -309,8 +454,9 @@ def _pack(
         if len(items) >= MAX_ITEMS:
             omitted += 1
             continue
-        text, clipped = _full_text(snapshot, c)
-        item = _item(snapshot, c, len(items) + 1, ref, text, clipped)
+        text, clipped = _full_text(snapshot, c, not items)
+        copies = also_in.get((c.concept_id, c.line_start), [])
+        item = _item(snapshot, c, len(items) + 1, ref, text, clipped, copies)
         cost = token_cost(item)
         if used + cost > budget:
             # Shorten the text to the room left, if what remains is still worth reading.
