@@ -302,3 +302,39 @@ def test_a_pack_pruned_by_another_process_is_no_failed_save(
         cache.save(bundle, every_document_built(snapshot.documents))
     assert "cannot be written" not in caplog.text
     assert cache.load(bundle)
+
+
+def _broken_bundle(root: Path) -> None:
+    root.mkdir()
+    (root / "good.md").write_text("---\ntype: Note\ntitle: Good\n---\nBody.\n")
+    (root / "bad.md").write_text("---\ntitle: [unclosed\n---\nBody.\n")
+
+
+def test_a_restart_knows_which_files_parse_without_decoding_them(
+    cache: ParseCache, tmp_path: Path
+) -> None:
+    """The error column answers the parse check: the broken file is found again, with the same
+    diagnostic, and the file that parses is neither decoded nor parsed."""
+    root = tmp_path / "b"
+    _broken_bundle(root)
+    first, _ = load_bundle(str(root))
+    cache.save(str(root), every_document_built(first.documents))
+    again, _ = load_bundle(str(root), cached=cache.load(str(root)))
+    assert again.broken == first.broken
+    assert [d.path for d in again.broken] == ["bad.md"]
+    assert "good" in again.concepts
+    assert again.documents.work() == {
+        "checked": 1, "parsed": 0, "decoded": 1, "given": 0, "pending": 0}
+
+
+def test_a_damaged_error_column_is_parsed_again(cache: ParseCache, tmp_path: Path) -> None:
+    root = tmp_path / "b"
+    _broken_bundle(root)
+    first, _ = load_bundle(str(root))
+    cache.save(str(root), every_document_built(first.documents))
+    database = cache.database(str(root))
+    assert database is not None
+    _damage_rows(database, "documents", "error", lambda text: text and "not json")
+    again, _ = load_bundle(str(root), cached=cache.load(str(root)))
+    assert again.broken == first.broken
+    assert again.documents.cells["bad.md"].how == "parsed"

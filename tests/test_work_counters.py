@@ -45,7 +45,12 @@ def _write_bundle(root: Path) -> None:
 
 
 def _parsed(snapshot: Snapshot) -> set[str]:
-    return {path for path, doc in snapshot.documents.items() if "markdown" in doc.__dict__}
+    return {doc.path for doc in snapshot.documents.built() if "markdown" in doc.__dict__}
+
+
+def _built(snapshot: Snapshot) -> set[str]:
+    """The documents built at all (frontmatter read), without building any other."""
+    return {doc.path for doc in snapshot.documents.built()}
 
 
 class Cold:
@@ -85,6 +90,39 @@ def test_read_concept_without_computations_parses_one_document(cold: Cold) -> No
     assert _parsed(cold.snapshot()) == {"f3/c13.md"}
 
 
+def test_a_load_builds_no_document(cold: Cold) -> None:
+    """Capturing the bundle reads and hashes the files for the revision, nothing more."""
+    work = cold.snapshot().documents.work()
+    assert work == {"checked": 0, "parsed": 0, "decoded": 0, "given": 0,
+                    "pending": CONCEPTS + 2}
+
+
+def test_read_concept_builds_only_what_its_answer_names(cold: Cold) -> None:
+    """Every file is checked (a broken one anywhere refuses the call, by the parse policy), but
+    only the concept, what it links to (is the target a computation?) and the root index (the
+    bundle's OKF version) are built."""
+    outcome = cold.dispatcher.call("read_concept", {"concept_id": "f0/c10"})
+    assert not outcome.is_error, outcome.structured
+    snapshot = cold.snapshot()
+    assert _built(snapshot) == {"f0/c10.md", "f1/c11.md", "calc/total.md", "index.md"}
+    assert snapshot.documents.work() == {
+        "checked": CONCEPTS + 2 - 4, "parsed": 4, "decoded": 0, "given": 0, "pending": 0}
+
+
+def test_a_broken_file_is_still_found_by_the_check(tmp_path: Path) -> None:
+    """Building late changes no answer: one broken file anywhere still refuses a one-concept
+    read (the parse policy), and only the broken file is built to say why."""
+    root = tmp_path / "bundle"
+    root.mkdir()
+    _write_bundle(root)
+    (root / "f5" / "c555.md").write_text("---\ntitle: [unclosed\n---\nBody\n", encoding="utf-8")
+    cold = Cold(root)
+    outcome = cold.dispatcher.call("read_concept", {"concept_id": "f0/c10"})
+    assert outcome.is_error
+    assert "f5/c555.md" in str(outcome.structured)
+    assert _built(cold.snapshot()) == {"f5/c555.md"}
+
+
 def test_list_concepts_parses_no_document(cold: Cold) -> None:
     outcome = cold.dispatcher.call("list_concepts", {})
     assert not outcome.is_error, outcome.structured
@@ -103,7 +141,7 @@ def test_outgoing_edges_agree_with_the_edge_index(cold: Cold) -> None:
 def _parsed_by_the_parser(snapshot: Snapshot) -> set[str]:
     """Documents whose Markdown facts the parser computed (not read back from the cache)."""
     return {
-        path for path, doc in snapshot.documents.items()
+        doc.path for doc in snapshot.documents.built()
         if "markdown" in doc.__dict__ and not markdown_from_cache(doc)
     }
 
@@ -160,6 +198,10 @@ def test_after_a_restart_read_concept_thaws_only_what_it_reads(tmp_path: Path) -
     outcome = dispatcher.call("read_concept", {"concept_id": "f0/c10"})
     assert not outcome.is_error, outcome.structured
     snapshot = restarted.get(bundle, CancelToken())
-    frozen = {path for path, doc in snapshot.documents.items() if "frontmatter" in doc.memo.keys()}
+    # Whether each file parses came from the rows' error column: no entry decoded for that.
+    assert _built(snapshot) == {"f0/c10.md", "f1/c11.md", "calc/total.md", "index.md"}
+    assert snapshot.documents.work()["decoded"] == 4
+    assert snapshot.documents.work()["parsed"] == 0
+    frozen = {doc.path for doc in snapshot.documents.built() if "frontmatter" in doc.memo.keys()}
     assert frozen <= {"f0/c10.md", "index.md", "calc/total.md"}
     assert "f0/c10.md" in frozen

@@ -29,6 +29,12 @@ The tree (the module that defines each class; a second base keeps what ``except`
     ├── PromptError (ValueError)            prompts.py: arguments a prompt cannot render from
     ├── UsageError                          cli.py: a command line that cannot run (exit 2)
     ├── _Usage                              viewer/command.py: the same for ``view``
+    ├── LinkEditError                       writes/link_edit.py: a link not editable in place
+    ├── _Rejected                           writes/bundle_edit.py: an edit operation refused
+    ├── GitMissing                          vcs/git.py: no git command
+    ├── GitFailed                           vcs/git.py: git failed, timed out or said too much
+    ├── FetchFailed                         remote/fetch.py: a remote bundle not fetched
+    ├── ArchiveRefused (ValueError)         remote/archive.py: an archive breaking a rule
     └── VendorMismatch                      viewer/page.py: vendored JavaScript was altered
 
 Outside the tree: the loader's ``FrontmatterError`` and ``_EntryFailure`` (loader/), and the

@@ -26,6 +26,7 @@ import zipfile
 from collections.abc import Iterator
 from typing import IO
 
+from ..errors import BundleMcpError
 from ..limits import MAX_PATH_BYTES, NAME_MAX_BYTES, Caps
 
 __all__ = ["ArchiveRefused", "unpack_tar", "unpack_zip"]
@@ -34,7 +35,7 @@ CHUNK = 1024 * 1024
 _FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class ArchiveRefused(ValueError):
+class ArchiveRefused(BundleMcpError, ValueError):
     """The archive breaks a rule of the module docstring; nothing of it is served."""
 
 

@@ -34,6 +34,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import IO, cast
 
+from ..errors import BundleMcpError
 from ..limits import Caps
 from ..vcs import git
 from .archive import ArchiveRefused, unpack_tar, unpack_zip
@@ -47,7 +48,7 @@ _RENAME_EXCHANGE = 2
 _AT_FDCWD = -100
 
 
-class FetchFailed(Exception):
+class FetchFailed(BundleMcpError):
     """The location could not be fetched or unpacked; the sentence says why (no host path)."""
 
 

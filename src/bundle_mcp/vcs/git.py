@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO
 
+from ..errors import BundleMcpError
+
 __all__ = [
     "DEFAULT_TIMEOUT",
     "GitFailed",
@@ -56,16 +58,15 @@ ALLOWED_PROTOCOLS = "file:git:http:https:ssh"
 _REVISION = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_./~^@{}+-]{0,255}")
 
 
-class GitMissing(Exception):
+class GitMissing(BundleMcpError):
     """The ``git`` command is not installed (or not on PATH)."""
 
 
-class GitFailed(Exception):
+class GitFailed(BundleMcpError):
     """git exited non-zero, timed out, or wrote more than it may."""
 
     def __init__(self, message: str, stderr: str = "") -> None:
         super().__init__(message)
-        self.message = message
         self.stderr = stderr
 
 

@@ -34,7 +34,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import CONCEPT_NOT_FOUND, ERROR, Diagnostic, did_you_mean, invalid_request
+from ..errors import (
+    CONCEPT_NOT_FOUND,
+    ERROR,
+    BundleMcpError,
+    Diagnostic,
+    did_you_mean,
+    invalid_request,
+)
 from ..loader.current import changed_view
 from ..loader.document import parse_document
 from ..model import INDEX, Document, Snapshot
@@ -81,7 +88,7 @@ class EditPlan:
     diagnostics: tuple[Diagnostic, ...]
 
 
-class _Rejected(Exception):
+class _Rejected(BundleMcpError):
     """One operation cannot be planned: its diagnostics."""
 
     def __init__(self, *diagnostics: Diagnostic) -> None:

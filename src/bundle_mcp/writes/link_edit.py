@@ -19,6 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from urllib.parse import quote
 
+from ..errors import BundleMcpError
 from ..loader.document import parse_document
 from ..model import Document
 
@@ -30,12 +31,11 @@ _ENCODE = re.compile(r"[\s()<>\[\]%#?\\\x00-\x1f\x7f]")
 _CLOSE = {'"': '"', "'": "'", "(": ")"}
 
 
-class LinkEditError(Exception):
+class LinkEditError(BundleMcpError):
     """A link that cannot be edited in place; ``line`` is its 1-based line in the file."""
 
     def __init__(self, message: str, line: int | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.line = line
 
 
