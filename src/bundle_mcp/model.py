@@ -389,16 +389,39 @@ def _sorted_by_path(records: list[FileRecord] | tuple[FileRecord, ...]) -> bool:
     return all(a.path <= b.path for a, b in zip(records, records[1:], strict=False))
 
 
+# The one edge model. Every edge between two concepts is an :class:`Edge`: this module derives
+# the links and typed relations (:attr:`Snapshot.edges`); ``bundle_mcp.okf.graph`` derives the
+# field edges (they need the format's path-field rules) as edges of kind :data:`FIELD`. Each edge
+# goes by two wire names, both read off the same object: its ``kind`` (get_neighbors'
+# ``navigation`` / ``relation``) and its ``relationship`` (the graph verbs' ``LINKS_TO``, the
+# relation's declared type, the field edge's name).
+NAVIGATION = "navigation"  # a resolved Markdown link
+RELATION = "relation"  # a typed relation from the frontmatter ``relations`` extension
+FIELD = "field"  # a path-valued frontmatter field naming a concept (OKF v0.2 §6.2)
+LINKS_TO = "LINKS_TO"  # the relationship a link is reported under
+
+
 @dataclass(frozen=True, slots=True)
 class Edge:
-    """A resolved concept edge: a navigation link or a typed relation."""
+    """A resolved concept edge: a navigation link, a typed relation or a field edge.
 
-    kind: str  # "navigation" | "relation"
+    ``source_ref`` / ``target_ref`` are the escaped references with their fragments for a
+    relation, the plain concept IDs otherwise. ``relationship`` is the edge's name as the graph
+    verbs report and filter it: :data:`LINKS_TO` for a link, the declared type for a relation,
+    the field edge's name (``SOURCED_FROM``…) for a field edge.
+    """
+
+    kind: str  # NAVIGATION | RELATION | FIELD
     source_id: str
     target_id: str
-    source_ref: str  # escaped reference for relations, the plain ID for navigation
+    source_ref: str
     target_ref: str
-    relation_type: str | None
+    relationship: str
+
+    @property
+    def relation_type(self) -> str | None:
+        """The relation's declared type; ``None`` for a link (get_neighbors' wire field)."""
+        return None if self.kind == NAVIGATION else self.relationship
 
 
 @dataclass(frozen=True, slots=True)
@@ -665,7 +688,8 @@ class Snapshot:
 
     @functools.cached_property
     def edges(self) -> tuple[Edge, ...]:
-        """Every resolved edge, deduplicated, sorted by (kind, from, to, relation_type)."""
+        """Every resolved link and relation, deduplicated, sorted by (kind, from, to,
+        relation_type); field edges are kept beside them (``okf.graph.field_edges``)."""
         out: list[Edge] = []
         for doc in self.concepts.values():
             out.extend(self._edges_from(doc))
@@ -690,18 +714,18 @@ class Snapshot:
             tid = link.concept_id
             if tid is None or tid not in self.concepts:
                 continue
-            key: tuple[str, str, str, str | None] = ("navigation", src, tid, None)
+            key: tuple[str, str, str, str | None] = (NAVIGATION, src, tid, None)
             if key not in seen:
                 seen.add(key)
-                out.append(Edge("navigation", src, tid, src, tid, None))
+                out.append(Edge(NAVIGATION, src, tid, src, tid, LINKS_TO))
         for rel in doc.relations:
             if rel.target_id not in self.concepts:
                 continue
-            key = ("relation", rel.source, rel.target, rel.relation_type)
+            key = (RELATION, rel.source, rel.target, rel.relation_type)
             if key not in seen:
                 seen.add(key)
                 out.append(
-                    Edge("relation", src, rel.target_id, rel.source, rel.target,
+                    Edge(RELATION, src, rel.target_id, rel.source, rel.target,
                          rel.relation_type)
                 )
         return out
@@ -718,4 +742,6 @@ class Snapshot:
 
 
 def _edge_order(edge: Edge) -> tuple[str, str, str, str]:
-    return (edge.kind, edge.source_ref, edge.target_ref, edge.relation_type or "")
+    # (kind, from, to, relation type): a link's relationship is always LINKS_TO, so ordering by
+    # it orders as a missing relation type would.
+    return (edge.kind, edge.source_ref, edge.target_ref, edge.relationship)

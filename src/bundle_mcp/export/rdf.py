@@ -32,7 +32,7 @@ from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote
 
-from ..okf.graph import RELATION
+from ..model import RELATION
 from .graph import CONCEPT, SECTION, TAG, TAG_PREFIX, ExportGraph, Node
 
 __all__ = [

@@ -8,10 +8,13 @@ through its concept).
 Edges. ``LINKS_TO`` (a resolved navigation link), a typed relation under its declared name,
 a *field edge* (a path-valued frontmatter field naming a concept: :data:`FIELD_EDGE_OF`),
 ``PART_OF`` (a section → the concept it was cut from) and ``SHARES_COMMUNITY`` (two concepts
-carrying a common tag; it has no direction). Links and relations are the snapshot's resolved
-edges (:attr:`Snapshot.edges_by_concept`); field edges are derived beside them
-(:func:`field_edges`, kept in :data:`bundle_mcp.derived.FIELD_EDGES`), so the snapshot's edges,
-and every tool that reports them (get_neighbors, get_semantic_graph), stay as they were.
+carrying a common tag; it has no direction). The first three are the one concept-edge model,
+:class:`bundle_mcp.model.Edge`: its ``kind`` is get_neighbors' name for it (``navigation``,
+``relation``, ``field``) and its ``relationship`` the name reported here (``LINKS_TO``, the
+relation's type, the field edge's name), so no module maps one name to the other. Links and
+relations are the snapshot's resolved edges (:attr:`Snapshot.edges_by_concept`); field edges
+are derived beside them (:func:`field_edges`, kept in :data:`FIELD_EDGES`), so the snapshot's
+edges, and every tool that reports them (get_neighbors, get_semantic_graph), stay as they were.
 
 Adjacency. :meth:`BundleGraph.steps` lists the links, relations, field edges and ``PART_OF``
 edges of one entity that a :class:`Selection` (edge kinds, direction, project) admits.
@@ -45,7 +48,7 @@ from typing import Any, Protocol
 
 from ..cancel import CancelToken
 from ..derived import FIELD_EDGES, GRAPH, of_snapshot
-from ..model import Document, Memo, Section, Snapshot
+from ..model import FIELD, LINKS_TO, NAVIGATION, RELATION, Document, Edge, Memo, Section, Snapshot
 from .field_paths import (
     ATTESTER_RESOURCE,
     COMPUTATION,
@@ -60,8 +63,8 @@ from .properties import tags as concept_tags
 from .properties import text_field
 from .sections import is_sliced, locator, parse_locator, section_at, section_name
 
-# Relationship names, as tools report and filter them (a typed relation goes by its own name).
-LINKS_TO = "LINKS_TO"
+# Relationship names, as tools report and filter them (a typed relation goes by its own name;
+# a link's, LINKS_TO, is the edge model's).
 PART_OF = "PART_OF"
 SHARES_COMMUNITY = "SHARES_COMMUNITY"
 
@@ -83,11 +86,10 @@ FIELD_EDGE_OF: Mapping[str, str] = types.MappingProxyType(
 )
 FIELD_EDGE_NAMES = frozenset(FIELD_EDGE_OF.values())
 
-# Edge kinds, as query_subgraph's full rendering reports them.
-NAVIGATION = "navigation"  # the kind Snapshot.edges gives a link
-RELATION = "relation"  # ... and a typed relation
+# Edge kinds, as query_subgraph's full rendering reports them: a concept edge's own kind
+# (model.NAVIGATION, model.RELATION, model.FIELD), and these two, which are no concept edge.
 PART_OF_KIND = "part_of"
-FIELD_KIND = "field"  # ... and a field edge
+FIELD_KIND = FIELD
 COMMUNITY_KIND = "shares_community"
 
 OUTGOING = "outgoing"
@@ -104,6 +106,9 @@ FIELD_WEIGHT = RELATION_WEIGHT
 LINKS_TO_WEIGHT = 0.8
 PART_OF_WEIGHT = 0.6
 COMMUNITY_WEIGHT = 0.4
+EDGE_WEIGHT: Mapping[str, float] = types.MappingProxyType(
+    {NAVIGATION: LINKS_TO_WEIGHT, RELATION: RELATION_WEIGHT, FIELD: FIELD_WEIGHT}
+)
 
 ELLIPSIS = "…"
 _NON_SPACE = re.compile(r"\S+")
@@ -288,20 +293,12 @@ def graph_of(snapshot: Snapshot) -> BundleGraph:
     return graph
 
 
-@dataclass(frozen=True, slots=True)
-class FieldEdge:
-    """A field edge: ``source_id`` writes a path-valued field that names ``target_id``."""
-
-    source_id: str
-    relationship: str  # one of FIELD_EDGE_NAMES
-    target_id: str
-
-
 def field_edges(
     snapshot: Snapshot, token: CancelToken | None = None
-) -> Mapping[str, tuple[FieldEdge, ...]]:
-    """Every field edge touching a concept (as source or target), sorted by (source,
-    relationship, target); one edge per triple however many fields state it.
+) -> Mapping[str, tuple[Edge, ...]]:
+    """Every field edge (an :class:`~bundle_mcp.model.Edge` of kind ``field``) touching a
+    concept (as source or target), sorted by (source, relationship, target); one edge per triple
+    however many fields state it.
 
     A field counts only when its own reading (:func:`~bundle_mcp.okf.field_paths.path_fields`)
     names an existing concept. Its ``root_reading`` never does: that spelling is for the
@@ -309,17 +306,18 @@ def field_edges(
     says.
     """
 
-    def build() -> Mapping[str, tuple[FieldEdge, ...]]:
+    def build() -> Mapping[str, tuple[Edge, ...]]:
         concepts = snapshot.concepts
-        found: set[FieldEdge] = set()
+        found: set[Edge] = set()
         for n, (concept_id, doc) in enumerate(concepts.items()):
             if token is not None and n % 256 == 0:
                 token.check()
             for occurrence in path_fields(snapshot, doc):
                 target = occurrence.value.concept_id
                 if target is not None and target in concepts:
-                    found.add(FieldEdge(concept_id, FIELD_EDGE_OF[occurrence.field], target))
-        index: dict[str, list[FieldEdge]] = {}
+                    found.add(Edge(FIELD, concept_id, target, concept_id, target,
+                                   FIELD_EDGE_OF[occurrence.field]))
+        index: dict[str, list[Edge]] = {}
         for edge in sorted(found, key=lambda e: (e.source_id, e.relationship, e.target_id)):
             index.setdefault(edge.source_id, []).append(edge)
             if edge.target_id != edge.source_id:
@@ -345,7 +343,7 @@ class BundleGraph:
         self._concepts: dict[str, Entity] = {}
         self._sections: dict[str, tuple[Entity, ...]] = {}
         self._tags: dict[str, tuple[str, ...]] = {}
-        self._field_edges: Mapping[str, tuple[FieldEdge, ...]] | None = None
+        self._field_edges: Mapping[str, tuple[Edge, ...]] | None = None
         self._memo = Memo()
 
     # entities
@@ -485,13 +483,23 @@ class BundleGraph:
 
     # adjacency
 
-    def field_edges_of(self, concept_id: str, token: CancelToken) -> tuple[FieldEdge, ...]:
+    def field_edges_of(self, concept_id: str, token: CancelToken) -> tuple[Edge, ...]:
         """The field edges touching a concept, in :func:`field_edges` order."""
         index = self._field_edges
         if index is None:
             # Two threads may both fetch it: the slot hands both the same value.
             index = self._field_edges = field_edges(self.snapshot, token)
         return index.get(concept_id, ())
+
+    def _edges_of(
+        self, concept_id: str, selection: Selection, token: CancelToken
+    ) -> Iterator[Edge]:
+        """The concept edges touching a concept, in :meth:`steps` order: its links and relations,
+        then its field edges, which are fetched only after those and only when the selection
+        admits some of them."""
+        yield from self.snapshot.edges_by_concept.get(concept_id, ())
+        if selection.fields is None or selection.fields:
+            yield from self.field_edges_of(concept_id, token)
 
     def steps(
         self,
@@ -523,11 +531,13 @@ class BundleGraph:
                     entity.id, entity.concept_id, PART_OF_KIND,
                 )
             return
-        # One generator for both loops: an extraction builds one per candidate it prices.
+        # One loop over the concept's edges, its links and relations first, then (only when the
+        # selection admits some) its field edges: an extraction builds one generator per
+        # candidate it prices.
         concept_id = entity.id
         concepts = self.snapshot.concepts
         incoming, links, project = selection.incoming, selection.links, selection.project
-        for edge in self.snapshot.edges_by_concept.get(concept_id, ()):
+        for edge in self._edges_of(concept_id, selection, token):
             token.check()
             if not budget.take():
                 return
@@ -543,41 +553,19 @@ class BundleGraph:
                 continue
             if other in visited:
                 continue
-            if edge.kind == NAVIGATION:
+            kind, name = edge.kind, edge.relationship
+            if kind == NAVIGATION:
                 if not links:
                     continue
-                name, weight, kind = LINKS_TO, LINKS_TO_WEIGHT, NAVIGATION
-            else:
-                name = edge.relation_type or ""
+            elif kind == RELATION:
                 if not selection.allows_relation(name):
                     continue
-                weight, kind = RELATION_WEIGHT, RELATION
+            elif not selection.allows_field(name):
+                continue
             if project is not None and not in_project(concepts[other].path, project):
                 continue
-            yield Step(self.concept(other), name, direction, weight, edge.source_ref,
+            yield Step(self.concept(other), name, direction, EDGE_WEIGHT[kind], edge.source_ref,
                        edge.target_ref, kind)
-        if selection.fields is None or selection.fields:
-            for field_edge in self.field_edges_of(concept_id, token):
-                token.check()
-                if not budget.take():
-                    return
-                start, end = field_edge.source_id, field_edge.target_id
-                if start == end:
-                    if not loops:
-                        continue
-                    other, direction = concept_id, OUTGOING
-                elif start == concept_id:
-                    other, direction = end, OUTGOING
-                elif incoming:
-                    other, direction = start, INCOMING
-                else:
-                    continue
-                if other in visited or not selection.allows_field(field_edge.relationship):
-                    continue
-                if project is not None and not in_project(concepts[other].path, project):
-                    continue
-                yield Step(self.concept(other), field_edge.relationship, direction,
-                           FIELD_WEIGHT, start, end, FIELD_KIND)
         # PART_OF points from a section to its concept, so a concept reaches its sections only
         # over incoming edges.
         if not (incoming and selection.part_of):

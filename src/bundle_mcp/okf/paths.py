@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 from ..cancel import CancelToken
+from ..model import LINKS_TO
 from .graph import (
-    LINKS_TO,
     OUTGOING,
     PART_OF,
     SHARES_COMMUNITY,

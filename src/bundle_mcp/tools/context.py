@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..model import Document, Snapshot
-from ..okf.graph import INCOMING, LINKS_TO, NAVIGATION, clip, preview
+from ..okf.graph import INCOMING, clip, preview
 from ..okf.names import concept_name
 from ..okf.properties import stale_after, status_state, text_field, trust
 from ..okf.sections import locator, span_text
@@ -349,7 +349,7 @@ def _linked(
                 continue
             if admitted is not None and other not in admitted:
                 continue
-            relationship = LINKS_TO if edge.kind == NAVIGATION else (edge.relation_type or "")
+            relationship = edge.relationship
             current = neighbours.get(other)
             if current is None or (relationship, direction) < current:
                 neighbours[other] = (relationship, direction)

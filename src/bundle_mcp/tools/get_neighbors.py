@@ -6,7 +6,7 @@ from typing import Any
 
 from ..cancel import CancelToken
 from ..errors import resource_limit
-from ..model import Edge, Snapshot
+from ..model import NAVIGATION, RELATION, Edge, Snapshot
 from ..okf.temporal import reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import Cards, frontmatter_sources, invalid_field, limit_from, require_concept
@@ -19,7 +19,7 @@ DESCRIPTION = (
     "get_semantic_graph. Over 100 sources or 100,000 edges: resource_limit."
 )
 
-KINDS = ("navigation", "relation", "source")
+KINDS = (NAVIGATION, RELATION, "source")
 DIRECTIONS = ("in", "out", "both")
 MAX_SOURCES = 100
 MAX_CANDIDATE_EDGES = 100_000

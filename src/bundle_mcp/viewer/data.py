@@ -16,14 +16,14 @@ from __future__ import annotations
 import datetime as dt
 import posixpath
 import types
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from .._version import __version__
 from ..cancel import CancelToken
 from ..errors import Diagnostic
-from ..model import Document, Snapshot, thaw
+from ..model import FIELD, LINKS_TO, NAVIGATION, RELATION, Document, Edge, Snapshot, thaw
 from ..okf.computations import (
     ComputationUnavailable,
     computation_text,
@@ -32,7 +32,7 @@ from ..okf.computations import (
     is_attested_computation,
 )
 from ..okf.field_paths import BUNDLE, SCOPE, URL, FieldPath, path_fields, resolve_field_path
-from ..okf.graph import FIELD_EDGE_NAMES, LINKS_TO, field_edges
+from ..okf.graph import field_edges
 from ..okf.names import concept_name
 from ..okf.properties import scalar_text, status_state, tags, text_field, trust, verifications
 from ..okf.temporal import DATE_PROFILE, Reference, parse_either
@@ -133,21 +133,26 @@ def _edges(snapshot: Snapshot, index: Mapping[str, int], token: CancelToken
     def kind_of(group: str, name: str) -> int:
         return kinds.setdefault((group, name), len(kinds))
 
-    kind_of("link", LINKS_TO)
-    for edge in snapshot.edges:
+    kind_of(_GROUP[NAVIGATION], LINKS_TO)
+    for edge in _concept_edges(snapshot, token):
         token.check()
-        if edge.kind == "navigation":
-            kind = kind_of("link", LINKS_TO)
-        else:
-            kind = kind_of("relation", edge.relation_type or "")
+        kind = kind_of(_GROUP[edge.kind], edge.relationship)
         found.add((index[edge.source_id], index[edge.target_id], kind))
-    for per_concept in field_edges(snapshot, token).values():
-        for field_edge in per_concept:
-            assert field_edge.relationship in FIELD_EDGE_NAMES
-            kind = kind_of("field", field_edge.relationship)
-            found.add((index[field_edge.source_id], index[field_edge.target_id], kind))
     rows = [[s, t, k] for s, t, k in sorted(found) if s != t]
     return rows, [{"group": group, "name": name} for group, name in kinds]
+
+
+def _concept_edges(snapshot: Snapshot, token: CancelToken) -> Iterator[Edge]:
+    """The snapshot's links and relations, then its field edges (each once)."""
+    yield from snapshot.edges
+    for per_concept in field_edges(snapshot, token).values():
+        yield from per_concept
+
+
+# The viewer's group of each kind of concept edge.
+_GROUP: Mapping[str, str] = types.MappingProxyType(
+    {NAVIGATION: "link", RELATION: "relation", FIELD: "field"}
+)
 
 
 # --------------------------------------------------------------------------------------------
