@@ -222,6 +222,7 @@ def load_yaml(raw: str, raw_line: int) -> dict[str, Any]:
 
 
 _STR_TAG = "tag:yaml.org,2002:str"
+_SCALAR = yaml.ScalarNode
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAP_TAG = "tag:yaml.org,2002:map"
 
@@ -247,8 +248,16 @@ def _plain_value(loader: Any, node: yaml.Node, raw_line: int, raw: str, depth: i
         if node.tag == _STR_TAG:
             return node.value
         return to_json(loader.construct_object(node))
+    inner = depth + 1
+    # A string scalar child is taken here without a call of its own (most nodes are one):
+    # only where the call would not have refused its depth, so the errors stay the same.
+    inline = inner <= MAX_NESTING
     if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ_TAG:
-        return [_plain_value(loader, child, raw_line, raw, depth + 1) for child in node.value]
+        return [
+            child.value if inline and type(child) is _SCALAR and child.tag == _STR_TAG
+            else _plain_value(loader, child, raw_line, raw, inner)
+            for child in node.value
+        ]
     if isinstance(node, yaml.MappingNode) and node.tag == _MAP_TAG:
         out: dict[str, Any] = {}
         for key_node, value_node in node.value:
@@ -257,13 +266,19 @@ def _plain_value(loader: Any, node: yaml.Node, raw_line: int, raw: str, depth: i
                     "invalid_frontmatter", "invalid YAML: a mapping key must be a scalar",
                     _mark(key_node, raw_line, raw),
                 )
-            key = _key_text(_plain_value(loader, key_node, raw_line, raw, depth + 1))
+            if inline and key_node.tag == _STR_TAG:
+                key = key_node.value
+            else:
+                key = _key_text(_plain_value(loader, key_node, raw_line, raw, inner))
             if key in out:
                 raise FrontmatterError(
                     "invalid_frontmatter", f"invalid YAML: found duplicate key {key!r}",
                     _mark(key_node, raw_line, raw),
                 )
-            out[key] = _plain_value(loader, value_node, raw_line, raw, depth + 1)
+            if inline and type(value_node) is _SCALAR and value_node.tag == _STR_TAG:
+                out[key] = value_node.value
+            else:
+                out[key] = _plain_value(loader, value_node, raw_line, raw, inner)
         return out
     return to_json(loader.construct_object(node, deep=True))
 
