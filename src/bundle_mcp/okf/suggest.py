@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from itertools import chain
 
 from ..derived import CONCEPT_SUGGESTIONS, of_snapshot
+from ..errors import Diagnostic, did_you_mean
 from ..model import Snapshot
 from .folding import fold
 from .graph import in_project
@@ -53,6 +54,7 @@ __all__ = [
     "MAX_SUGGESTIONS",
     "Suggestion",
     "SuggestionIndex",
+    "did_you_mean_diagnostics",
     "loose",
     "suggest",
 ]
@@ -196,6 +198,22 @@ def suggest(
         doc = snapshot.concepts[concept_id]
         out.append(Suggestion(concept_id, doc.path, concept_name(doc), reason))
     return tuple(out)
+
+
+def did_you_mean_diagnostics(
+    snapshot: Snapshot,
+    requested: str,
+    field: str,
+    *,
+    project: str | None = None,
+    check: Callable[[], None] | None = None,
+) -> tuple[Diagnostic, ...]:
+    """One ``did_you_mean`` diagnostic per concept ``requested`` probably meant (``field``: the
+    argument that held it): at most five, best first, none when nothing is close."""
+    return tuple(
+        did_you_mean(s.concept_id, s.name, s.path, field)
+        for s in suggest(snapshot, requested, project=project, check=check)
+    )
 
 
 def _close(
