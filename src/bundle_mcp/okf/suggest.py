@@ -25,7 +25,7 @@ At most :data:`MAX_SUGGESTIONS`; never the requested text itself; only concepts 
 included).
 
 The index of loose texts and their bigrams is built once per snapshot, on the first miss
-(:data:`bundle_mcp.derived.CONCEPT_SUGGESTIONS`); a request longer than :data:`MAX_CLOSE_CHARS`
+(:data:`CONCEPT_SUGGESTIONS`); a request longer than :data:`MAX_CLOSE_CHARS`
 gets the exact tiers only.
 """
 
@@ -40,7 +40,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 
-from ..derived import CONCEPT_SUGGESTIONS, of_snapshot
+from ..derived import Slot, of_snapshot
 from ..errors import Diagnostic, did_you_mean
 from ..model import Snapshot
 from .folding import fold
@@ -51,6 +51,8 @@ from .properties import text_field
 
 __all__ = [
     "CLOSE_CUTOFF",
+    "CONCEPT_SUGGESTIONS",
+    "SLOTS",
     "MAX_SUGGESTIONS",
     "Suggestion",
     "SuggestionIndex",
@@ -58,6 +60,13 @@ __all__ = [
     "loose",
     "suggest",
 ]
+
+CONCEPT_SUGGESTIONS: Slot[SuggestionIndex] = Slot(
+    "concept_suggestions", "snapshot",
+    "loose IDs, stems and titles of every concept, for 'did you mean' on concept_not_found "
+    "(SuggestionIndex); built on the first miss",
+)
+SLOTS = (CONCEPT_SUGGESTIONS,)
 
 MAX_SUGGESTIONS = 5
 CLOSE_CUTOFF = 0.75
