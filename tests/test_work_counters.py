@@ -205,3 +205,21 @@ def test_after_a_restart_read_concept_thaws_only_what_it_reads(tmp_path: Path) -
     frozen = {doc.path for doc in snapshot.documents.built() if "frontmatter" in doc.memo.keys()}
     assert frozen <= {"f0/c10.md", "index.md", "calc/total.md"}
     assert "f0/c10.md" in frozen
+
+
+def test_the_concept_views_agree_with_the_mapping(tmp_path: Path) -> None:
+    """``Concepts.items()``/``values()`` skip the second membership check per concept; they
+    must list exactly what the generic Mapping views list, a broken file left out."""
+    from collections.abc import Mapping
+
+    root = tmp_path / "bundle"
+    root.mkdir()
+    _write_bundle(root)
+    (root / "f3" / "c3.md").write_text("---\ntype: [unclosed\n---\n", encoding="utf-8")
+    snapshot = Cold(root).snapshot()
+    concepts = snapshot.concepts
+    assert "f3/c3" not in concepts
+    assert list(concepts.items()) == list(Mapping.items(concepts))
+    assert list(concepts.values()) == list(Mapping.values(concepts))
+    assert len(concepts.items()) == len(concepts) == CONCEPTS  # calc/total is one, c3 is not
+    assert ("f0/c10", concepts["f0/c10"]) in concepts.items()

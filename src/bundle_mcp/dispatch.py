@@ -28,6 +28,7 @@ from .errors import (
     BundleError,
     BundleMcpError,
     Diagnostic,
+    FileMoved,
     invalid_request,
     recovery_step,
     resource_limit,
@@ -62,13 +63,16 @@ TEXT_BUDGET = 64 * MIB
 # tool and a few variants. Each may be megabytes, so the number is small.
 MAX_KEPT_ANSWERS = 6
 # Their builder is the tool itself, run through this dispatcher (contracts, parse policy, the
-# reader's view), so the warm-up asks the dispatcher for them (:meth:`Dispatcher.warm_answers`)
-# rather than through a ``warm`` of the slot.
+# reader's view), so the warm-up runs the default calls of :meth:`Dispatcher.kept_answer_tools`
+# rather than a ``warm`` of the slot.
 ANSWERS: Slot[Memo] = Slot(
     "answers", "snapshot",
     "finished answers of the tools that keep them (ToolSpec.cache_results), by arguments",
 )
 SLOTS = (ANSWERS,)
+# How often one call is answered again when a file changes under the snapshot it reads (errors.
+# FileMoved); a bundle rewritten faster than that gets a retryable cancellation instead.
+MOVED_ATTEMPTS = 3
 # The envelope holds at most 10,000 diagnostics (error.schema.json): the broken files listed and
 # the recovery step. A bundle past the default file cap (--max-files) can have more broken files.
 MAX_LISTED_BROKEN = 9_999
@@ -377,6 +381,22 @@ class Dispatcher:
         self.contracts.check_input(name, arguments)
         token.check()
         bundle_path = self._resolve_bundle(arguments.get("bundle_path"))
+        for attempt in range(1, MOVED_ATTEMPTS + 1):
+            try:
+                return self._run_on(tool, arguments, bundle_path, token, reader)
+            except FileMoved as moved:
+                # A file the capture trusted changed before its document was built: capture
+                # again, reading that file, and answer from the new snapshot.
+                self._cache.distrust(bundle_path, moved.path)
+                if attempt == MOVED_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # the loop returns or raises
+
+    def _run_on(
+        self, tool: _Tool, arguments: Any, bundle_path: str, token: CancelToken, reader: Reader
+    ) -> Outcome:
+        spec = tool.spec
+        name = spec.name
         # Everything below (parse policy, answers, caches) sees only the reader's view.
         snapshot, source = self._view_and_source(bundle_path, token, reader)
         token.check()

@@ -13,6 +13,7 @@ The tree (the module that defines each class; a second base keeps what ``except`
 
     BundleMcpError                          message, code
     ├── BundleError                         a failed tool call: envelope code, diagnostics
+    │   ├── FileMoved                       here: a file changed under its snapshot
     │   ├── LockRefused                     storage/locks.py
     │   └── RecoveryFailed                  storage/recovery.py
     ├── BadReference (ValueError)           okf/relations.py: a relation target's grammar
@@ -192,6 +193,23 @@ class BundleError(BundleMcpError):
 
     def __str__(self) -> str:
         return f"{self.code}: {self.message}"
+
+
+class FileMoved(BundleError):
+    """A file's bytes, read when its document was first built, are no longer the ones its
+    snapshot counted (the file changed or went since the capture trusted its stat).
+
+    The dispatch core answers the call again from a new capture; only a bundle that keeps
+    changing under every attempt lets it reach a client, as a retryable cancellation.
+    """
+
+    def __init__(self, path: str) -> None:
+        super().__init__(
+            OPERATION_CANCELLED,
+            f"{path} changed while the call read the bundle; no partial result was kept",
+            (recovery_step("retry the same call"),),
+        )
+        self.path = path
 
 
 def redact(message: str) -> str:

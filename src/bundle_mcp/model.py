@@ -20,7 +20,7 @@ import hashlib
 import json
 import threading
 import types
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, ItemsView, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, cast
 
@@ -622,6 +622,33 @@ class Concepts(Mapping[str, Document]):
 
     def __len__(self) -> int:
         return len(self._ids())
+
+    def items(self) -> ItemsView[str, Document]:
+        return _ConceptItems(self)
+
+    def values(self) -> ValuesView[Document]:
+        return _ConceptValues(self)
+
+    def _pairs(self) -> Iterator[tuple[str, Document]]:
+        # Each listed ID is known to parse: no second membership check per concept, which
+        # Mapping's own views make (a tool that scans every concept pays it 10,000 times).
+        documents, paths = self._documents, self._paths
+        for concept_id in self._ids():
+            yield concept_id, documents[paths[concept_id]]
+
+
+class _ConceptItems(ItemsView[str, Document]):
+    _mapping: Concepts
+
+    def __iter__(self) -> Iterator[tuple[str, Document]]:
+        return self._mapping._pairs()
+
+
+class _ConceptValues(ValuesView[Document]):
+    _mapping: Concepts
+
+    def __iter__(self) -> Iterator[Document]:
+        return (doc for _, doc in self._mapping._pairs())
 
 
 @dataclass(frozen=True)

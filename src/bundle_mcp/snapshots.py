@@ -128,6 +128,22 @@ class SnapshotCache:
             slot.cached = _Cached(snapshot, stats, watch, _root_identity(bundle_path))
             return snapshot
 
+    def distrust(self, bundle_path: str, path: str) -> None:
+        """Make the next :meth:`get` walk the tree and read ``path`` again: the bytes it had
+        when the snapshot trusted its stat are gone (:class:`~bundle_mcp.errors.FileMoved`)."""
+        with self._slots_lock:
+            slot = self._slots.get(bundle_path)
+        if slot is None:
+            return
+        with slot.lock:
+            cached = slot.cached
+            if cached is None:
+                return
+            if cached.watch is not None:
+                cached.watch.close()
+            stats = {p: key for p, key in cached.stats.items() if p != path}
+            slot.cached = _Cached(cached.snapshot, stats, None, cached.root_identity)
+
     def loaded(self, bundle_path: str) -> bool:
         """True when the bundle has a capture here: the change poller refreshes only those, and
         never starts a first (cold) load itself."""
@@ -199,7 +215,8 @@ class SnapshotCache:
 
         def save() -> None:
             try:
-                self._parse_cache.save(bundle_path, snapshot.documents)
+                self._parse_cache.save(bundle_path, snapshot.documents,
+                                       self._settled_stats(slot, snapshot))
             finally:
                 with slot.lock:
                     slot.saving = False
@@ -211,6 +228,21 @@ class SnapshotCache:
         timer.name = "bundle-mcp-parse-cache"
         timer.daemon = True
         timer.start()
+
+    def _settled_stats(self, slot: _Slot, snapshot: Snapshot) -> dict[str, StatKey]:
+        """The settled stats of the last capture, for the files whose bytes in ``snapshot``
+        are the ones that capture saw: a stat is only ever saved beside its own bytes' hash."""
+        with slot.lock:
+            cached = slot.cached
+        if cached is None:
+            return {}
+        captured = cached.snapshot.documents.cells
+        saved = snapshot.documents.cells
+        return {
+            path: key for path, key in cached.stats.items()
+            if key.settled and path in saved and path in captured
+            and saved[path].record == captured[path].record
+        }
 
     def _slot(self, bundle_path: str) -> _Slot:
         with self._slots_lock:

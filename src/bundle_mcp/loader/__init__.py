@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import os
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..cancel import CancelToken
-from ..errors import ERROR, Diagnostic
+from ..errors import ERROR, Diagnostic, FileMoved
 from ..limits import DEFAULT_CAPS, MAX_PATH_BYTES, Caps
 from ..model import (
     CONCEPT,
@@ -77,6 +78,10 @@ def load_bundle(
     next time.
     """
     token = token or CancelToken()
+    # A first load trusts the stats an earlier process settled beside its rows: a file that
+    # still has one is not read (nor hashed) now, but when its document is first built.
+    known = previous_stats if previous is not None else (
+        cached.trusted_stats() if cached is not None else None)
     fd = pin_root(bundle_path)
     stuck: tuple[Diagnostic, ...] = ()
     try:
@@ -93,15 +98,38 @@ def load_bundle(
                 # old or wholly new) and let validation report what is pending.
                 stuck = (_pending_write(exc),)
         with ReadLock(fd, token):
-            captured = capture(fd, token, previous_stats if previous is not None else None,
+            captured = capture(fd, token, known,
                                max_files=caps.max_files, max_total_bytes=caps.max_bytes)
     finally:
         os.close(fd)
     if stuck:
         captured = dataclasses.replace(captured, skipped=(*captured.skipped, *stuck))
-    snapshot = _attach(
-        bundle_path, build_snapshot(captured, token, previous, cached), token, caps.max_bytes)
+    built = build_snapshot(captured, token, previous, cached, _reader(bundle_path))
+    snapshot = _attach(bundle_path, built, token, caps.max_bytes)
     return snapshot, {f.path: f.stat for f in captured.files}
+
+
+def _reader(bundle_path: str) -> Callable[[FileRecord], bytes]:
+    """Read a captured file's bytes later, for a cell whose capture trusted its stat.
+
+    Through a freshly pinned root and without following any symlink, like the walk. The bytes
+    must be the ones the snapshot's revision counts: anything else (the file changed, or went)
+    raises :class:`~bundle_mcp.errors.FileMoved`, and the call is answered from a new capture.
+    """
+
+    def read(record: FileRecord) -> bytes:
+        fd = pin_root(bundle_path)
+        try:
+            found = read_relative(fd, record.path)
+        finally:
+            os.close(fd)
+        data = found[0] if found is not None else None
+        if data is None or len(data) != record.size or (
+                hashlib.sha256(data).hexdigest() != record.sha256):
+            raise FileMoved(record.path)
+        return data
+
+    return read
 
 
 def _attach(bundle_path: str, snapshot: Snapshot, token: CancelToken, max_bytes: int) -> Snapshot:
@@ -274,10 +302,13 @@ def build_snapshot(
     token: CancelToken,
     previous: Snapshot | None = None,
     cached: CachedRows | None = None,
+    read_later: Callable[[FileRecord], bytes] | None = None,
 ) -> Snapshot:
     """The snapshot of a capture. Nothing is parsed here: each document is built on first use
     (:class:`~bundle_mcp.model.Deferred`), from its parse-cache entry when ``cached`` has one
-    that fits its bytes, and files unchanged since ``previous`` keep its cells."""
+    that fits its bytes, and files unchanged since ``previous`` keep its cells. A file the
+    capture did not read because ``cached`` vouched for its stat takes its record from that
+    row, and its bytes from ``read_later`` when its document is built."""
     cells: dict[str, Deferred] = {}
     total = len(captured.files)
     kept = previous.documents.cells if previous is not None else {}
@@ -285,21 +316,40 @@ def build_snapshot(
         if n % 256 == 0:
             token.check()
             token.progress(n, total)  # a no-op without an observer (the call wants none)
-        if f.data is None and f.path in kept:
-            cells[f.path] = kept[f.path]
-            continue
+        if f.data is None:
+            if f.path in kept:
+                cells[f.path] = kept[f.path]
+                continue
+            stored = cached.stored(f.path) if cached is not None else None
+            if stored is not None and read_later is not None:
+                record = FileRecord(f.path, stored.size, stored.sha256)
+                cells[f.path] = deferred(
+                    f.path, functools.partial(read_later, record), cached, record)
+                continue
         cells[f.path] = deferred(f.path, f.data or b"", cached)
     return assemble_snapshot(cells, captured.assets, captured.directories, captured.skipped)
 
 
-def deferred(path: str, data: bytes, cached: CachedRows | None = None) -> Deferred:
+def deferred(
+    path: str, data: bytes | Callable[[], bytes], cached: CachedRows | None = None,
+    record: FileRecord | None = None,
+) -> Deferred:
     """The cell of one captured file: its record now, the rest on first use. Whether it parses
     comes from the parse cache's row for these bytes when ``cached`` has one, and its document
-    from that row's entry; whatever does not fit the bytes is parsed instead."""
-    record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
+    from that row's entry; whatever does not fit the bytes is parsed instead.
+
+    ``data`` is the bytes, or (with their ``record``) a way to read them when first needed."""
+    read: Callable[[], bytes]
+    if isinstance(data, bytes):
+        fixed = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
+        read = functools.partial(_given, data)
+    elif record is not None:
+        read, fixed = data, record
+    else:
+        raise ValueError("bytes read later need the record they must match")
 
     def parsed() -> Check:
-        checked = check_document(path, data, record)
+        checked = check_document(path, read(), fixed)
         if isinstance(checked, Document):
             return checked.parse_error, lambda: (checked, PARSED)
         return None, lambda: (checked.finish(), PARSED)
@@ -307,7 +357,7 @@ def deferred(path: str, data: bytes, cached: CachedRows | None = None) -> Deferr
     def check() -> Check:
         stored = cached.stored(path) if cached is not None else None
         if cached is None or stored is None or (stored.sha256, stored.size) != (
-                record.sha256, record.size):
+                fixed.sha256, fixed.size):
             return parsed()
         try:
             error = stored.parse_error()
@@ -315,16 +365,21 @@ def deferred(path: str, data: bytes, cached: CachedRows | None = None) -> Deferr
             return parsed()
 
         def finish() -> tuple[Document, str]:
-            doc = decode(path, data, record.sha256, cached.entry(path, record.sha256))
+            data = read()
+            doc = decode(path, data, fixed.sha256, cached.entry(path, fixed.sha256))
             if doc is not None:
                 return doc, DECODED
             # The row's entry is gone or does not fit: parse. The same bytes parse the same
             # way they did when the row was written, so the check above still holds.
-            return parse_document(path, data, record), PARSED
+            return parse_document(path, data, fixed), PARSED
 
         return error, finish
 
-    return Deferred(record, check)
+    return Deferred(fixed, check)
+
+
+def _given(data: bytes) -> bytes:
+    return data
 
 
 def assemble_snapshot(

@@ -17,8 +17,9 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NoReturn
 
 from ..cancel import CancelToken
@@ -49,19 +50,35 @@ _CHANGED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 _HOST_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
 
 
+# How long before a stat was taken the file must have last changed for the stat to be trusted
+# by a later process (:attr:`StatKey.settled`). Above the coarsest change-time granularity of
+# the filesystems a bundle lives on (FAT's two seconds), so a write within the same tick as
+# the one the stat shows cannot go unseen.
+SETTLE_NS = 3_000_000_000
+
+
 @dataclass(frozen=True, slots=True)
 class StatKey:
-    """What must stay equal for a file to be reused without reading it again."""
+    """What must stay equal for a file to be reused without reading it again.
+
+    ``settled``: the file had last changed well before this stat was taken (its change time is
+    more than :data:`SETTLE_NS` older than the moment the walk began), so any later write gives
+    it another change time. Only such keys are kept in the parse cache for the next process to
+    trust without reading the file: git's "racily clean" rule. It is not part of equality.
+    """
 
     dev: int
     ino: int
     size: int
     mtime_ns: int
     ctime_ns: int
+    settled: bool = field(default=False, compare=False)
 
     @classmethod
-    def of(cls, st: os.stat_result) -> StatKey:
-        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+    def of(cls, st: os.stat_result, seen_ns: int | None = None) -> StatKey:
+        """The key of ``st``, settled when it is older than a walk begun at ``seen_ns``."""
+        settled = seen_ns is not None and st.st_ctime_ns < seen_ns - SETTLE_NS
+        return cls(st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, settled)
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +116,7 @@ def capture(
             cannot be read, ``resource_limit`` for a cap.
     """
     known = known or {}
+    seen_ns = time.time_ns()  # before every stat of this walk (see StatKey.settled)
     rules = read_ignore_rules(root_fd)
     files: list[CapturedFile] = []
     assets: set[str] = set()
@@ -183,7 +201,7 @@ def capture(
                     "split the bundle or exclude folders in .okfignore; narrowing a query "
                     "cannot bypass loading",
                 )
-            key = StatKey.of(st)
+            key = StatKey.of(st, seen_ns)
             if key.size > max_file_bytes:
                 raise resource_limit(
                     f"{path} is larger than {max_file_bytes} bytes",
@@ -195,7 +213,7 @@ def capture(
                 files.append(CapturedFile(path, key, None))
                 continue
             try:
-                data, key = _read_file(name, dir_fd, st, max_file_bytes, path)
+                data, key = _read_file(name, dir_fd, st, max_file_bytes, path, seen_ns)
             except _EntryFailure as failure:
                 skip(failure.finding(path, "Markdown file", "cannot be read"))
                 continue
@@ -363,7 +381,8 @@ def _open_checked(name: str, dir_fd: int, checked: os.stat_result, flags: int) -
 
 
 def _read_file(
-    name: str, dir_fd: int, checked: os.stat_result, limit: int, path: str
+    name: str, dir_fd: int, checked: os.stat_result, limit: int, path: str,
+    seen_ns: int | None = None,
 ) -> tuple[bytes, StatKey]:
     """The file's bytes and the StatKey of what was read.
 
@@ -388,7 +407,7 @@ def _read_file(
                 f"{path} is larger than {limit} bytes",
                 "split the file or exclude it in .okfignore",
             )
-        return data, StatKey.of(opened)
+        return data, StatKey.of(opened, seen_ns)
     finally:
         os.close(fd)
 

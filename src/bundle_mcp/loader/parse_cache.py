@@ -9,6 +9,10 @@ embedded index (docs/DECISIONS.md, "The parse cache is an embedded SQLite index"
   bytes and never changes once written; its Markdown facts, computed later than its frontmatter,
   are a second row with the same key. A save inserts only the rows the database lacks, so one
   edited file costs one row, not a rewrite of the bundle's cache.
+- A save also keeps each file's *settled* stat (``capture.StatKey``) beside the SHA-256 of the
+  bytes captured with it, in the one table keyed by path alone: the next process's walk takes a
+  file with that stat to hold those bytes without reading it, and reads them when it builds the
+  document (``loader.build_snapshot``), checking the hash.
 - A save also deletes the rows of files the saved snapshot no longer has, in the same
   transaction, so the database holds one bundle's current files (and, for a moment, those of a
   second process that saw another revision: a cache miss at worst).
@@ -52,6 +56,7 @@ from ..model import (
     Unfrozen,
     thaw,
 )
+from .capture import StatKey
 from .document import OKF_RULES
 from .frontmatter import DELIMITER_LINE, split_frontmatter
 from .text import BOM, count_breaks, count_lines
@@ -60,7 +65,8 @@ log = logging.getLogger(__name__)
 
 # 4: SQLite rows instead of one JSON pack per bundle.
 # 5: each document row also says whether the file parses (``error``), apart from its entry.
-FORMAT = "bundle-mcp-parse-cache/5"
+# 6: a ``stats`` table: the settled stat of each file, trusted by the next process's walk.
+FORMAT = "bundle-mcp-parse-cache/6"
 MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle path)
 SUFFIX = ".sqlite3"
 # How long a save or a load waits for another process's write transaction to end.
@@ -75,7 +81,13 @@ _SCHEMA = (
     " PRIMARY KEY (path, sha256)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS facts(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
     " facts TEXT NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
+    # The one table keyed by path alone, so its rows change: the stat a file had when its
+    # bytes had the SHA-256 beside it, written only for settled stats (capture.StatKey).
+    "CREATE TABLE IF NOT EXISTS stats(path TEXT PRIMARY KEY, sha256 TEXT NOT NULL,"
+    " dev INTEGER NOT NULL, ino INTEGER NOT NULL, size INTEGER NOT NULL,"
+    " mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL) WITHOUT ROWID",
 )
+_TABLES = ("meta", "documents", "facts", "stats")
 
 
 def default_directory() -> Path | None:
@@ -120,14 +132,32 @@ class ParseCache:
                 if not _is_ours(db, bundle_path):
                     return None
                 rows = db.execute("SELECT path, sha256, size, error FROM documents").fetchall()
+                # Only the stats of bytes that have a row: a trusted file is never read, so
+                # everything about it must come from here.
+                stats = db.execute(
+                    "SELECT s.path, s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns FROM stats s"
+                    " JOIN documents d ON d.path = s.path AND d.sha256 = s.sha256"
+                    " AND d.size = s.size"
+                ).fetchall()
         except sqlite3.Error:
             return None
-        return CachedRows(database, {path: Stored(sha, size, error) for path, sha, size, error
-                                     in rows if isinstance(size, int)})
+        return CachedRows(
+            database,
+            {path: Stored(sha, size, error) for path, sha, size, error in rows
+             if isinstance(size, int)},
+            {path: StatKey(dev, ino, size, mtime, ctime, settled=True)
+             for path, dev, ino, size, mtime, ctime in stats
+             if all(isinstance(v, int) for v in (dev, ino, size, mtime, ctime))},
+        )
 
-    def save(self, bundle_path: str, documents: Documents) -> None:
+    def save(
+        self, bundle_path: str, documents: Documents,
+        stats: Mapping[str, StatKey] | None = None,
+    ) -> None:
         """Insert the rows the database lacks and drop those of files no longer there, in one
-        transaction; a cache that cannot be written is skipped.
+        transaction; a cache that cannot be written is skipped. ``stats``: each file's stat as
+        the capture of ``documents`` took it; the settled ones are kept for the next process's
+        walk to trust.
 
         The first failure is logged (one warning per cache, however many saves follow): the
         server works on, only a restart parses the bundle again. A corrupt or foreign database
@@ -139,13 +169,13 @@ class ParseCache:
         try:
             database.parent.mkdir(parents=True, exist_ok=True)
             try:
-                self._write(database, bundle_path, documents)
+                self._write(database, bundle_path, documents, stats or {})
             except sqlite3.DatabaseError as exc:
                 if isinstance(exc, sqlite3.OperationalError) and not _corrupt(exc):
                     raise
                 # Not a database, or a damaged one: start it again.
                 _remove(database)
-                self._write(database, bundle_path, documents)
+                self._write(database, bundle_path, documents, stats or {})
             _prune(database.parent)
         except sqlite3.OperationalError as exc:
             if not _contended(exc):
@@ -158,13 +188,14 @@ class ParseCache:
             self._warn(exc)
 
     def _write(
-        self, database: Path, bundle_path: str, documents: Documents
+        self, database: Path, bundle_path: str, documents: Documents,
+        stats: Mapping[str, StatKey],
     ) -> None:
         with _connected(database, read_only=False) as db:
             db.execute("BEGIN IMMEDIATE")
             try:
                 if not _is_ours(db, bundle_path):
-                    for table in ("meta", "documents", "facts"):
+                    for table in _TABLES:
                         db.execute(f"DELETE FROM {table}")
                     db.executemany(
                         "INSERT INTO meta(key, value) VALUES (?, ?)",
@@ -201,6 +232,7 @@ class ParseCache:
                         f"DELETE FROM {table} WHERE path = ? AND sha256 = ?",
                         keys - current,
                     )
+                _write_stats(db, documents, stats)
                 db.execute("COMMIT")
             except BaseException:
                 if db.in_transaction:
@@ -223,6 +255,31 @@ class ParseCache:
                 self._directory,
                 reason,
             )
+
+
+def _write_stats(
+    db: sqlite3.Connection, documents: Documents, stats: Mapping[str, StatKey]
+) -> None:
+    """Make the ``stats`` table hold exactly the settled stats of ``documents``' files.
+
+    A stat is written beside the SHA-256 of the bytes captured with it. The stat of a file
+    whose capture is not settled, or that is gone, is deleted: the next process reads it.
+    """
+    wanted: dict[str, tuple[object, ...]] = {}
+    for record in documents.records():
+        key = stats.get(record.path)
+        if key is not None and key.settled and key.size == record.size:
+            wanted[record.path] = (record.sha256, key.dev, key.ino, key.size, key.mtime_ns,
+                                   key.ctime_ns)
+    have = {path: tuple(rest) for path, *rest in db.execute(
+        "SELECT path, sha256, dev, ino, size, mtime_ns, ctime_ns FROM stats")}
+    db.executemany("DELETE FROM stats WHERE path = ?",
+                   ((path,) for path in have.keys() - wanted.keys()))
+    db.executemany(
+        "INSERT OR REPLACE INTO stats(path, sha256, dev, ino, size, mtime_ns, ctime_ns)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        ((path, *row) for path, row in wanted.items() if have.get(path) != row),
+    )
 
 
 @contextlib.contextmanager
@@ -266,14 +323,23 @@ class CachedRows(Mapping[str, Any]):
     (``rows[path]``) is read from the database when asked, through one read-only connection
     kept while anything may still ask (closed when the rows are dropped)."""
 
-    def __init__(self, database: Path, rows: Mapping[str, Stored]) -> None:
+    def __init__(
+        self, database: Path, rows: Mapping[str, Stored],
+        stats: Mapping[str, StatKey] | None = None,
+    ) -> None:
         self._database = database
         self._rows = rows
+        self._stats = stats or {}
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
 
     def stored(self, path: str) -> Stored | None:
         return self._rows.get(path)
+
+    def trusted_stats(self) -> Mapping[str, StatKey]:
+        """The settled stat of each file whose row it goes with: a walk that finds a file with
+        the same stat takes its bytes to be the row's, without reading them."""
+        return self._stats
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._rows)
