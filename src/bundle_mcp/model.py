@@ -22,7 +22,7 @@ import threading
 import types
 from collections.abc import Callable, ItemsView, Iterator, Mapping, Sequence, ValuesView
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, cast
+from typing import Any, Protocol, TypeVar, cast
 
 from .errors import Diagnostic
 
@@ -651,6 +651,18 @@ class _ConceptValues(ValuesView[Document]):
         return (doc for _, doc in self._mapping._pairs())
 
 
+class InboundHint(Protocol):
+    """Which documents may hold an edge to a concept, from an index kept outside the snapshot
+    (the parse cache's ``targets``), so a one-concept call need not build every document to
+    find the edges into it (:meth:`Snapshot.edges_of`)."""
+
+    def sources(self, concept_id: str, records: Mapping[str, str]) -> frozenset[str] | None:
+        """The paths among ``records`` (path → SHA-256 of its bytes) whose document may link or
+        relate to ``concept_id``: every file the index says does, and every file it does not
+        know. ``None`` when it cannot tell (the caller then looks at every document)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """One immutable capture of a bundle.
@@ -669,6 +681,9 @@ class Snapshot:
     memo: Memo = field(default_factory=Memo, repr=False, compare=False)
     # Assets whose bytes were read, by path; their records count in ``revision``.
     attachments: Mapping[str, Attachment] = field(default_factory=lambda: _NO_ATTACHMENTS)
+    # Where edges into a concept may come from, when an index can tell (speed only: never an
+    # answer's input, so it takes no part in equality).
+    inbound: InboundHint | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.documents, Documents):
@@ -729,6 +744,33 @@ class Snapshot:
                          rel.relation_type)
                 )
         return out
+
+    def edges_of(self, concept_id: str) -> tuple[Edge, ...]:
+        """Every edge touching one concept, in edge order: ``edges_by_concept.get(concept_id,
+        ())``. With an :class:`InboundHint` it builds that concept and the documents the hint
+        names instead of every document (the edges out of the concept come from its own links;
+        the edges into it from the documents that may hold one)."""
+        if self.inbound is None or "edges_by_concept" in self.__dict__:
+            return self.edges_by_concept.get(concept_id, ())
+        doc = self.concepts.get(concept_id)
+        if doc is None:
+            return ()
+        sources = self.inbound.sources(concept_id, self._shas)
+        if sources is None:
+            return self.edges_by_concept.get(concept_id, ())
+        out = self._edges_from(doc)
+        for path in sorted(sources):
+            source = self.documents.get(path)
+            if source is None or source.concept_id in (None, concept_id) or (
+                    source.concept_id not in self.concepts):
+                continue  # not a concept (an index, a broken file), or the concept itself
+            out.extend(e for e in self._edges_from(source) if e.target_id == concept_id)
+        out.sort(key=_edge_order)
+        return tuple(out)
+
+    @functools.cached_property
+    def _shas(self) -> Mapping[str, str]:
+        return {record.path: record.sha256 for record in self.records}
 
     @functools.cached_property
     def edges_by_concept(self) -> Mapping[str, tuple[Edge, ...]]:

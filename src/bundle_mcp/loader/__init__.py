@@ -24,6 +24,7 @@ from ..model import (
     Document,
     Documents,
     FileRecord,
+    InboundHint,
     Snapshot,
     revision_of,
 )
@@ -267,7 +268,8 @@ def refresh_files(
         # The walk's order: each folder's entries sorted by name, depth first.
         documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
     snapshot = assemble_snapshot(
-        documents, frozenset(assets), previous.directories, previous.skipped
+        documents, frozenset(assets), previous.directories, previous.skipped,
+        inbound=previous.inbound,
     )
     kept = previous.attachments
     if kept or attachment_paths(snapshot):
@@ -327,7 +329,11 @@ def build_snapshot(
                     f.path, functools.partial(read_later, record), cached, record)
                 continue
         cells[f.path] = deferred(f.path, f.data or b"", cached)
-    return assemble_snapshot(cells, captured.assets, captured.directories, captured.skipped)
+    # The index of an earlier process speaks for the files whose bytes it has rows for, in this
+    # snapshot and the next ones (a file that changed has other bytes: the index does not know it).
+    inbound = cached if cached is not None else previous.inbound if previous is not None else None
+    return assemble_snapshot(cells, captured.assets, captured.directories, captured.skipped,
+                             inbound=inbound)
 
 
 def deferred(
@@ -387,8 +393,11 @@ def assemble_snapshot(
     assets: frozenset[str],
     directories: frozenset[str],
     skipped: tuple[Diagnostic, ...],
+    *,
+    inbound: InboundHint | None = None,
 ) -> Snapshot:
     """The snapshot of these captured files (in walk order), before attachments are read.
+    ``inbound``: the index that may tell where edges into a concept come from.
 
     A file that is not built yet counts as the concept its path names: whether it parses is
     decided when it is first looked up (:class:`~bundle_mcp.model.Concepts`).
@@ -409,6 +418,7 @@ def assemble_snapshot(
         assets=assets,
         directories=directories,
         skipped=skipped,
+        inbound=inbound,
     )
 
 

@@ -40,7 +40,8 @@ def current_view(
         cell = deferred(f.path, f.data or b"")
         old = like.documents.cells.get(f.path) if like is not None else None
         documents[f.path] = old if old is not None and old.record == cell.record else cell
-    full = assemble_snapshot(documents, captured.assets, captured.directories, captured.skipped)
+    full = assemble_snapshot(documents, captured.assets, captured.directories, captured.skipped,
+                             inbound=like.inbound if like is not None else None)
     view = full if scope.everything else prune(full, scope)
     wanted = attachment_paths(view)
     if not wanted:
@@ -72,7 +73,8 @@ def changed_view(
         documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
     directories = snapshot.directories if len(folders) == len(snapshot.directories) \
         else frozenset(folders)
-    after = assemble_snapshot(documents, snapshot.assets, directories, snapshot.skipped)
+    after = assemble_snapshot(documents, snapshot.assets, directories, snapshot.skipped,
+                              inbound=snapshot.inbound)
     wanted = attachment_paths(after)
     if not wanted:
         return after

@@ -65,8 +65,9 @@ log = logging.getLogger(__name__)
 
 # 4: SQLite rows instead of one JSON pack per bundle.
 # 5: each document row also says whether the file parses (``error``), apart from its entry.
-# 6: a ``stats`` table: the settled stat of each file, trusted by the next process's walk.
-FORMAT = "bundle-mcp-parse-cache/6"
+# 7: a ``stats`` table: the settled stat of each file, trusted by the next process's walk; a
+#    ``targets`` table: the concepts each file's links and relations name.
+FORMAT = "bundle-mcp-parse-cache/7"
 MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle path)
 SUFFIX = ".sqlite3"
 # How long a save or a load waits for another process's write transaction to end.
@@ -86,8 +87,13 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS stats(path TEXT PRIMARY KEY, sha256 TEXT NOT NULL,"
     " dev INTEGER NOT NULL, ino INTEGER NOT NULL, size INTEGER NOT NULL,"
     " mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL) WITHOUT ROWID",
+    # The concept IDs a document's links and relations name, written with its ``facts`` row
+    # (so a file with facts has all its targets here): which files may hold an edge into a
+    # concept, without building every document (model.InboundHint).
+    "CREATE TABLE IF NOT EXISTS targets(target TEXT NOT NULL, path TEXT NOT NULL,"
+    " sha256 TEXT NOT NULL, PRIMARY KEY (target, path, sha256)) WITHOUT ROWID",
 )
-_TABLES = ("meta", "documents", "facts", "stats")
+_TABLES = ("meta", "documents", "facts", "stats", "targets")
 
 
 def default_directory() -> Path | None:
@@ -218,15 +224,22 @@ class ParseCache:
                         if (doc.path, doc.record.sha256) not in stored
                     ),
                 )
+                new_facts = [
+                    (doc, facts) for doc in built
+                    if (doc.path, doc.record.sha256) not in with_facts
+                    and (facts := encode_facts(doc)) is not None
+                ]
                 db.executemany(
                     "INSERT OR IGNORE INTO facts(path, sha256, facts) VALUES (?, ?, ?)",
-                    (
-                        (doc.path, doc.record.sha256, facts)
-                        for doc in built
-                        if (doc.path, doc.record.sha256) not in with_facts
-                        and (facts := encode_facts(doc)) is not None
-                    ),
+                    ((doc.path, doc.record.sha256, facts) for doc, facts in new_facts),
                 )
+                db.executemany(
+                    "INSERT OR IGNORE INTO targets(target, path, sha256) VALUES (?, ?, ?)",
+                    ((target, doc.path, doc.record.sha256)
+                     for doc, _ in new_facts for target in edge_targets(doc)),
+                )
+                db.executemany(
+                    "DELETE FROM targets WHERE path = ? AND sha256 = ?", with_facts - current)
                 for table, keys in (("documents", stored), ("facts", with_facts)):
                     db.executemany(
                         f"DELETE FROM {table} WHERE path = ? AND sha256 = ?",
@@ -332,6 +345,9 @@ class CachedRows(Mapping[str, Any]):
         self._stats = stats or {}
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
+        # The (path, sha256) of every file with facts (so with targets), and the database's
+        # data_version it was read at: read again after any other connection's commit.
+        self._indexed: tuple[int, frozenset[tuple[str, str]]] | None = None
 
     def stored(self, path: str) -> Stored | None:
         return self._rows.get(path)
@@ -354,18 +370,48 @@ class CachedRows(Mapping[str, Any]):
             raise KeyError(path)
         return entry
 
+    def sources(self, concept_id: str, records: Mapping[str, str]) -> frozenset[str] | None:
+        """:meth:`bundle_mcp.model.InboundHint.sources` from the ``targets`` table: the files of
+        ``records`` whose bytes' row names ``concept_id``, and those whose bytes have no facts
+        row (the index cannot speak for them). Read in one transaction, so rows another
+        process prunes meanwhile count as unknown; ``None`` when the database cannot be read."""
+        try:
+            with self._lock:
+                db = self._connection()
+                db.execute("BEGIN")
+                try:
+                    version = db.execute("PRAGMA data_version").fetchone()[0]
+                    if self._indexed is None or self._indexed[0] != version:
+                        self._indexed = (version, frozenset(
+                            db.execute("SELECT path, sha256 FROM facts")))
+                    indexed = self._indexed[1]
+                    named = set(db.execute(
+                        "SELECT path, sha256 FROM targets WHERE target = ?", (concept_id,)))
+                finally:
+                    db.execute("COMMIT")
+        except sqlite3.Error:
+            return None
+        return frozenset(
+            path for path, sha in records.items()
+            if (path, sha) in named or (path, sha) not in indexed
+        )
+
+    def _connection(self) -> sqlite3.Connection:
+        """The kept read-only connection (the caller holds the lock)."""
+        if self._db is None:
+            self._db = sqlite3.connect(
+                f"{self._database.as_uri()}?mode=ro", uri=True, isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+            )
+            weakref.finalize(self, self._db.close)
+        return self._db
+
     def entry(self, path: str, sha256: str) -> Any:
         """The decoded entry of these bytes, its Markdown facts as text under ``markdown``;
         ``None`` when the row is gone (another process pruned it), damaged, or unreadable."""
         try:
             with self._lock:
-                if self._db is None:
-                    self._db = sqlite3.connect(
-                        f"{self._database.as_uri()}?mode=ro", uri=True, isolation_level=None,
-                        timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
-                    )
-                    weakref.finalize(self, self._db.close)
-                row = self._db.execute(
+                row = self._connection().execute(
                     "SELECT d.entry, f.facts FROM documents d LEFT JOIN facts f"
                     " ON f.path = d.path AND f.sha256 = d.sha256"
                     " WHERE d.path = ? AND d.sha256 = ?", (path, sha256),
@@ -438,6 +484,14 @@ def has_markdown(doc: Document) -> bool:
 def markdown_from_cache(doc: Document) -> bool:
     """Whether the document's Markdown facts are read back from this cache (on first use)."""
     return isinstance(doc.rules.markdown, _CachedMarkdown)
+
+
+def edge_targets(doc: Document) -> set[str]:
+    """The concept IDs the document's links and relations name, whether or not a concept of
+    that ID exists (that is the snapshot's to say): a superset of its edges' targets."""
+    targets = {link.concept_id for link in doc.markdown.links if link.concept_id is not None}
+    targets.update(rel.target_id for rel in doc.relations if rel.target_id is not None)
+    return targets
 
 
 def encode_entry(doc: Document) -> dict[str, Any]:

@@ -72,7 +72,7 @@ def prune(snapshot: Snapshot, scope: FolderScope) -> Snapshot:
         d for d in snapshot.skipped
         if d.code == PENDING_WRITE or d.file is None or visible(d.file)
     )
-    return assemble_snapshot(documents, assets, directories, skipped)
+    return assemble_snapshot(documents, assets, directories, skipped, inbound=snapshot.inbound)
 
 
 def _folders(

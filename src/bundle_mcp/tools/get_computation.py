@@ -89,7 +89,7 @@ def _used_by(snapshot: Snapshot, concept_id: str) -> list[dict[str, str]]:
     """Concepts with a resolved link or typed relation to the computation, by ID."""
     users = {
         edge.source_id
-        for edge in snapshot.edges_by_concept.get(concept_id, ())
+        for edge in snapshot.edges_of(concept_id)
         if edge.target_id == concept_id and edge.source_id != concept_id
     }
     out = []

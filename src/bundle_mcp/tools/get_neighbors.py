@@ -91,7 +91,7 @@ def select_edges(
     is, ``both`` either (a self-link once).
     """
     selected: list[Edge] = []
-    for edge in snapshot.edges_by_concept.get(concept_id, ()):
+    for edge in snapshot.edges_of(concept_id):
         token.check()
         if edge.kind not in kinds:
             continue
