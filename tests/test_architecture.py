@@ -222,6 +222,13 @@ def test_no_import_cycle_between_modules() -> None:
     assert cycle is None, "import cycle: " + " → ".join(cycle or ())
 
 
+def test_the_reference_parser_imports_neither_fast_path_nor_the_choice() -> None:
+    """okf/markdown.py and okf/markdown_fast.py imported each other (one of the imports inside a
+    function); the fast path may import the shared rules, never the other way round."""
+    imported = graph()[f"{PACKAGE}.okf.markdown"]
+    assert {f"{PACKAGE}.okf.markdown_fast", f"{PACKAGE}.okf.markdown_facts"} & imported == set()
+
+
 def test_a_tool_never_imports_another_tool() -> None:
     tool_modules = {f"{PACKAGE}.tools.{name}" for name in TOOL_MODULES}
     broken = []

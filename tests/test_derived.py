@@ -1,16 +1,22 @@
-"""The snapshot index (``bundle_mcp.derived``) is the one catalogue of derived structures."""
+"""The snapshot index (``bundle_mcp.derived``): the slot mechanism, and the register of the slots
+its owners declare (each in its own module, issue 27)."""
 
 from __future__ import annotations
 
+import importlib
 import re
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from bundle_mcp import derived
 from bundle_mcp.cancel import CancelToken
+from bundle_mcp.completion import COMPLETION_IDS
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import load_bundle
+from bundle_mcp.okf.graph import GRAPH
+from bundle_mcp.tools.list_concepts import LIST_ENTRY
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "bundle_mcp"
 EXAMPLE = str(Path(__file__).resolve().parent.parent / "examples" / "coffee-roastery")
@@ -27,18 +33,44 @@ def test_only_the_index_and_the_model_touch_a_memo() -> None:
     assert users == ["derived.py", "model.py"]
 
 
-def test_every_slot_is_built_by_the_module_it_names() -> None:
-    names = {slot.name for slot in derived.SLOTS}
-    assert len(names) == len(derived.SLOTS)
-    constants = {
-        value: name for name, value in vars(derived).items() if isinstance(value, derived.Slot)
-    }
-    for slot in derived.SLOTS:
-        module = slot.built_by.removeprefix("bundle_mcp.").replace(".", "/")
-        path = SRC / f"{module}.py"
-        if not path.exists():
-            path = SRC / module / "__init__.py"
-        assert re.search(rf"\b{constants[slot]}\b", path.read_text(encoding="utf-8")), slot.name
+def _package_modules() -> list[str]:
+    names = []
+    for path in sorted(SRC.rglob("*.py")):
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return names
+
+
+def test_every_slot_is_declared_by_its_owner_and_registered_once() -> None:
+    """Each module that defines a slot lists exactly its own in ``SLOTS`` and is one of
+    ``derived.OWNERS``; no slot is registered twice or under a name another slot has."""
+    registered = derived.slots()
+    assert len({slot.name for slot in registered}) == len(registered)
+    assert len(set(derived.OWNERS)) == len(derived.OWNERS)
+    owners = set()
+    for name in _package_modules():
+        module = importlib.import_module(name)
+        defined = {id(v) for k, v in vars(module).items()
+                   if isinstance(v, derived.Slot) and _defined_in(module, k)}
+        if defined:
+            owners.add(name)
+            assert {id(s) for s in module.SLOTS} == defined, name
+    assert owners == set(derived.OWNERS)
+    assert {id(s) for s in registered} == {
+        id(s) for name in derived.OWNERS for s in importlib.import_module(name).SLOTS}
+
+
+def _defined_in(module: ModuleType, constant: str) -> bool:
+    """Whether ``constant`` is assigned in the module's own source (not imported into it)."""
+    source = Path(module.__file__ or "").read_text(encoding="utf-8")
+    return re.search(rf"^{constant}: Slot\[", source, re.MULTILINE) is not None
+
+
+def test_derived_names_no_slot_of_its_own() -> None:
+    """The mechanism holds no catalogue of structures: each owner declares its slots."""
+    assert not [k for k, v in vars(derived).items() if isinstance(v, derived.Slot)]
 
 
 def test_a_slot_is_built_once_per_variant() -> None:
@@ -49,15 +81,15 @@ def test_a_slot_is_built_once_per_variant() -> None:
         calls.append(tag)
         return tag
 
-    assert derived.of_snapshot(snapshot, derived.COMPLETION_IDS, lambda: build("a")) == "a"
-    assert derived.of_snapshot(snapshot, derived.COMPLETION_IDS, lambda: build("b")) == "a"
-    assert derived.of_snapshot(snapshot, derived.GRAPH, lambda: build("c"), "v") == "c"
+    assert derived.of_snapshot(snapshot, COMPLETION_IDS, lambda: build("a")) == "a"
+    assert derived.of_snapshot(snapshot, COMPLETION_IDS, lambda: build("b")) == "a"
+    assert derived.of_snapshot(snapshot, GRAPH, lambda: build("c"), "v") == "c"
     assert calls == ["a", "c"]
     with pytest.raises(ValueError, match="per document"):
-        derived.of_snapshot(snapshot, derived.LIST_ENTRY, lambda: None)
+        derived.of_snapshot(snapshot, LIST_ENTRY, lambda: None)
     doc = next(iter(snapshot.concepts.values()))
     with pytest.raises(ValueError, match="per snapshot"):
-        derived.of_document(doc, derived.GRAPH, lambda: None)
+        derived.of_document(doc, GRAPH, lambda: None)
 
 
 def test_the_tools_fill_the_catalogue() -> None:
@@ -78,7 +110,7 @@ def test_the_tools_fill_the_catalogue() -> None:
     assert outcome.structured["code"] == "concept_not_found"
     snapshot = dispatcher.served_snapshot(EXAMPLE, CancelToken())
     counts = derived.built(snapshot)
-    assert set(counts) == {slot.name for slot in derived.SLOTS}
+    assert set(counts) == {slot.name for slot in derived.slots()}
     for name in ("list_entry", "semantic_graph_nodes", "section_words", "document_findings",
                  "bundle_findings", "graph", "field_edges", "summary_counts",
                  "concept_suggestions"):

@@ -8,8 +8,9 @@ tool, write or transport module; a tool never imports another) is tests/test_arc
 from __future__ import annotations
 
 from bundle_mcp.cancel import CancelToken
-from bundle_mcp.derived import GRAPH, of_snapshot
+from bundle_mcp.derived import of_snapshot
 from bundle_mcp.okf.graph import (
+    GRAPH,
     UNBOUNDED,
     BundleGraph,
     EdgeBudget,

@@ -25,8 +25,11 @@ import pytest
 from bundle_mcp import derived
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
-from bundle_mcp.readiness import WARM_CALLS, Readiness
+from bundle_mcp.readers import ALL_READER
+from bundle_mcp.readiness import Readiness, warm_steps
 from bundle_mcp.server import BearerTokenMiddleware, public_paths
+from bundle_mcp.tools._section_index import SECTION_WORD_TOTALS
+from bundle_mcp.validation import BUNDLE_FINDINGS, ORPHAN_FINDINGS
 
 try:
     from tests.served import printed_url
@@ -115,9 +118,12 @@ def test_the_warm_up_builds_what_the_first_calls_would(tmp_bundle: Callable[...,
 
     # The derived structures of the first calls are there already (the snapshot index says so).
     counts = derived.built(snapshot)
-    for slot in (derived.SECTION_WORD_TOTALS, derived.ORPHAN_FINDINGS, derived.BUNDLE_FINDINGS):
+    for slot in (SECTION_WORD_TOTALS, ORPHAN_FINDINGS, BUNDLE_FINDINGS):
         assert counts[slot.name] > 0, f"the warm-up should have built {slot.name}"
-    assert {name for name, _ in WARM_CALLS} <= {spec.name for spec in dispatcher.tools()}
+    # It built them by their owners' builders: every slot that has one is a step of its own.
+    steps = {step.name for step in warm_steps(dispatcher, bundle, ALL_READER, snapshot)}
+    assert {slot.name for slot in derived.slots() if slot.warm is not None} <= steps
+    assert {f"answers {name}" for name in dispatcher.kept_answer_tools()} <= steps
 
 
 def test_a_bundle_that_cannot_load_keeps_it_not_ready_and_is_logged_once(

@@ -17,13 +17,15 @@ import pytest
 
 from bundle_mcp import derived
 from bundle_mcp.cancel import CancelToken
-from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.dispatch import ANSWERS, Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError, resource_limit
 from bundle_mcp.loader.views import reader_view
 from bundle_mcp.model import Memo, Snapshot
 from bundle_mcp.okf.scopes import NOTHING, Access, FolderScope
 from bundle_mcp.readers import ALL_READER, Reader
-from bundle_mcp.readiness import Readiness
+from bundle_mcp.readiness import Readiness, WarmStep, warm_steps
+from bundle_mcp.tools._section_index import SECTION_WORD_TOTALS
+from bundle_mcp.validation import ORPHAN_FINDINGS
 from conftest import FakeTools, fake_spec
 
 WAIT_SECONDS = 60
@@ -201,7 +203,7 @@ def test_the_warm_up_follows_an_edit(tmp_bundle: Callable[..., str]) -> None:
         after = dispatcher.served_snapshot(bundle, CancelToken())
         assert after is not before
         counts = derived.built(after)
-        for slot in (derived.SECTION_WORD_TOTALS, derived.ORPHAN_FINDINGS, derived.ANSWERS):
+        for slot in (SECTION_WORD_TOTALS, ORPHAN_FINDINGS, ANSWERS):
             assert counts[slot.name] > 0, f"the follow-up warm-up should have built {slot.name}"
         # The unchanged document kept its structures: the same object, not a rebuild.
         assert after.concepts["returns"] is before.concepts["returns"]
@@ -258,14 +260,14 @@ def test_the_warm_up_warms_each_readers_view(
         for scope in (sales, finance):
             view = reader_view(full, scope)
             assert view is not full
-            assert {derived.ANSWERS.name, derived.ORPHAN_FINDINGS.name} <= _snapshot_slots(view)
-        assert derived.ANSWERS.name not in _snapshot_slots(full)  # nobody reads everything
-        assert derived.ANSWERS.name not in _snapshot_slots(reader_view(full, both))
+            assert {ANSWERS.name, ORPHAN_FINDINGS.name} <= _snapshot_slots(view)
+        assert ANSWERS.name not in _snapshot_slots(full)  # nobody reads everything
+        assert ANSWERS.name not in _snapshot_slots(reader_view(full, both))
 
         served[:] = [both]
         readiness.rescope()
         assert readiness.wait_idle(WAIT_SECONDS)
-        assert derived.ANSWERS.name in _snapshot_slots(reader_view(full, both))
+        assert ANSWERS.name in _snapshot_slots(reader_view(full, both))
     finally:
         readiness.stop()
     assert "called by reader" not in caplog.text
@@ -286,12 +288,12 @@ def test_without_readers_the_configured_readers_view_is_warmed(
         assert readiness.wait_idle(WAIT_SECONDS)
         full = dispatcher.refreshed_snapshot(bundle, CancelToken(), ALL_READER)
         assert full is not None
-        assert derived.ANSWERS.name in _snapshot_slots(reader_view(full, sales))
-        assert derived.ANSWERS.name not in _snapshot_slots(full)
+        assert ANSWERS.name in _snapshot_slots(reader_view(full, sales))
+        assert ANSWERS.name not in _snapshot_slots(full)
         dispatcher.use_reader(Reader("hr", Access(hr, NOTHING)))
         readiness.rescope()
         assert readiness.wait_idle(WAIT_SECONDS)
-        assert derived.ANSWERS.name in _snapshot_slots(reader_view(full, hr))
+        assert ANSWERS.name in _snapshot_slots(reader_view(full, hr))
     finally:
         readiness.stop()
 
@@ -345,28 +347,99 @@ def test_a_callers_call_holds_the_warm_up_back(
     warm.join(10)
 
 
+class _RecordingGate:
+    """The dispatcher's gate, recording each time the warm-up asks it (and whether a call was
+    in flight then)."""
+
+    def __init__(self, dispatcher: Dispatcher, events: list[str],
+                 seen_waiting: threading.Event | None = None) -> None:
+        self._gate = dispatcher.gate
+        self._events = events
+        self._seen_waiting = seen_waiting
+
+    def wait_quiet(self, timeout: float | None) -> bool:
+        busy = not self._gate.wait_quiet(0)
+        self._events.append("warm-up waits for a call" if busy else "warm-up finds no call")
+        if busy and self._seen_waiting is not None:
+            self._seen_waiting.set()
+        return self._gate.wait_quiet(timeout)
+
+
+def _recorded_steps(
+    events: list[str], during_first: Callable[[], None] = lambda: None
+) -> Callable[..., tuple[WarmStep, ...]]:
+    """warm_steps, each step recording its build; ``during_first`` runs inside the first."""
+
+    def steps(*args: Any) -> tuple[WarmStep, ...]:
+        def recorded(n: int, step: WarmStep) -> WarmStep:
+            def build(token: CancelToken) -> object:
+                events.append(f"build {step.name}")
+                if n == 0:
+                    during_first()
+                return step.build(token)
+
+            return WarmStep(step.name, build)
+
+        return tuple(recorded(n, step) for n, step in enumerate(warm_steps(*args)))
+
+    return steps
+
+
 def test_each_warm_up_step_first_waits_for_the_callers(tmp_bundle: Callable[..., str]) -> None:
     bundle = tmp_bundle({"a.md": "---\ntype: Note\n---\n# A\n", "b.md": "---\ntype: Note\n---\n"})
     dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
     events: list[str] = []
-    real_call, real_wait = dispatcher.call, dispatcher.wait_until_quiet
-
-    def call(name: str, *args: Any, **kwargs: Any) -> Any:
-        events.append(f"call {name}")
-        return real_call(name, *args, **kwargs)
-
-    def wait(seconds: float) -> bool:
-        events.append("wait")
-        return real_wait(seconds)
-
-    dispatcher.call = call  # type: ignore[method-assign]
-    dispatcher.wait_until_quiet = wait  # type: ignore[method-assign]
-    readiness = Readiness(dispatcher)
+    readiness = Readiness(dispatcher, gate=_RecordingGate(dispatcher, events),
+                          steps=_recorded_steps(events))
     readiness.start()
     try:
         assert readiness.wait_idle(WAIT_SECONDS)
     finally:
         readiness.stop()
-    calls = [i for i, e in enumerate(events) if e.startswith("call ")]
-    assert calls, events
-    assert all(events[i - 1] == "wait" for i in calls), events
+    builds = [i for i, e in enumerate(events) if e.startswith("build ")]
+    assert builds, events
+    assert all(events[i - 1] == "warm-up finds no call" for i in builds), events
+    # Every registered slot with a builder was built by it, and the kept answers last.
+    names = [events[i].removeprefix("build ") for i in builds]
+    warmed = [slot.name for slot in derived.slots() if slot.warm is not None]
+    assert [n for n in names if n in warmed] == warmed
+    assert names[-len(dispatcher.kept_answer_tools()):] == [
+        f"answers {name}" for name in dispatcher.kept_answer_tools()]
+
+
+def test_the_warm_up_yields_to_a_call_in_flight(tmp_bundle: Callable[..., str]) -> None:
+    """A call that arrives while a slot is built holds back every later step until it ends:
+    the warm-up finishes the step under way, then waits for the call, then goes on."""
+    bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    events: list[str] = []
+    in_flight, warm_up_waiting = threading.Event(), threading.Event()
+
+    def caller() -> None:
+        with dispatcher.gate.call():  # a caller's call, as the dispatcher marks one
+            in_flight.set()
+            # The call ends only once the warm-up is seen waiting for it: no clock decides.
+            assert warm_up_waiting.wait(WAIT_SECONDS)
+            events.append("call ends")
+
+    call = threading.Thread(target=caller)
+
+    def arrives() -> None:
+        call.start()
+        assert in_flight.wait(WAIT_SECONDS)
+        events.append("call arrives")
+
+    readiness = Readiness(dispatcher, gate=_RecordingGate(dispatcher, events, warm_up_waiting),
+                          steps=_recorded_steps(events, arrives))
+    readiness.start()
+    try:
+        assert readiness.wait_idle(WAIT_SECONDS)
+    finally:
+        readiness.stop()
+        call.join(WAIT_SECONDS)
+    first, arrived, ended = (events.index(e) for e in (
+        next(e for e in events if e.startswith("build ")), "call arrives", "call ends"))
+    assert first < arrived < ended, events
+    between = events[arrived + 1:ended]
+    assert between and set(between) == {"warm-up waits for a call"}, events
+    assert any(e.startswith("build ") for e in events[ended:]), events

@@ -12,11 +12,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from .derived import COMPLETION_IDS, of_snapshot
+from .derived import Slot, of_snapshot
 from .model import Snapshot
 from .okf.folding import fold
 
-__all__ = ["MAX_VALUES", "Completion", "complete", "folded_candidates", "concept_candidates"]
+__all__ = ["COMPLETION_IDS", "MAX_VALUES", "SLOTS", "Completion", "complete", "folded_candidates",
+           "concept_candidates"]
+
+COMPLETION_IDS: Slot[tuple[tuple[str, str], ...]] = Slot(
+    "completion_ids", "snapshot",
+    "(folded ID, ID) pairs in ranking order, for argument completion",
+)
+SLOTS = (COMPLETION_IDS,)
 
 MAX_VALUES = 100
 # What was typed is an argument prefix; a longer one can match nothing an ID could hold.

@@ -1,13 +1,24 @@
-"""The snapshot index: every structure derived from a snapshot or one of its documents, listed here.
+"""The snapshot index: how a structure derived from a snapshot or a document is kept, and the
+register of every such structure.
 
 A :class:`~bundle_mcp.model.Snapshot` and its :class:`~bundle_mcp.model.Document` objects are
 frozen, so anything computed from them can be kept with them and reused: it changes speed, never
-an answer. This module is the one catalogue of what is kept. Each structure is a typed
-:class:`Slot`; code that builds one asks for it with :func:`of_snapshot` or :func:`of_document`,
-which build it on first use and return the stored value afterwards. Nothing outside this module
-(and the model's own frozen frontmatter) reads or writes the memo a frozen object carries, so
-:data:`SLOTS` is the whole answer to "what does a snapshot know?", and :func:`built` says which of
-it has been built for a given snapshot (the warm-up and the performance work read it).
+an answer. Each kind of kept structure is a typed :class:`Slot`, declared by the module that
+builds it, in that module (``okf/graph.py`` declares ``GRAPH: Slot[BundleGraph]``); code asks
+for one with :func:`of_snapshot` or :func:`of_document`, which build it on first use and return
+the stored value afterwards. Nothing outside this module (and the model's own frozen
+frontmatter) reads or writes the memo a frozen object carries.
+
+"What does a snapshot know?" is :func:`slots`: every slot of every module in :data:`OWNERS`, a
+fixed tuple of module names, each of which lists its own slots in a module-level ``SLOTS``
+tuple. The register is that immutable tuple of names, not a list owners append to at import:
+the house rules allow no module-level mutable state, and a register filled by side effects would
+answer differently depending on what happened to be imported. The owners sit above this module
+(the graph, validation, the tools, the dispatcher, the surfaces), so it cannot import them; it
+names them, and :func:`slots` imports them by name when asked (they are already imported in a
+server). Only introspection asks: :func:`built`, the warm-up (which builds each slot's
+``warm`` in this order) and the tests, never a call's own path. A test checks that every slot
+defined anywhere in the package is registered exactly once.
 
 Document-level slots live with the document, which the loader reuses across snapshots while its
 bytes stay the same: an edit to one file rebuilds only that file's structures and the
@@ -16,185 +27,65 @@ snapshot-level ones.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+import importlib
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
+from .cancel import CancelToken
 from .model import Document, Snapshot
 
-__all__ = [
-    "ANSWERS",
-    "BUNDLE_FINDINGS",
-    "COMPLETION_IDS",
-    "CONCEPT_IDS_BY_CASEFOLD",
-    "CONCEPT_SUGGESTIONS",
-    "CONTEXT_INDEX",
-    "CONTEXT_WORDS",
-    "DOCUMENT_FINDINGS",
-    "FIELD_EDGES",
-    "FIELD_FINDINGS",
-    "GRAPH",
-    "INDEX_FINDINGS",
-    "INDEX_OUTLINE",
-    "LINK_FINDINGS",
-    "LIST_ENTRY",
-    "ORPHAN_FINDINGS",
-    "READER_VIEWS",
-    "RESOURCE_ENTRIES",
-    "SECTION_POSTINGS",
-    "SECTION_WORDS",
-    "SECTION_WORD_TOTALS",
-    "SEMANTIC_GRAPH_NODES",
-    "SLOTS",
-    "SUMMARY_COUNTS",
-    "Slot",
-    "built",
-    "of_document",
-    "of_snapshot",
-]
+__all__ = ["OWNERS", "Slot", "Warm", "built", "of_document", "of_snapshot", "slots"]
 
 T = TypeVar("T")
+
+# How the warm-up builds a slot ahead of the first call: every value of it that a call with
+# default arguments would build for this snapshot (its view, for a reader). Runs in the warm-up
+# thread; ``token`` is the warm-up's, checked as the slot's own builders check a call's.
+Warm = Callable[[Snapshot, CancelToken], object]
 
 
 @dataclass(frozen=True, eq=False)
 class Slot(Generic[T]):
-    """One kind of derived structure. ``eq=False``: a slot is its own identity (the memo key)."""
+    """One kind of derived structure. ``eq=False``: a slot is its own identity (the memo key).
+
+    ``warm`` is how the warm-up builds it (``None``: it is built only by the calls that need it,
+    for example per query term, or on the first miss).
+    """
 
     name: str
     owner: Literal["snapshot", "document"]
-    built_by: str  # the module whose code builds it
     what: str
+    warm: Warm | None = None
 
 
-# --------------------------------------------------------------------------------------------
-# The catalogue. The value types are written in words where naming them here would import the
-# module that builds them (this module sits just above the model, below everything that uses it).
-
-GRAPH: Slot[Any] = Slot(
-    "graph", "snapshot", "bundle_mcp.okf.graph",
-    "entities, adjacency and tag index of the traversal verbs (okf.graph.BundleGraph)",
-)
-FIELD_EDGES: Slot[Any] = Slot(
-    "field_edges", "snapshot", "bundle_mcp.okf.graph",
-    "the walk's typed edges from path-valued frontmatter fields (sources[].resource, "
-    "executor.resource, attester.resource, computation, resource) to the concepts they name, "
-    "per concept (okf.graph.FieldEdge); Snapshot.edges stays links and relations only",
-)
-SECTION_WORDS: Slot[Any] = Slot(
-    "section_words", "document", "bundle_mcp.tools._section_index",
-    "each section of one document for search_sections: its folded words, or (ASCII body) its "
-    "offsets in the folded body",
-)
-SECTION_WORD_TOTALS: Slot[Any] = Slot(
-    "section_word_totals", "snapshot", "bundle_mcp.tools._section_index",
-    "section count and document frequencies over the whole bundle (BM25 statistics)",
-)
-SECTION_POSTINGS: Slot[Any] = Slot(
-    "section_postings", "snapshot", "bundle_mcp.tools._section_index",
-    "per-term postings, filled as queries use terms",
-)
-CONTEXT_WORDS: Slot[Any] = Slot(
-    "context_words", "document", "bundle_mcp.tools._context_index",
-    "a document's stemmed words by field and section, for context's ranking",
-)
-CONTEXT_INDEX: Slot[Any] = Slot(
-    "context_index", "snapshot", "bundle_mcp.tools._context_index",
-    "context's bundle statistics, queried stems' postings and copy groups, by part",
-)
-LIST_ENTRY: Slot[Any] = Slot(
-    "list_entry", "document", "bundle_mcp.tools.list_concepts",
-    "a concept's list_concepts entry without `stale`, per temporal profile and OKF version",
-)
-SEMANTIC_GRAPH_NODES: Slot[Any] = Slot(
-    "semantic_graph_nodes", "snapshot", "bundle_mcp.tools.get_semantic_graph",
-    "the JSON-LD concept nodes without `stale`, per temporal profile",
-)
-CONCEPT_IDS_BY_CASEFOLD: Slot[Mapping[str, tuple[str, ...]]] = Slot(
-    "concept_ids_by_casefold", "snapshot", "bundle_mcp.validation.links",
-    "concept IDs by their case-folded spelling, for 'did you mean' on a broken link",
-)
-CONCEPT_SUGGESTIONS: Slot[Any] = Slot(
-    "concept_suggestions", "snapshot", "bundle_mcp.okf.suggest",
-    "loose IDs, stems and titles of every concept, for 'did you mean' on concept_not_found "
-    "(okf.suggest.SuggestionIndex); built on the first miss",
-)
-DOCUMENT_FINDINGS: Slot[Any] = Slot(
-    "document_findings", "document", "bundle_mcp.validation",
-    "the findings of the rules that read one document, per strictness and OKF version",
-)
-FIELD_FINDINGS: Slot[Any] = Slot(
-    "field_findings", "snapshot", "bundle_mcp.validation",
-    "path-valued field and Attested Computation findings, per concept and --check-links (they "
-    "read other files of the snapshot, so they cannot be kept with the document)",
-)
-INDEX_OUTLINE: Slot[Any] = Slot(
-    "index_outline", "document", "bundle_mcp.validation.reserved",
-    "an index.md file's headings and top-level list entries (validation.reserved.IndexOutline)",
-)
-INDEX_FINDINGS: Slot[Any] = Slot(
-    "index_findings", "snapshot", "bundle_mcp.validation",
-    "strict-mode index.md description mismatches, per index file",
-)
-LINK_FINDINGS: Slot[Any] = Slot(
-    "link_findings", "snapshot", "bundle_mcp.validation",
-    "broken-link findings, per document",
-)
-ORPHAN_FINDINGS: Slot[Any] = Slot(
-    "orphan_findings", "snapshot", "bundle_mcp.validation",
-    "concepts their folder's index.md does not link, and folders without an index.md",
-)
-BUNDLE_FINDINGS: Slot[Any] = Slot(
-    "bundle_findings", "snapshot", "bundle_mcp.validation",
-    "the findings of the rules over the whole bundle (collisions, the root index, log.md)",
-)
-SUMMARY_COUNTS: Slot[Any] = Slot(
-    "summary_counts", "snapshot", "bundle_mcp.tools.bundle_summary",
-    "bundle_summary's counts and full rankings per project, all but staleness "
-    "(tools.bundle_summary.Counts)",
-)
-COMPLETION_IDS: Slot[tuple[tuple[str, str], ...]] = Slot(
-    "completion_ids", "snapshot", "bundle_mcp.completion",
-    "(folded ID, ID) pairs in ranking order, for argument completion",
-)
-RESOURCE_ENTRIES: Slot[Any] = Slot(
-    "resource_entries", "snapshot", "bundle_mcp.resources",
-    "the okf:// resources of the snapshot, per bundle label",
+# The modules that declare slots, each in a module-level ``SLOTS`` tuple, in the order the
+# warm-up builds them: what most first calls need comes ready first, and a slot comes after the
+# slots its builder reads (bundle_summary's counts read the orphan findings and the graph).
+OWNERS: tuple[str, ...] = (
+    "bundle_mcp.loader.views",
+    "bundle_mcp.okf.suggest",
+    "bundle_mcp.validation.links",
+    "bundle_mcp.validation.reserved",
+    "bundle_mcp.tools.list_concepts",
+    "bundle_mcp.tools._section_index",
+    "bundle_mcp.tools._context_index",
+    "bundle_mcp.validation",
+    "bundle_mcp.tools.get_semantic_graph",
+    "bundle_mcp.okf.graph",
+    "bundle_mcp.tools.bundle_summary",
+    "bundle_mcp.completion",
+    "bundle_mcp.resources",
+    "bundle_mcp.dispatch",
 )
 
-ANSWERS: Slot[Any] = Slot(
-    "answers", "snapshot", "bundle_mcp.dispatch",
-    "finished answers of the tools that keep them (ToolSpec.cache_results), by arguments",
-)
-READER_VIEWS: Slot[Snapshot] = Slot(
-    "reader_views", "snapshot", "bundle_mcp.loader.views",
-    "the snapshot as each reader scope sees it (a Snapshot of its own), by scope",
-)
 
-SLOTS: tuple[Slot[Any], ...] = (
-    GRAPH,
-    FIELD_EDGES,
-    SECTION_WORDS,
-    SECTION_WORD_TOTALS,
-    SECTION_POSTINGS,
-    CONTEXT_WORDS,
-    CONTEXT_INDEX,
-    LIST_ENTRY,
-    SEMANTIC_GRAPH_NODES,
-    CONCEPT_IDS_BY_CASEFOLD,
-    CONCEPT_SUGGESTIONS,
-    DOCUMENT_FINDINGS,
-    FIELD_FINDINGS,
-    INDEX_OUTLINE,
-    INDEX_FINDINGS,
-    LINK_FINDINGS,
-    ORPHAN_FINDINGS,
-    BUNDLE_FINDINGS,
-    SUMMARY_COUNTS,
-    COMPLETION_IDS,
-    RESOURCE_ENTRIES,
-    ANSWERS,
-    READER_VIEWS,
-)
+def slots() -> tuple[Slot[Any], ...]:
+    """Every registered slot: each owner's ``SLOTS``, in :data:`OWNERS` order."""
+    found: list[Slot[Any]] = []
+    for name in OWNERS:
+        found.extend(importlib.import_module(name).SLOTS)
+    return tuple(found)
 
 
 def of_snapshot(
@@ -232,7 +123,7 @@ def of_document(
 
 def built(snapshot: Snapshot) -> dict[str, int]:
     """How many values of each slot are built for this snapshot (documents' slots summed)."""
-    counts = {slot.name: 0 for slot in SLOTS}
+    counts = {slot.name: 0 for slot in slots()}
     owners: list[Any] = [snapshot.memo, *(doc.memo for doc in snapshot.documents.built())]
     for memo in owners:
         for key in memo.keys():

@@ -12,13 +12,14 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .cancel import CancelToken
 from .contracts import ContractSet, internal_error
-from .derived import ANSWERS, of_snapshot
+from .derived import Slot, of_snapshot
 from .errors import (
     ERROR,
     INVALID_YAML_GRAPH,
@@ -44,7 +45,8 @@ from .storage.refusals import read_only_rejection
 from .tools import load_tools
 from .toolspec import SEMANTIC_TOOLSET, TOOLSETS, CallContext, ToolSpec
 
-__all__ = ["Dispatcher", "Outcome", "ServeConfig", "ServedTool", "UnknownTool", "to_json"]
+__all__ = ["ANSWERS", "SLOTS", "CallGate", "Dispatcher", "Outcome", "ServeConfig", "ServedTool",
+           "UnknownTool", "to_json"]
 
 if TYPE_CHECKING:
     from .remote.location import BundleSource
@@ -60,6 +62,14 @@ TEXT_BUDGET = 64 * MIB
 # Finished answers kept per snapshot (ToolSpec.cache_results): the default call of each large
 # tool and a few variants. Each may be megabytes, so the number is small.
 MAX_KEPT_ANSWERS = 6
+# Their builder is the tool itself, run through this dispatcher (contracts, parse policy, the
+# reader's view), so the warm-up runs the default calls of :meth:`Dispatcher.kept_answer_tools`
+# rather than a ``warm`` of the slot.
+ANSWERS: Slot[Memo] = Slot(
+    "answers", "snapshot",
+    "finished answers of the tools that keep them (ToolSpec.cache_results), by arguments",
+)
+SLOTS = (ANSWERS,)
 # How often one call is answered again when a file changes under the snapshot it reads (errors.
 # FileMoved); a bundle rewritten faster than that gets a retryable cancellation instead.
 MOVED_ATTEMPTS = 3
@@ -125,6 +135,36 @@ class ServedTool:
     read_only: bool  # writes nothing (previews included)
     input_schema: Mapping[str, Any]  # the input contract as advertised (contracts.advertised_…)
     output_schema: Mapping[str, Any]  # the output contract OR the error envelope (anyOf)
+
+
+class CallGate:
+    """The callers' calls in flight: the dispatcher holds it around each of them, and the
+    warm-up waits for it to be quiet before each of its steps, so the warm-up runs at a lower
+    priority than any call (a call shares the interpreter with at most the step under way)."""
+
+    __slots__ = ("_running", "_quiet")
+
+    def __init__(self) -> None:
+        self._running = 0
+        self._quiet = threading.Condition()
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """Held while one caller's call runs."""
+        with self._quiet:
+            self._running += 1
+        try:
+            yield
+        finally:
+            with self._quiet:
+                self._running -= 1
+                if not self._running:
+                    self._quiet.notify_all()
+
+    def wait_quiet(self, timeout: float | None) -> bool:
+        """Wait until no call is in flight, at most ``timeout`` seconds; True when none is."""
+        with self._quiet:
+            return self._quiet.wait_for(lambda: not self._running, timeout=timeout)
 
 
 class UnknownTool(BundleMcpError, KeyError):
@@ -197,9 +237,8 @@ class Dispatcher:
         # (what, bundle path) → the revision whose broken files or stuck write were logged
         self._reported: dict[tuple[str, str], str] = {}
         # Callers' calls running now (the warm-up's are not counted): the warm-up waits for
-        # none to be running before each of its steps (wait_until_quiet).
-        self._running = 0
-        self._quiet = threading.Condition()
+        # none to be running before each of its steps.
+        self.gate = CallGate()
 
     def use_reader(self, reader: Reader) -> None:
         """Make ``reader`` the reader of every later call that names none (stdio)."""
@@ -305,9 +344,15 @@ class Dispatcher:
         if logged and reader is not ALL_READER:
             # Name only: a token never reaches a log line.
             calls_log.info("%s called by reader %s", name, reader.name)
-        if logged:
-            with self._quiet:
-                self._running += 1
+        if not logged:
+            return self._guarded(tool, name, arguments, token, reader)
+        with self.gate.call():
+            return self._guarded(tool, name, arguments, token, reader)
+
+    def _guarded(
+        self, tool: _Tool, name: str, arguments: Mapping[str, Any] | None, token: CancelToken,
+        reader: Reader,
+    ) -> Outcome:
         try:
             return self._run(tool, {} if arguments is None else arguments, token, reader)
         except BundleError as exc:
@@ -315,23 +360,17 @@ class Dispatcher:
         except Exception:
             log.exception("tool %s failed with an unexpected exception", name)
             return self._failure(internal_error())
-        finally:
-            if logged:
-                with self._quiet:
-                    self._running -= 1
-                    if not self._running:
-                        self._quiet.notify_all()
 
-    def wait_until_quiet(self, seconds: float) -> bool:
-        """Wait until no caller's call is running, at most ``seconds``; True when none is.
+    def wait_until_quiet(self, seconds: float | None) -> bool:
+        """Wait until no caller's call is running, at most ``seconds``; True when none is
+        (:class:`CallGate`)."""
+        return self.gate.wait_quiet(seconds)
 
-        The warm-up asks before each step, so a call that arrives while it warms has the
-        interpreter to itself between steps (threads share one interpreter lock, and a step can
-        take seconds at the file cap). Bounded, so calls that never pause still let the
-        warm-up through.
-        """
-        with self._quiet:
-            return self._quiet.wait_for(lambda: not self._running, timeout=seconds)
+    def kept_answer_tools(self) -> tuple[str, ...]:
+        """The served tools that keep their finished answers (``ToolSpec.cache_results``), by
+        name: the warm-up builds the :data:`ANSWERS` of their default calls."""
+        return tuple(sorted(name for name, tool in self._tools.items()
+                            if tool.spec.cache_results))
 
     # -- the pipeline
 

@@ -234,6 +234,17 @@ def resource_limit(message: str, step: str) -> BundleError:
     return BundleError(RESOURCE_LIMIT, message, (recovery_step(step),))
 
 
+def operation_rejected(message: str, *diagnostics: Diagnostic, step: str) -> BundleError:
+    """A request this bundle cannot carry out now: ``diagnostics`` say why, then one recovery
+    step says what to do first."""
+    return BundleError(OPERATION_REJECTED, message, (*diagnostics, recovery_step(step)))
+
+
+def invalid_input(field: str, message: str) -> Diagnostic:
+    """The ERROR diagnostic of an argument (``field``, a JSON path) that is not valid."""
+    return Diagnostic(code="invalid_input", severity=ERROR, field=field, message=message)
+
+
 def cancelled() -> BundleError:
     return BundleError(
         OPERATION_CANCELLED,

@@ -2,19 +2,24 @@
 
 ``serve`` (stdio and HTTP) starts a :class:`Readiness` next to the server. Its daemon thread
 loads each bundle named on the command line through the dispatcher's snapshot cache (the same
-allow-list, no-symlink loader and parse policy as a tool call), then runs the read tools once
-with cheap arguments, so that what the first calls would otherwise build is already built with
-the snapshot: the Markdown facts, the list entries, the search folds, the section word index and
-its totals, the edges and the graph, the JSON-LD nodes, the validation findings, and the kept
-answers of the large tools' default calls (``ToolSpec.cache_results``). Over HTTP ``/readyz``
-answers 200 only then.
+allow-list, no-symlink loader and parse policy as a tool call), then builds what the first calls
+would otherwise build, step by step (:func:`warm_steps`), in a fixed order: the documents (their
+Markdown facts and search folds, a chunk of :data:`DOCUMENTS_PER_STEP` a step) and the
+snapshot's edges; then every registered slot that has a ``warm`` builder
+(:func:`bundle_mcp.derived.slots`: the list entries, the section word index and its totals,
+context's index, the validation findings, the JSON-LD nodes, the field edges and the graph, the
+summary counts), each by its owner's own builder; last the kept answers of the tools that keep
+them (``ToolSpec.cache_results``), whose builder is the tool itself run through the dispatcher
+with its default arguments. Over HTTP ``/readyz`` answers 200 only then.
 
-Calls are served meanwhile. A call that needs a structure the warm-up is building waits for that
-build (:class:`~bundle_mcp.model.Memo`), not for the whole warm-up, and its cancellation still
-ends the wait; a call that needs nothing new (``read_concept``) waits for nothing but its turn
-at the interpreter lock. Callers come first: before each step the warm-up waits until no
-caller's call is running (at most :data:`YIELD_SECONDS`), so a call that arrives mid-warm-up
-shares the interpreter with at most the step already under way.
+Calls come first. The dispatcher holds a gate around every caller's call
+(:class:`~bundle_mcp.dispatch.CallGate`); before each step the warm-up waits while any call is
+in flight, however long, so a call that arrives mid-warm-up shares the interpreter with at most
+the step already under way, and never waits behind the rest. A call that needs a structure the
+warm-up is building waits for that build (:class:`~bundle_mcp.model.Memo`), not for the whole
+warm-up, and its cancellation still ends the wait; a call that needs nothing new
+(``read_concept``) waits for nothing but its turn at the interpreter lock. A step that fails (a
+cap, say) is logged and skipped: the bundle loaded, and a call will get the same answer.
 
 After that, the thread follows the bundles: every time a call captures a new snapshot of a
 served bundle (a file was edited, created or deleted), the warm-up runs again for it. The
@@ -30,57 +35,93 @@ all-reading reader). The whole snapshot's own structures are built only when som
 everything; ``/readyz`` waits for every served view. :meth:`Readiness.rescope` (after SIGHUP
 re-read the readers file) warms the views of new scopes and stops following the ones no reader
 has now (a view lives with its snapshot, so it goes at the bundle's next change).
-Warm-up calls are nobody's: they leave no "called by reader" line.
+Warm-up calls are nobody's: they leave no "called by reader" line and do not hold the gate.
 """
 
 from __future__ import annotations
 
+import functools
 import gc
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
 
+from . import derived
 from .cancel import CancelToken
-from .dispatch import Dispatcher, UnknownTool
+from .dispatch import Dispatcher, Outcome, UnknownTool
 from .errors import BundleError
 from .model import Snapshot
 from .okf.scopes import NOTHING, Access, FolderScope
 from .readers import ALL_READER, Reader
 
-__all__ = ["RETRY_SECONDS", "WARM_CALLS", "WARM_CONCEPT_CALLS", "YIELD_SECONDS", "Readiness"]
+__all__ = ["DOCUMENTS_PER_STEP", "GATE_POLL_SECONDS", "RETRY_SECONDS", "Gate", "Readiness",
+           "WarmStep", "warm_steps"]
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 10.0
-# How long a warm-up step waits for the callers' calls running now to finish: long enough for
-# a first read after a start to run alone, short enough that calls that never pause still
-# let the warm-up (and /readyz) through.
-YIELD_SECONDS = 1.0
+# How often a warm-up waiting for the callers' calls looks whether it was stopped.
+GATE_POLL_SECONDS = 0.5
+# Documents built per step: a call arriving while the documents are built waits for at most
+# this many parses.
+DOCUMENTS_PER_STEP = 512
 
-# Read tools and arguments whose first run builds the memoised data of a whole snapshot. A tool
-# left out by --tools is skipped; a warm call that fails (a cap, say) does not stop readiness:
-# the bundle loaded, and the client will get the same answer.
-# Cheap first: the structures most first calls need come ready soonest.
-WARM_CALLS: tuple[tuple[str, Mapping[str, Any]], ...] = (
-    ("list_concepts", {}),
-    ("search_concepts", {"query": "a", "limit": 1}),
-    ("search_sections", {"query": "a", "limit": 1}),
-    ("context", {"question": "a", "max_tokens": 256}),
-    ("validate_bundle", {}),
-    ("validate_bundle", {"check_links": True, "check_orphans": True}),
-    ("get_semantic_graph", {}),
-    # After the orphan check and the edges above: what it adds is its counts and the graph's
-    # inbound-link counts.
-    ("bundle_summary", {}),
-)
-# Calls on one concept of the bundle (its first ID): they build the edges and the graph.
-WARM_CONCEPT_CALLS: tuple[tuple[str, str, Mapping[str, Any]], ...] = (
-    ("get_neighbors", "concept_id", {"limit": 1}),
-    ("expand_neighbors", "entity_ids", {"depth": 1, "limit": 1}),
-)
+
+class Gate(Protocol):
+    """What the warm-up waits on before each step (:class:`bundle_mcp.dispatch.CallGate`)."""
+
+    def wait_quiet(self, timeout: float | None) -> bool: ...
+
+
+@dataclass(frozen=True, slots=True)
+class WarmStep:
+    """One unit of the warm-up: between two steps it lets the callers' calls run first."""
+
+    name: str  # the slot it builds, "documents …", "edges" or "answers <tool>"
+    build: Callable[[CancelToken], object]
+
+
+def warm_steps(
+    dispatcher: Dispatcher, bundle: str, reader: Reader, view: Snapshot
+) -> tuple[WarmStep, ...]:
+    """The steps that warm one served view, in the order they run (module docstring)."""
+    steps: list[WarmStep] = []
+    paths = tuple(view.documents)
+    for start in range(0, len(paths), DOCUMENTS_PER_STEP):
+        chunk = paths[start:start + DOCUMENTS_PER_STEP]
+        steps.append(WarmStep(f"documents {start + 1}-{start + len(chunk)}",
+                              functools.partial(_build_documents, view, chunk)))
+    steps.append(WarmStep("edges", lambda token: view.edges_by_concept))
+    for slot in derived.slots():
+        warm = slot.warm
+        if warm is not None:
+            steps.append(WarmStep(slot.name, functools.partial(warm, view)))
+    for name in dispatcher.kept_answer_tools():
+        steps.append(WarmStep(f"answers {name}",
+                              functools.partial(_answer, dispatcher, name, bundle, reader)))
+    return tuple(steps)
+
+
+def _answer(
+    dispatcher: Dispatcher, name: str, bundle: str, reader: Reader, token: CancelToken
+) -> Outcome:
+    """The kept answer of ``name``'s default call (nobody's call: it does not hold the gate)."""
+    return dispatcher.call(name, {"bundle_path": bundle}, token, reader, logged=False)
+
+
+def _build_documents(view: Snapshot, paths: Sequence[str], token: CancelToken) -> None:
+    """Build the documents, their Markdown facts and, for a concept, its search folds."""
+    for path in paths:
+        token.check()
+        doc = view.documents[path]
+        if doc.parse_error is None:
+            doc.markdown  # noqa: B018 (built on first use and kept)
+            if doc.is_concept:
+                doc.folded  # noqa: B018
 
 
 def _freeze_memory() -> None:
@@ -108,14 +149,18 @@ class Readiness:
         follow: bool = True,
         freeze_memory: bool = False,
         scopes: Callable[[], Iterable[FolderScope]] | None = None,
-        yield_seconds: float = YIELD_SECONDS,
+        gate: Gate | None = None,
+        steps: Callable[[Dispatcher, str, Reader, Snapshot], Sequence[WarmStep]] = warm_steps,
     ) -> None:
         self._dispatcher = dispatcher
         self._bundles = tuple(dispatcher.config.bundles if bundles is None else bundles)
         # The read scopes served now (the readers file's); None: the configured reader's.
         self._scopes = scopes
         self._retry_seconds = retry_seconds
-        self._yield_seconds = yield_seconds
+        # What the warm-up waits on before each step (the dispatcher's, unless a test injects
+        # its own) and the steps it runs.
+        self._gate: Gate = gate if gate is not None else dispatcher.gate
+        self._steps = steps
         self._follow = follow
         self._freeze_memory = freeze_memory
         self._ready = threading.Event()
@@ -248,23 +293,16 @@ class Readiness:
         cold = [(reader, view) for reader, view in views
                 if self._warmed.get((bundle, reader.access.read)) is not view]
         if not cold:
-            return True  # the calls of the last warm-up captured nothing new
+            return True  # the steps of the last warm-up captured nothing new
         started = time.perf_counter()
         for reader, view in cold:
-            for name, arguments in self._calls(view):
-                if self._stopped.is_set():
+            for step in self._steps(self._dispatcher, bundle, reader, view):
+                # Callers first: a step starts only while no call is in flight.
+                if not self._callers_done():
                     return False
-                # Callers first: a step waits for the calls running now (bounded).
-                self._dispatcher.wait_until_quiet(self._yield_seconds)
-                try:
-                    outcome = self._dispatcher.call(
-                        name, {"bundle_path": bundle, **arguments}, self._token, reader,
-                        logged=False,
-                    )
-                except UnknownTool:
-                    continue  # not served (--tools)
-                if outcome.is_error:
-                    log.debug("warm-up %s on %s: %s", name, bundle, outcome.text)
+                self._run_step(bundle, step)
+            if self._stopped.is_set():
+                return False
             self._warmed[(bundle, reader.access.read)] = view
         first = bundle not in self._loaded
         self._loaded.add(bundle)
@@ -274,8 +312,8 @@ class Readiness:
             return False
         self._dispatcher.save_parse_cache(bundle, snapshot)
         if first:
-            # The schemas of the tools the warm calls did not use; otherwise the first call of
-            # each of them pays their compile (0.4 s for all the contracts).
+            # Every tool's schemas (the steps called only the tools that keep answers);
+            # otherwise the first call of each pays their compile (0.4 s for all the contracts).
             self._dispatcher.contracts.compile(spec.name for spec in self._dispatcher.tools())
         if self._freeze_memory and freeze:
             _freeze_memory()
@@ -296,15 +334,26 @@ class Readiness:
             self._note_read_only(bundle)
         return True
 
-    @staticmethod
-    def _calls(snapshot: Snapshot) -> list[tuple[str, Mapping[str, Any]]]:
-        calls = list(WARM_CALLS)
-        first = next(iter(snapshot.concepts), None)
-        if first is not None:
-            for name, field, arguments in WARM_CONCEPT_CALLS:
-                value: Any = [first] if field == "entity_ids" else first
-                calls.append((name, {field: value, **arguments}))
-        return calls
+    def _callers_done(self) -> bool:
+        """Wait while any caller's call is in flight (for as long as calls keep coming: the
+        warm-up only ever runs when no call does); False when stopped meanwhile."""
+        while not self._gate.wait_quiet(GATE_POLL_SECONDS):
+            if self._stopped.is_set():
+                return False
+        return not self._stopped.is_set()
+
+    def _run_step(self, bundle: str, step: WarmStep) -> None:
+        """One step; a failure (a cap, a cancelled warm-up) is logged, not raised: the bundle
+        loaded, and a call will meet the same failure and report it."""
+        try:
+            outcome = step.build(self._token)
+        except UnknownTool:
+            return  # not served (--tools)
+        except BundleError as exc:
+            log.debug("warm-up %s on %s: %s", step.name, bundle, exc.message)
+            return
+        if isinstance(outcome, Outcome) and outcome.is_error:
+            log.debug("warm-up %s on %s: %s", step.name, bundle, outcome.text)
 
     def _note_read_only(self, bundle: str) -> None:
         if all(spec.read_only for spec in self._dispatcher.tools()):

@@ -27,13 +27,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import quote
 
-from .derived import RESOURCE_ENTRIES, of_snapshot
+from .derived import Slot, of_snapshot
 from .errors import BundleMcpError
 from .model import CONCEPT, INDEX, LOG, Snapshot, canonical_json
 from .okf.ids import concept_id_for_path, concept_id_problem, path_for_concept_id
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
+    "RESOURCE_ENTRIES",
+    "SLOTS",
     "MIME_TYPE",
     "SCHEME",
     "Catalog",
@@ -54,6 +56,11 @@ __all__ = [
     "serve_bundles",
     "template_uri",
 ]
+
+RESOURCE_ENTRIES: Slot[tuple[ResourceEntry, ...]] = Slot(
+    "resource_entries", "snapshot", "the okf:// resources of the snapshot, per bundle label",
+)
+SLOTS = (RESOURCE_ENTRIES,)
 
 SCHEME = "okf"
 MIME_TYPE = "text/markdown"

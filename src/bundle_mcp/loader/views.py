@@ -15,13 +15,19 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any
 
-from ..derived import READER_VIEWS, of_snapshot
+from ..derived import Slot, of_snapshot
 from ..model import Snapshot
 from ..okf.computations import attachment_paths
 from ..okf.scopes import FolderScope
 from . import PENDING_WRITE, assemble_snapshot, with_attachments
 
-__all__ = ["prune", "reader_view"]
+__all__ = ["READER_VIEWS", "SLOTS", "prune", "reader_view"]
+
+READER_VIEWS: Slot[Snapshot] = Slot(
+    "reader_views", "snapshot",
+    "the snapshot as each reader scope sees it (a Snapshot of its own), by scope",
+)
+SLOTS = (READER_VIEWS,)
 
 
 def reader_view(snapshot: Snapshot, scope: FolderScope) -> Snapshot:

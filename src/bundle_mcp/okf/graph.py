@@ -13,8 +13,9 @@ carrying a common tag; it has no direction). The first three are the one concept
 ``relation``, ``field``) and its ``relationship`` the name reported here (``LINKS_TO``, the
 relation's type, the field edge's name), so no module maps one name to the other. Links and
 relations are the snapshot's resolved edges (:attr:`Snapshot.edges_by_concept`); field edges
-are derived beside them (:func:`field_edges`, kept in :data:`FIELD_EDGES`), so the snapshot's
-edges, and every tool that reports them (get_neighbors, get_semantic_graph), stay as they were.
+are derived beside them (:func:`field_edges`, kept in the slot :data:`FIELD_EDGES`), so the
+snapshot's edges, and every tool that reports them (get_neighbors, get_semantic_graph), stay as
+they were.
 
 Adjacency. :meth:`BundleGraph.steps` lists the links, relations, field edges and ``PART_OF``
 edges of one entity that a :class:`Selection` (edge kinds, direction, project) admits.
@@ -31,7 +32,7 @@ everything within depth.
 Caching. What depends on the snapshot alone (the concept entities, each concept's sections, each
 concept's tags, the tag index and the inbound-link counts per project, the known types) lives
 in one :class:`BundleGraph` per snapshot, kept in the snapshot index
-(:data:`bundle_mcp.derived.GRAPH`, :func:`graph_of`) and built part by part on first use. Every
+(the slot :data:`GRAPH`, :func:`graph_of`) and built part by part on first use. Every
 call on that snapshot shares it and it goes with the snapshot: a new snapshot builds its own, so
 no call ever sees another snapshot's graph. What depends on a call's arguments (the selection,
 the budget, the visited set) lives in that call only.
@@ -47,7 +48,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..cancel import CancelToken
-from ..derived import FIELD_EDGES, GRAPH, of_snapshot
+from ..derived import Slot, of_snapshot
 from ..model import FIELD, LINKS_TO, NAVIGATION, RELATION, Document, Edge, Memo, Section, Snapshot
 from .field_paths import (
     ATTESTER_RESOURCE,
@@ -109,6 +110,33 @@ COMMUNITY_WEIGHT = 0.4
 EDGE_WEIGHT: Mapping[str, float] = types.MappingProxyType(
     {NAVIGATION: LINKS_TO_WEIGHT, RELATION: RELATION_WEIGHT, FIELD: FIELD_WEIGHT}
 )
+
+
+def _warm_graph(snapshot: Snapshot, token: CancelToken) -> None:
+    """The whole-snapshot parts of the graph a walk, a summary or a subgraph reads first."""
+    graph = graph_of(snapshot)
+    graph.inbound_counts(None, token)
+    graph.tag_members(None, token)
+    graph.known_types(token)
+
+
+def _warm_field_edges(snapshot: Snapshot, token: CancelToken) -> None:
+    field_edges(snapshot, token)
+
+
+GRAPH: Slot[BundleGraph] = Slot(
+    "graph", "snapshot",
+    "entities, adjacency and tag index of the traversal verbs (BundleGraph)",
+    _warm_graph,
+)
+FIELD_EDGES: Slot[Mapping[str, tuple[Edge, ...]]] = Slot(
+    "field_edges", "snapshot",
+    "the walk's field edges (model.Edge of kind field) from path-valued frontmatter fields "
+    "(sources[].resource, executor.resource, attester.resource, computation, resource) to the "
+    "concepts they name, per concept; Snapshot.edges stays links and relations only",
+    _warm_field_edges,
+)
+SLOTS = (FIELD_EDGES, GRAPH)
 
 ELLIPSIS = "…"
 _NON_SPACE = re.compile(r"\S+")

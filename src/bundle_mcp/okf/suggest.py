@@ -25,7 +25,7 @@ At most :data:`MAX_SUGGESTIONS`; never the requested text itself; only concepts 
 included).
 
 The index of loose texts and their bigrams is built once per snapshot, on the first miss
-(:data:`bundle_mcp.derived.CONCEPT_SUGGESTIONS`); a request longer than :data:`MAX_CLOSE_CHARS`
+(:data:`CONCEPT_SUGGESTIONS`); a request longer than :data:`MAX_CLOSE_CHARS`
 gets the exact tiers only.
 """
 
@@ -40,7 +40,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 
-from ..derived import CONCEPT_SUGGESTIONS, of_snapshot
+from ..derived import Slot, of_snapshot
+from ..errors import Diagnostic, did_you_mean
 from ..model import Snapshot
 from .folding import fold
 from .graph import in_project
@@ -50,12 +51,22 @@ from .properties import text_field
 
 __all__ = [
     "CLOSE_CUTOFF",
+    "CONCEPT_SUGGESTIONS",
+    "SLOTS",
     "MAX_SUGGESTIONS",
     "Suggestion",
     "SuggestionIndex",
+    "did_you_mean_diagnostics",
     "loose",
     "suggest",
 ]
+
+CONCEPT_SUGGESTIONS: Slot[SuggestionIndex] = Slot(
+    "concept_suggestions", "snapshot",
+    "loose IDs, stems and titles of every concept, for 'did you mean' on concept_not_found "
+    "(SuggestionIndex); built on the first miss",
+)
+SLOTS = (CONCEPT_SUGGESTIONS,)
 
 MAX_SUGGESTIONS = 5
 CLOSE_CUTOFF = 0.75
@@ -196,6 +207,22 @@ def suggest(
         doc = snapshot.concepts[concept_id]
         out.append(Suggestion(concept_id, doc.path, concept_name(doc), reason))
     return tuple(out)
+
+
+def did_you_mean_diagnostics(
+    snapshot: Snapshot,
+    requested: str,
+    field: str,
+    *,
+    project: str | None = None,
+    check: Callable[[], None] | None = None,
+) -> tuple[Diagnostic, ...]:
+    """One ``did_you_mean`` diagnostic per concept ``requested`` probably meant (``field``: the
+    argument that held it): at most five, best first, none when nothing is close."""
+    return tuple(
+        did_you_mean(s.concept_id, s.name, s.path, field)
+        for s in suggest(snapshot, requested, project=project, check=check)
+    )
 
 
 def _close(

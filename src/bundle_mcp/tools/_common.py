@@ -9,10 +9,8 @@ from typing import Any, TypeVar
 from ..cancel import CancelToken
 from ..errors import (
     CONCEPT_NOT_FOUND,
-    ERROR,
     BundleError,
-    Diagnostic,
-    did_you_mean,
+    invalid_input,
     invalid_request,
     recovery_step,
     resource_limit,
@@ -21,7 +19,7 @@ from ..model import Document, Snapshot
 from ..okf.citations import citations_section, file_lines
 from ..okf.ids import concept_id_problem
 from ..okf.properties import card
-from ..okf.suggest import suggest
+from ..okf.suggest import did_you_mean_diagnostics
 from ..okf.temporal import Reference
 
 DEFAULT_LIMIT = 20
@@ -32,7 +30,7 @@ MIB = 1024 * 1024
 def invalid_field(field: str, message: str) -> BundleError:
     """``invalid_request`` with one ``invalid_input`` diagnostic naming the argument."""
     return invalid_request(
-        message, Diagnostic(code="invalid_input", severity=ERROR, field=field, message=message)
+        message, invalid_input(field, message)
     )
 
 
@@ -68,23 +66,6 @@ def require_concept(
     return doc
 
 
-def suggestions(
-    snapshot: Snapshot,
-    requested: str,
-    field: str,
-    *,
-    project: str | None = None,
-    token: CancelToken | None = None,
-) -> tuple[Diagnostic, ...]:
-    """One ``did_you_mean`` diagnostic per concept ``requested`` probably meant
-    (:mod:`bundle_mcp.okf.suggest`): at most five, best first, none when nothing is close."""
-    check = None if token is None else token.check
-    return tuple(
-        did_you_mean(s.concept_id, s.name, s.path, field)
-        for s in suggest(snapshot, requested, project=project, check=check)
-    )
-
-
 def concept_not_found(
     snapshot: Snapshot,
     requested: str,
@@ -103,7 +84,8 @@ def concept_not_found(
         CONCEPT_NOT_FOUND,
         message,
         (recovery_step(step),
-         *suggestions(snapshot, requested, field, project=project, token=token)),
+         *did_you_mean_diagnostics(snapshot, requested, field, project=project,
+                                   check=None if token is None else token.check)),
     )
 
 

@@ -37,7 +37,7 @@ from typing import Any
 import snowballstemmer
 
 from ..cancel import CancelToken
-from ..derived import CONTEXT_INDEX, CONTEXT_WORDS, of_document, of_snapshot
+from ..derived import Slot, of_document, of_snapshot
 from ..model import Document, Snapshot
 from ..okf.names import concept_name
 from ..okf.properties import text_field
@@ -46,6 +46,34 @@ from ._section_index import tokens, words_between
 # BM25F over a concept's fields: (weight, length normalisation b). A title and a description
 # name and sum up the page; headings outline it; the body is the evidence. Tuned on the tune
 # half of the question set (docs/decisions/context-ranking.md).
+
+def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
+    for doc in snapshot.concepts.values():
+        token.check()
+        document_words(doc)
+
+
+def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
+    """The parts every question reads (postings are kept per queried stem, as asked)."""
+    totals(snapshot, token)
+    holders(snapshot, token)
+    copy_groups(snapshot, token)
+
+
+CONTEXT_WORDS: Slot[DocumentWords] = Slot(
+    "context_words", "document",
+    "a document's stemmed words by field and section, for context's ranking",
+    _warm_words,
+)
+# One slot, several parts (the variant names the part: totals, holders, copies, postings), each
+# of its own type: the accessors below (totals, holders, copy_groups, postings) type each part.
+CONTEXT_INDEX: Slot[Any] = Slot(
+    "context_index", "snapshot",
+    "context's bundle statistics, queried stems' postings and copy groups, by part",
+    _warm_index,
+)
+SLOTS = (CONTEXT_WORDS, CONTEXT_INDEX)
+
 FIELDS = ("title", "description", "headings", "body")
 FIELD_WEIGHT = {"title": 3.0, "description": 2.0, "headings": 1.5, "body": 1.0}
 FIELD_B = {"title": 0.5, "description": 0.5, "headings": 0.6, "body": 0.75}

@@ -4,14 +4,33 @@ of its past paths the caller may see (docs/decisions/history-and-remote.md)."""
 from __future__ import annotations
 
 from ..errors import OPERATION_REJECTED, BundleError, recovery_step
-from ..toolspec import CallContext
+from ..toolspec import CallContext, Runner, TextRenderer, ToolSpec
 from ..vcs.history import WorkTree, work_tree
+from ._common import MIB
 
-__all__ = ["MAX_SCANNED", "bundle_relative", "visible", "work_tree_of"]
+__all__ = ["MAX_SCANNED", "bundle_relative", "history_spec", "visible", "work_tree_of"]
 
 # The newest commits of a file that a call reads (git log --max-count): a bound on the work of
 # one call however long the history.
 MAX_SCANNED = 10_000
+
+
+def history_spec(
+    name: str, title: str, description: str, run: Runner, text: TextRenderer | None = None
+) -> ToolSpec:
+    """The spec of a history tool: read-only, in the ``history`` toolset, answering for a bundle
+    with unparseable files too (git's past does not depend on them), within 1 MiB."""
+    return ToolSpec(
+        name=name,
+        title=title,
+        toolset="history",
+        read_only=True,
+        needs_parseable=False,
+        output_budget=1 * MIB,
+        description=description,
+        run=run,
+        text=text,
+    )
 
 
 def work_tree_of(call: CallContext) -> WorkTree:

@@ -23,17 +23,38 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
-from ..derived import (
-    SECTION_POSTINGS,
-    SECTION_WORD_TOTALS,
-    SECTION_WORDS,
-    of_document,
-    of_snapshot,
-)
+from ..derived import Slot, of_document, of_snapshot
 from ..errors import resource_limit
 from ..model import Document, Snapshot
 from ..okf.folding import fold
 from ..okf.properties import text_field
+
+
+def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
+    for doc in snapshot.concepts.values():
+        token.check()
+        _document_index(doc)
+
+
+def _warm_totals(snapshot: Snapshot, token: CancelToken) -> None:
+    section_totals(snapshot, token)
+
+
+SECTION_WORDS: Slot[_DocumentIndex] = Slot(
+    "section_words", "document",
+    "each section of one document for search_sections: its folded words, or (ASCII body) its "
+    "offsets in the folded body",
+    _warm_words,
+)
+SECTION_WORD_TOTALS: Slot[_Totals] = Slot(
+    "section_word_totals", "snapshot",
+    "section count and document frequencies over the whole bundle (BM25 statistics)",
+    _warm_totals,
+)
+SECTION_POSTINGS: Slot[_PostingCache] = Slot(
+    "section_postings", "snapshot", "per-term postings, filled as queries use terms",
+)
+SLOTS = (SECTION_WORDS, SECTION_WORD_TOTALS, SECTION_POSTINGS)
 
 K1 = 1.2
 B = 0.75
@@ -283,9 +304,7 @@ def collect_sections(
     the query terms with the same weights. Each document's words are indexed once and kept
     with the document; a term's postings are kept with the snapshot for later queries.
     """
-    totals: _Totals = of_snapshot(
-        snapshot, SECTION_WORD_TOTALS, lambda: _totals(snapshot, token), check=token.check
-    )
+    totals = section_totals(snapshot, token)
     cache: _PostingCache = of_snapshot(snapshot, SECTION_POSTINGS, _PostingCache)
     postings = {t: cache.get(t, functools.partial(_postings, snapshot, t, token)) for t in terms}
     for term, found in postings.items():
@@ -324,6 +343,13 @@ def collect_sections(
                      section.line_end, doc.record.sha256, "", section.length, tf)
         )
     return out, totals.sections, totals.length
+
+
+def section_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
+    """The bundle's section count and total weighted length, kept with the snapshot."""
+    return of_snapshot(
+        snapshot, SECTION_WORD_TOTALS, lambda: _totals(snapshot, token), check=token.check
+    )
 
 
 def _document_index(doc: Document) -> _DocumentIndex:

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from ..toolspec import CallContext, ToolSpec
-from ..writes.apply import ApplyCall, apply_plan
+from ..toolspec import ToolSpec
 from ..writes.bundle_edit import replan, request_of, targets_of
-from ..writes.plan import require_utf8
+from ._apply import previewed_apply
 
 NAME = "apply_bundle_edit"
 PREVIEW = "preview_bundle_edit"
@@ -20,16 +17,7 @@ DESCRIPTION = (
 )
 
 
-def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
-    snapshot, token = call.snapshot, call.token
-    require_utf8(params)
-    request = request_of(params)
-    apply_call = ApplyCall.previewed(NAME, PREVIEW, request, params, "expected_revision",
-                                     "expected_plan_digest")
-    applied = apply_plan(apply_call, snapshot, call.bundle_path,
-                         lambda: replan(snapshot, request, token), token, access=call.access,
-                         caps=call.caps, targets=targets_of(request))
-    return applied.receipt(params["expected_plan_digest"])
+run = previewed_apply(NAME, PREVIEW, request_of, replan, targets_of)
 
 
 SPEC = ToolSpec(

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..cancel import CancelToken
-from ..derived import SUMMARY_COUNTS, of_snapshot
+from ..derived import Slot, of_snapshot
 from ..model import Snapshot
 from ..okf.graph import clip, graph_of, in_project
 from ..okf.names import concept_name
@@ -61,6 +61,20 @@ INVALID_STATUS = "invalid"
 TRUST_TIERS = (UNVERIFIED, MACHINE_CONFIRMED, HUMAN_REVIEWED)
 ORPHAN, MISSING_INDEX = "orphan", "missing_index"  # the orphan check's finding codes
 
+
+
+def _warm(snapshot: Snapshot, token: CancelToken) -> None:
+    """The whole bundle's counts (a call without ``project``)."""
+    summary_counts(snapshot, None, token)
+
+
+SUMMARY_COUNTS: Slot[Counts] = Slot(
+    "summary_counts", "snapshot",
+    "bundle_summary's counts and full rankings per project, all but staleness (Counts)",
+    _warm,
+)
+SLOTS = (SUMMARY_COUNTS,)
+
 _T = TypeVar("_T")
 _E = TypeVar("_E")
 
@@ -69,7 +83,7 @@ _E = TypeVar("_E")
 class Counts:
     """Everything the answer reports for one scope except staleness (which depends on as_of),
     each ranked list in full and in its order: a pure function of the snapshot and the
-    project, kept with the snapshot (:data:`bundle_mcp.derived.SUMMARY_COUNTS`)."""
+    project, kept with the snapshot (:data:`SUMMARY_COUNTS`)."""
 
     concepts: int
     unparseable: int
@@ -90,9 +104,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     ref = reference_from(params)
     top = clamped(params, "top", DEFAULT_TOP, 1, MAX_TOP)
     project = project_from(snapshot, params)
-    counts = of_snapshot(
-        snapshot, SUMMARY_COUNTS, lambda: counts_of(snapshot, project, token), project, token.check
-    )
+    counts = summary_counts(snapshot, project, token)
     staleness = _staleness(snapshot, project, ref, token)
     token.check()
     orphans, orphans_left = _kept(counts.orphans, str, top)
@@ -141,6 +153,13 @@ def _staleness(
                 found["unknown" if stale is None else "stale" if stale else "not_stale"] += 1
     return {key: found[key] if ref.moment is not None else None
             for key in ("stale", "not_stale", "unknown")}
+
+
+def summary_counts(snapshot: Snapshot, project: str | None, token: CancelToken) -> Counts:
+    """:func:`counts_of`, kept with the snapshot per project."""
+    return of_snapshot(
+        snapshot, SUMMARY_COUNTS, lambda: counts_of(snapshot, project, token), project, token.check
+    )
 
 
 def counts_of(snapshot: Snapshot, project: str | None, token: CancelToken) -> Counts:

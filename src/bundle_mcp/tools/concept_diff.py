@@ -7,10 +7,10 @@ from typing import Any
 
 from ..errors import OPERATION_REJECTED, BundleError, recovery_step, resource_limit
 from ..model import Snapshot
-from ..toolspec import CallContext, ToolSpec
+from ..toolspec import CallContext
 from ..vcs.history import file_diff, file_log, resolve
-from ._common import MIB, require_concept
-from ._history import MAX_SCANNED, visible, work_tree_of
+from ._common import require_concept
+from ._history import MAX_SCANNED, history_spec, visible, work_tree_of
 
 NAME = "concept_diff"
 DESCRIPTION = (
@@ -71,14 +71,4 @@ def text(result: dict[str, Any], snapshot: Snapshot) -> str:
     return str(result["diff"]) or "no difference"
 
 
-SPEC = ToolSpec(
-    name=NAME,
-    title="Concept diff",
-    toolset="history",
-    read_only=True,
-    needs_parseable=False,
-    output_budget=1 * MIB,
-    description=DESCRIPTION,
-    run=run,
-    text=text,
-)
+SPEC = history_spec(NAME, "Concept diff", DESCRIPTION, run, text)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..toolspec import CallContext, ToolSpec
+from ..toolspec import CallContext
 from ..vcs.history import file_log
-from ._common import MIB, limit_from, require_concept
-from ._history import MAX_SCANNED, visible, work_tree_of
+from ._common import limit_from, require_concept
+from ._history import MAX_SCANNED, history_spec, visible, work_tree_of
 
 NAME = "concept_history"
 DESCRIPTION = (
@@ -49,13 +49,4 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-SPEC = ToolSpec(
-    name=NAME,
-    title="Concept history",
-    toolset="history",
-    read_only=True,
-    needs_parseable=False,
-    output_budget=1 * MIB,
-    description=DESCRIPTION,
-    run=run,
-)
+SPEC = history_spec(NAME, "Concept history", DESCRIPTION, run)

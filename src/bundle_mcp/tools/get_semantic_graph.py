@@ -28,11 +28,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..cancel import CancelToken
-from ..derived import SEMANTIC_GRAPH_NODES, of_snapshot
+from ..derived import Slot, of_snapshot
 from ..errors import resource_limit
 from ..export.rdf import BUNDLE_BASE, OKF_VOCAB, concept_iri_path
 from ..model import Document, Snapshot
-from ..okf.temporal import INSTANT_PROFILE, Reference, parse_value, reference_from
+from ..okf.temporal import DATE_PROFILE, INSTANT_PROFILE, Reference, parse_value, reference_from
 from ..okf.versions import resolve_version
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, Cards
@@ -80,6 +80,32 @@ CONTEXT: dict[str, Any] = {
 }
 
 
+Nodes = tuple[tuple[dict[str, Any], Any], ...]  # each concept's node without `stale`, its limit
+
+
+def _warm(snapshot: Snapshot, token: CancelToken) -> None:
+    """The nodes under the default profile, unless the graph is too large to answer."""
+    if len(snapshot.concepts) + 1 <= MAX_NODES:
+        _kept_nodes(snapshot, DATE_PROFILE, token)
+
+
+SEMANTIC_GRAPH_NODES: Slot[Nodes] = Slot(
+    "semantic_graph_nodes", "snapshot",
+    "the JSON-LD concept nodes without `stale`, per temporal profile",
+    _warm,
+)
+SLOTS = (SEMANTIC_GRAPH_NODES,)
+
+
+def _kept_nodes(snapshot: Snapshot, profile: str, token: CancelToken) -> Nodes:
+    # Every node but its `stale` is a pure function of the snapshot and the profile, so the
+    # nodes are built once per snapshot; each call only fills in `stale` for its as_of.
+    return of_snapshot(
+        snapshot, SEMANTIC_GRAPH_NODES,
+        lambda: _nodes(snapshot, Reference(profile, None, None), token), profile,
+    )
+
+
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     snapshot, token = call.snapshot, call.token
     ref = reference_from(params)
@@ -89,14 +115,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
             "serve a smaller bundle; use search_concepts and get_neighbors for bounded reads",
         )
     graph: list[dict[str, Any]] = [bundle_node(snapshot, ref)]
-    # Every node but its `stale` is a pure function of the snapshot and the profile, so the
-    # nodes are built once per snapshot; each call only fills in `stale` for its as_of.
-    nodes = of_snapshot(
-        snapshot,
-        SEMANTIC_GRAPH_NODES,
-        lambda: _nodes(snapshot, Reference(ref.profile, None, None), token),
-        ref.profile,
-    )
+    nodes = _kept_nodes(snapshot, ref.profile, token)
     for node, limit in nodes:
         item = dict(node)
         item["stale"] = None if ref.moment is None or limit is None else ref.moment >= limit
@@ -104,9 +123,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     return {"@context": dict(CONTEXT), "@graph": graph}
 
 
-def _nodes(
-    snapshot: Snapshot, ref: Reference, token: CancelToken
-) -> tuple[tuple[dict[str, Any], Any], ...]:
+def _nodes(snapshot: Snapshot, ref: Reference, token: CancelToken) -> Nodes:
     cards = Cards(snapshot, ref)
     out = []
     for concept_id, doc in snapshot.concepts.items():

@@ -6,8 +6,9 @@ import functools
 from collections.abc import Mapping
 from typing import Any
 
-from ..derived import LIST_ENTRY, of_document
-from ..model import Document
+from ..cancel import CancelToken
+from ..derived import Slot, of_document
+from ..model import Document, Snapshot
 from ..okf.properties import stale_after, status_state, text_field, trust
 from ..okf.temporal import Reference, parse_value, reference_from
 from ..okf.versions import resolve_version, version_declaration
@@ -29,6 +30,32 @@ DESCRIPTION = (
 COMPUTATION_KEYS = ("runtime", "parameters", "computation", "executor", "attester")
 
 
+def _warm(snapshot: Snapshot, token: CancelToken) -> None:
+    """Every concept's entry under the default profile (a call without arguments)."""
+    profile = reference_from({}).profile
+    legacy = resolve_version(snapshot)["effective"] == "0.1"
+    for n, doc in enumerate(snapshot.concepts.values()):
+        if n % 256 == 0:
+            token.check()
+        _kept_entry(doc, profile, legacy)
+
+
+# Everything in an entry but `stale` depends only on the document, the profile and the version,
+# so it is kept with the document; `stale` depends on each call's as_of.
+LIST_ENTRY: Slot[tuple[dict[str, Any], Any]] = Slot(
+    "list_entry", "document",
+    "a concept's list_concepts entry without `stale`, per temporal profile and OKF version",
+    _warm,
+)
+SLOTS = (LIST_ENTRY,)
+
+
+def _kept_entry(doc: Document, profile: str, legacy: bool) -> tuple[dict[str, Any], Any]:
+    return of_document(
+        doc, LIST_ENTRY, functools.partial(_base_entry, doc, profile, legacy), (profile, legacy)
+    )
+
+
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     snapshot, token = call.snapshot, call.token
     ref = reference_from(params)
@@ -38,14 +65,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     for n, doc in enumerate(snapshot.concepts.values()):
         if n % 256 == 0:
             token.check()
-        # Everything but `stale` depends only on the document, the profile and the version, so
-        # it is kept with the document; `stale` depends on this call's as_of.
-        base, limit = of_document(
-            doc,
-            LIST_ENTRY,
-            functools.partial(_base_entry, doc, ref.profile, legacy),
-            (ref.profile, legacy),
-        )
+        base, limit = _kept_entry(doc, ref.profile, legacy)
         item = dict(base)
         item["stale"] = None if ref.moment is None or limit is None else ref.moment >= limit
         concepts.append(item)

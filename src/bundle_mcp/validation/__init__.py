@@ -11,25 +11,67 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from ..cancel import CancelToken
-from ..derived import (
-    BUNDLE_FINDINGS,
-    DOCUMENT_FINDINGS,
-    FIELD_FINDINGS,
-    INDEX_FINDINGS,
-    LINK_FINDINGS,
-    ORPHAN_FINDINGS,
-    of_document,
-    of_snapshot,
-)
+from ..derived import Slot, of_document, of_snapshot
 from ..errors import ERROR, INFO, WARN, Diagnostic
 from ..model import Document, Snapshot
-from ..okf.temporal import Reference
+from ..okf.temporal import DATE_PROFILE, Reference
 from ..okf.versions import resolve_version, version_declaration
 from . import bundle, computations, concepts, fields, links, reserved
 from .findings import VersionRules
 
 _P = ParamSpec("_P")
 _T = TypeVar("_T")
+
+
+def _warm(check_links: bool) -> Callable[[Snapshot, CancelToken], None]:
+    """The warm-up's build of the findings a validation with default arguments (and with
+    ``check_links``) reads: what validate_bundle's first calls would build."""
+
+    def warm(snapshot: Snapshot, token: CancelToken) -> None:
+        options = ValidateOptions(Reference(DATE_PROFILE, None, None), check_links=check_links)
+        rules = VersionRules.of(resolve_version(snapshot, options.target_version))
+        for _finding in findings_for(snapshot, options, rules, token):
+            pass
+
+    return warm
+
+
+def _warm_orphans(snapshot: Snapshot, token: CancelToken) -> None:
+    token.check()
+    orphan_findings(snapshot)
+
+
+Findings = tuple[Diagnostic, ...]
+DOCUMENT_FINDINGS: Slot[Findings] = Slot(
+    "document_findings", "document",
+    "the findings of the rules that read one document, per strictness and OKF version",
+    _warm(check_links=False),
+)
+FIELD_FINDINGS: Slot[Findings] = Slot(
+    "field_findings", "snapshot",
+    "path-valued field and Attested Computation findings, per concept and --check-links (they "
+    "read other files of the snapshot, so they cannot be kept with the document); warmed with "
+    "the document findings and the link findings",
+)
+INDEX_FINDINGS: Slot[Findings] = Slot(
+    "index_findings", "snapshot",
+    "strict-mode index.md description mismatches, per index file",
+)
+LINK_FINDINGS: Slot[Findings] = Slot(
+    "link_findings", "snapshot", "broken-link findings, per document", _warm(check_links=True),
+)
+ORPHAN_FINDINGS: Slot[Findings] = Slot(
+    "orphan_findings", "snapshot",
+    "concepts their folder's index.md does not link, and folders without an index.md",
+    _warm_orphans,
+)
+BUNDLE_FINDINGS: Slot[Findings] = Slot(
+    "bundle_findings", "snapshot",
+    "the findings of the rules over the whole bundle (collisions, the root index, log.md); "
+    "warmed with the document findings",
+)
+SLOTS = (DOCUMENT_FINDINGS, FIELD_FINDINGS, INDEX_FINDINGS, LINK_FINDINGS, ORPHAN_FINDINGS,
+         BUNDLE_FINDINGS)
 
 
 def _tupled(

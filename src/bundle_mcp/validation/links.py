@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 
-from ..derived import CONCEPT_IDS_BY_CASEFOLD, of_snapshot
+from ..derived import Slot, of_snapshot
 from ..errors import Diagnostic
 from ..model import INDEX, Document, Link, Snapshot
 from ..okf.ids import path_for_concept_id
 from ..okf.markdown import resolve_link
 from .findings import info, warn
 from .reserved import index_entries
+
+CONCEPT_IDS_BY_CASEFOLD: Slot[Mapping[str, tuple[str, ...]]] = Slot(
+    "concept_ids_by_casefold", "snapshot",
+    "concept IDs by their case-folded spelling, for 'did you mean' on a broken link",
+)
+SLOTS = (CONCEPT_IDS_BY_CASEFOLD,)
 
 
 def link_findings(doc: Document, snapshot: Snapshot) -> Iterator[Diagnostic]:

@@ -8,12 +8,18 @@ from dataclasses import dataclass
 
 from markdown_it.token import Token
 
-from ..derived import INDEX_OUTLINE, of_document
+from ..derived import Slot, of_document
 from ..errors import Diagnostic
 from ..model import INDEX, Document, Snapshot
 from ..okf.markdown import markdown_parser, resolve_link
 from ..okf.temporal import parse_date
 from .findings import VersionRules, error, warn
+
+INDEX_OUTLINE: Slot[IndexOutline] = Slot(
+    "index_outline", "document",
+    "an index.md file's headings and top-level list entries (IndexOutline); built by validation",
+)
+SLOTS = (INDEX_OUTLINE,)
 
 SPEC_INDEX = "OKF v0.2: index.md lists a folder's concepts under headings"
 SPEC_LOG = "OKF v0.2: log.md groups list entries under ## YYYY-MM-DD headings, newest first"

@@ -123,6 +123,54 @@ def _drain(pipe: IO[bytes], keep: int, into: list[bytes], over: list[bool]) -> N
         kept += len(chunk)
 
 
+@dataclass(frozen=True, slots=True)
+class _Running:
+    """One git process as :func:`run` and :func:`stream` start it: its stderr drained (and kept
+    up to :data:`STDERR_KEPT`) by a thread, and a timer that kills it after ``timeout``."""
+
+    process: subprocess.Popen[bytes]
+    err: list[bytes]
+    err_thread: threading.Thread
+    killed: threading.Event
+    timer: threading.Timer
+
+    @classmethod
+    def start(cls, args: Sequence[str], cwd: str | None, timeout: float) -> _Running:
+        process = subprocess.Popen(  # noqa: S603 (an argument list, never a shell)
+            [_git(), *SAFE_CONFIG, *args],
+            cwd=cwd,
+            env=git_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        err: list[bytes] = []
+        err_thread = threading.Thread(target=_drain, args=(process.stderr, STDERR_KEPT, err, []),
+                                      daemon=True)
+        err_thread.start()
+        killed = threading.Event()
+
+        def kill() -> None:
+            killed.set()
+            process.kill()
+
+        timer = threading.Timer(timeout, kill)
+        timer.daemon = True
+        timer.start()
+        return cls(process, err, err_thread, killed, timer)
+
+    def stderr(self, args: Sequence[str], timeout: float) -> str:
+        """What git wrote to stderr, once it has ended.
+
+        Raises:
+            GitFailed: the timer killed it.
+        """
+        stderr = b"".join(self.err).decode("utf-8", "replace").strip()
+        if self.killed.is_set():
+            raise GitFailed(f"git {args[0]} took longer than {timeout:g} s", stderr)
+        return stderr
+
+
 def run(
     args: Sequence[str],
     *,
@@ -139,31 +187,11 @@ def run(
         GitMissing: no git on PATH.
         GitFailed: the command ran longer than ``timeout`` seconds.
     """
-    process = subprocess.Popen(  # noqa: S603 (an argument list, never a shell)
-        [_git(), *SAFE_CONFIG, *args],
-        cwd=cwd,
-        env=git_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    running = _Running.start(args, cwd, timeout)
+    process = running.process
     assert process.stdout is not None and process.stderr is not None
     out: list[bytes] = []
-    err: list[bytes] = []
     over: list[bool] = []
-    err_over: list[bool] = []
-    err_thread = threading.Thread(target=_drain, args=(process.stderr, STDERR_KEPT, err, err_over),
-                                  daemon=True)
-    err_thread.start()
-    killed = threading.Event()
-
-    def kill() -> None:
-        killed.set()
-        process.kill()
-
-    timer = threading.Timer(timeout, kill)
-    timer.daemon = True
-    timer.start()
     try:
         kept = 0
         while True:
@@ -178,14 +206,12 @@ def run(
             out.append(chunk)
             kept += len(chunk)
         returncode = process.wait()
-        err_thread.join()
+        running.err_thread.join()
     finally:
-        timer.cancel()
+        running.timer.cancel()
         process.stdout.close()
         process.stderr.close()
-    stderr = b"".join(err).decode("utf-8", "replace").strip()
-    if killed.is_set():
-        raise GitFailed(f"git {args[0]} took longer than {timeout:g} s", stderr)
+    stderr = running.stderr(args, timeout)
     return GitResult(b"".join(out), stderr, returncode, bool(over))
 
 
@@ -202,42 +228,21 @@ def stream(
         GitMissing: no git on PATH.
         GitFailed: git exited non-zero or timed out (after the block, unless it raised).
     """
-    process = subprocess.Popen(  # noqa: S603 (an argument list, never a shell)
-        [_git(), *SAFE_CONFIG, *args],
-        cwd=cwd,
-        env=git_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
+    running = _Running.start(args, cwd, timeout)
+    process = running.process
     assert process.stdout is not None and process.stderr is not None
-    err: list[bytes] = []
-    err_thread = threading.Thread(target=_drain, args=(process.stderr, STDERR_KEPT, err, []),
-                                  daemon=True)
-    err_thread.start()
-    killed = threading.Event()
-
-    def kill() -> None:
-        killed.set()
-        process.kill()
-
-    timer = threading.Timer(timeout, kill)
-    timer.daemon = True
-    timer.start()
     try:
         yield process.stdout
     except BaseException:
         process.kill()
         raise
     finally:
-        timer.cancel()
+        running.timer.cancel()
         process.stdout.close()
         returncode = process.wait()
-        err_thread.join()
+        running.err_thread.join()
         process.stderr.close()
-    stderr = b"".join(err).decode("utf-8", "replace").strip()
-    if killed.is_set():
-        raise GitFailed(f"git {args[0]} took longer than {timeout:g} s", stderr)
+    stderr = running.stderr(args, timeout)
     if returncode != 0:
         raise GitFailed(f"git {args[0]} failed: {_first_line(stderr)}", stderr)
 

@@ -14,12 +14,10 @@ import re
 from dataclasses import dataclass
 
 from ..errors import (
-    ERROR,
-    OPERATION_REJECTED,
     BundleError,
-    Diagnostic,
+    invalid_input,
     invalid_request,
-    recovery_step,
+    operation_rejected,
 )
 from . import git
 
@@ -59,7 +57,7 @@ class FileDiff:
 
 
 def rejected(message: str, step: str) -> BundleError:
-    return BundleError(OPERATION_REJECTED, message, (recovery_step(step),))
+    return operation_rejected(message, step=step)
 
 
 NOT_IN_GIT_STEP = (
@@ -109,7 +107,7 @@ def resolve(tree: WorkTree, revision: str, field: str) -> str:
     if problem is not None:
         raise invalid_request(
             f"{field.removeprefix('$.')} is not a revision: {problem}",
-            Diagnostic(code="invalid_input", severity=ERROR, field=field, message=problem),
+            invalid_input(field, problem),
         )
     done = _run(tree, ["rev-parse", "--verify", "--quiet", "--end-of-options",
                        f"{revision}^{{commit}}"])

@@ -33,12 +33,12 @@ from ..errors import PLAN_MISMATCH, REVISION_CONFLICT, BundleError, Diagnostic, 
 from ..limits import DEFAULT_CAPS, Caps
 from ..model import Snapshot
 from ..okf.scopes import FULL_ACCESS, Access
-from .plan import FileChange, request_digest, revision_of_snapshot
+from .plan import FileChange, plan_digest, request_digest, revision_of_snapshot
 from .publish import PlannedWrite, Receipt, apply_writes
 from .scope import require_writable
 
-__all__ = ["APPLIED", "NOOP", "REJECTED", "ApplyCall", "Applied", "Replanned", "apply_plan",
-           "require_plan"]
+__all__ = ["APPLIED", "NOOP", "REJECTED", "ApplyCall", "Applied", "OperationsPlan", "Replanned",
+           "apply_plan", "require_plan"]
 
 APPLIED = "applied"
 NOOP = "noop"
@@ -98,6 +98,30 @@ class Replanned:
     changes: tuple[FileChange, ...] = ()
     digests: tuple[str | None, ...] = ()  # aligned with ApplyCall.expected_digests
     rejected: tuple[Diagnostic, ...] | None = None  # why the plan cannot be applied; None: it can
+
+
+@dataclass(frozen=True, slots=True)
+class OperationsPlan:
+    """The plan of a list of operations (a bundle edit, a concept patch), as its preview shows
+    it and its apply re-plans it: one shape for both, so each step below has one home."""
+
+    status: str  # applicable | noop | rejected
+    changes: tuple[FileChange, ...]
+    diagnostics: tuple[Diagnostic, ...]
+
+    def digest(self, kind: str, snapshot: Snapshot, request: Any) -> str | None:
+        """The plan digest the preview reports and the apply sends back (``kind``: the tool
+        the digest binds); ``None`` for a rejected plan, which has none."""
+        if self.status == REJECTED:
+            return None
+        return plan_digest(kind, revision_of_snapshot(snapshot), request, self.changes)
+
+    def replanned(self, planned: str | None) -> Replanned:
+        """The plan rebuilt for its apply (``planned``: its digest): a rejected plan is
+        answered, not raised."""
+        if self.status == REJECTED:
+            return Replanned(rejected=self.diagnostics)
+        return Replanned(self.changes, (planned,))
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,6 @@ import copy
 import posixpath
 import re
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from ..cancel import CancelToken
@@ -39,7 +38,7 @@ from ..errors import (
     ERROR,
     BundleMcpError,
     Diagnostic,
-    did_you_mean,
+    invalid_input,
     invalid_request,
 )
 from ..loader.current import changed_view
@@ -48,15 +47,15 @@ from ..model import INDEX, Document, Snapshot
 from ..okf.field_paths import BUNDLE, path_fields
 from ..okf.ids import concept_id_problem, path_for_concept_id
 from ..okf.relations import retarget_relations
-from ..okf.suggest import suggest
+from ..okf.suggest import did_you_mean_diagnostics
 from ..okf.temporal import parse_date
 from ..okf.versions import resolve_version
 from ..validation.findings import VersionRules
 from ..validation.links import broken_links, link_target
 from ..validation.reserved import reserved_conformance
-from .apply import Replanned
+from .apply import REJECTED, OperationsPlan, Replanned
 from .link_edit import LinkEditError, edit_links, retargeted
-from .plan import FileChange, new_conformance_errors, plan_digest, revision_of_snapshot
+from .plan import FileChange, new_conformance_errors
 from .reserved_files import appended_log, dropped_index_entries, regenerated_index
 from .yaml_edit import EditError, data_of, rewrite
 
@@ -74,18 +73,13 @@ __all__ = [
 PLAN_KIND = "bundle_edit"  # the tool the plan digest binds
 APPLICABLE = "applicable"
 NOOP = "noop"
-REJECTED = "rejected"
 REFUSE = "refuse"
 UNLINK = "unlink"
 MAX_LISTED = 1000  # inbound references listed one by one; the rest are counted in one more
 _LOCATION = re.compile(r"([A-Za-z_]+)(?:\[(\d+)\])?")
 
 
-@dataclass(frozen=True, slots=True)
-class EditPlan:
-    status: str  # applicable | noop | rejected
-    changes: tuple[FileChange, ...]
-    diagnostics: tuple[Diagnostic, ...]
+EditPlan = OperationsPlan  # the one plan shape of a list of operations
 
 
 class _Rejected(BundleMcpError):
@@ -149,18 +143,14 @@ def check_operations(operations: list[Mapping[str, Any]]) -> None:
         where = f"$.operations[{n}]"
         for key in ("concept_id", "new_id"):
             if key in op and (problem := concept_id_problem(op[key])) is not None:
-                problems.append(Diagnostic(code="invalid_input", severity=ERROR,
-                                           field=f"{where}.{key}",
-                                           message=f"{key} is not a canonical concept ID: "
-                                                   f"{problem}"))
+                problems.append(invalid_input(
+                    f"{where}.{key}", f"{key} is not a canonical concept ID: {problem}"))
         if "folder" in op and (problem := _folder_problem(op["folder"])) is not None:
-            problems.append(Diagnostic(code="invalid_input", severity=ERROR,
-                                       field=f"{where}.folder",
-                                       message=f"folder is not a bundle folder: {problem}"))
+            problems.append(invalid_input(f"{where}.folder",
+                                          f"folder is not a bundle folder: {problem}"))
         if "date" in op and parse_date(op["date"]) is None:
-            problems.append(Diagnostic(code="invalid_input", severity=ERROR,
-                                       field=f"{where}.date",
-                                       message="date is not a calendar date YYYY-MM-DD"))
+            problems.append(invalid_input(f"{where}.date",
+                                          "date is not a calendar date YYYY-MM-DD"))
     if problems:
         raise invalid_request("the operations name invalid IDs, folders or dates", *problems)
 
@@ -209,17 +199,13 @@ def plan_of(
     """
     check_operations(request["operations"])
     plan = plan_edit(snapshot, request["operations"], token)
-    if plan.status == REJECTED:
-        return plan, None
-    return plan, plan_digest(PLAN_KIND, revision_of_snapshot(snapshot), request, plan.changes)
+    return plan, plan.digest(PLAN_KIND, snapshot, request)
 
 
 def replan(snapshot: Snapshot, request: Mapping[str, Any], token: CancelToken) -> Replanned:
     """The edit rebuilt for its apply: a rejected plan is answered, not raised."""
     plan, planned = plan_of(snapshot, request, token)
-    if plan.status == REJECTED:
-        return Replanned(rejected=plan.diagnostics)
-    return Replanned(plan.changes, (planned,))
+    return plan.replanned(planned)
 
 
 def plan_edit(
@@ -251,8 +237,8 @@ def _concept(state: _State, concept_id: str, field: str, token: CancelToken) -> 
         raise _Rejected(
             _problem(CONCEPT_NOT_FOUND, f"no concept {concept_id!r} in the bundle; find the "
                      "canonical ID with search_concepts or list_concepts", None, field),
-            *(did_you_mean(s.concept_id, s.name, s.path, f"{field}.concept_id")
-              for s in suggest(state.current, concept_id, check=token.check)),
+            *did_you_mean_diagnostics(state.current, concept_id, f"{field}.concept_id",
+                                      check=token.check),
         )
     return doc
 

@@ -30,10 +30,10 @@ from ..cancel import CancelToken
 from ..errors import (
     ERROR,
     OPERATION_REJECTED,
-    BundleError,
     Diagnostic,
+    invalid_input,
     invalid_request,
-    recovery_step,
+    operation_rejected,
 )
 from ..loader.frontmatter import split_frontmatter
 from ..model import Document, Snapshot, thaw
@@ -123,8 +123,8 @@ def check_request(request: Mapping[str, Any]) -> None:
     """
     require_utf8(request)
     bad = [
-        Diagnostic(code="invalid_input", severity=ERROR, field=f"$.generated_at[{i}].at",
-                   message=f"generated_at[{i}].at is not an RFC 3339 date-time with an offset")
+        invalid_input(f"$.generated_at[{i}].at",
+                      f"generated_at[{i}].at is not an RFC 3339 date-time with an offset")
         for i, entry in enumerate(request["generated_at"])
         if parse_instant(entry["at"]) is None
     ]
@@ -331,18 +331,15 @@ def replan(
     plan, planned, account = plan_of(snapshot, request, token)
     require_source(expected_source, plan.source, preview)
     if plan.status == BLOCKED:
-        raise BundleError(
-            OPERATION_REJECTED,
+        raise operation_rejected(
             f"the migration is blocked by {len(plan.blockers)} problem(s); nothing was written",
-            (
-                *(
-                    Diagnostic(code=b["code"], severity=ERROR, file=b["path"] or None,
-                               message=b["message"])
-                    for b in plan.blockers[:MAX_BLOCKER_DIAGNOSTICS]
-                ),
-                recovery_step(f"run {preview}, resolve its blockers and manual actions, then "
-                              "apply the new preview"),
+            *(
+                Diagnostic(code=b["code"], severity=ERROR, file=b["path"] or None,
+                           message=b["message"])
+                for b in plan.blockers[:MAX_BLOCKER_DIAGNOSTICS]
             ),
+            step=f"run {preview}, resolve its blockers and manual actions, then apply the new "
+                 "preview",
         )
     return Replanned(plan.changes, (planned, digest(account)))
 

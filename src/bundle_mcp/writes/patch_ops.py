@@ -27,7 +27,7 @@ from ..errors import (
     ERROR,
     BundleMcpError,
     Diagnostic,
-    did_you_mean,
+    invalid_input,
     invalid_request,
 )
 from ..loader.frontmatter import split_frontmatter
@@ -35,15 +35,13 @@ from ..model import Snapshot
 from ..okf.computations import computation_tokens
 from ..okf.ids import concept_id_problem, path_for_concept_id
 from ..okf.markdown import markdown_parser
-from ..okf.suggest import suggest
+from ..okf.suggest import did_you_mean_diagnostics
 from ..okf.temporal import DATE_PROFILE, parse_instant, parse_value
-from .apply import Replanned
+from .apply import REJECTED, OperationsPlan, Replanned
 from .plan import (
     FileChange,
     new_conformance_errors,
-    plan_digest,
     require_utf8,
-    revision_of_snapshot,
 )
 from .yaml_edit import EditError, data_of, rewrite
 
@@ -64,7 +62,6 @@ __all__ = [
 ]
 
 PLAN_KIND = "concept_patch"  # the tool the plan digest binds
-REJECTED = "rejected"  # the status of a plan with a problem; the others are applicable and noop
 
 KINDS = (
     "set_generated",
@@ -92,11 +89,7 @@ class OpRejected(BundleMcpError):
         self.file = file
 
 
-@dataclass(frozen=True, slots=True)
-class PatchPlan:
-    status: str  # applicable | noop | rejected
-    changes: tuple[FileChange, ...]
-    diagnostics: tuple[Diagnostic, ...]
+PatchPlan = OperationsPlan  # the one plan shape of a list of operations
 
 
 class Workspace:
@@ -182,17 +175,13 @@ def plan_of(
     """
     check_operations(request["operations"], request["temporal_profile"])
     plan = plan_patch(snapshot, request["operations"], request["temporal_profile"], token)
-    if plan.status == REJECTED:
-        return plan, None
-    return plan, plan_digest(PLAN_KIND, revision_of_snapshot(snapshot), request, plan.changes)
+    return plan, plan.digest(PLAN_KIND, snapshot, request)
 
 
 def replan(snapshot: Snapshot, request: Mapping[str, Any], token: CancelToken) -> Replanned:
     """The patch rebuilt for its apply: a rejected plan is answered, not raised."""
     plan, planned = plan_of(snapshot, request, token)
-    if plan.status == REJECTED:
-        return Replanned(rejected=plan.diagnostics)
-    return Replanned(plan.changes, (planned,))
+    return plan.replanned(planned)
 
 
 def plan_patch(
@@ -211,8 +200,8 @@ def plan_patch(
             if exc.code == CONCEPT_NOT_FOUND:
                 concept_field = f"{field}.concept_id"
                 problems.extend(
-                    did_you_mean(s.concept_id, s.name, s.path, concept_field)
-                    for s in suggest(snapshot, op["concept_id"], check=token.check)
+                    did_you_mean_diagnostics(snapshot, op["concept_id"], concept_field,
+                                             check=token.check)
                 )
         except EditError as exc:
             problems.append(_diagnostic(exc.code, exc.message, _target(workspace, op), field))
@@ -271,8 +260,7 @@ def check_operations(operations: list[Mapping[str, Any]], profile: str) -> None:
             problems.append((f"{base}.attested_computation.parameters", "repeats a name"))
     if problems:
         diagnostics = [
-            Diagnostic(code="invalid_input", severity=ERROR, field=field,
-                       message=f"{field[2:]} {problem}")
+            invalid_input(field, f"{field[2:]} {problem}")
             for field, problem in sorted(problems)[:8]
         ]
         raise invalid_request("the operations do not describe a valid patch", *diagnostics)

@@ -16,7 +16,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import ERROR, Diagnostic, invalid_request
+from ..errors import (
+    ERROR,
+    Diagnostic,
+    invalid_input,
+    invalid_request,
+)
 from ..loader.current import changed_view
 from ..loader.document import parse_document
 from ..model import Snapshot, canonical_json
@@ -98,7 +103,7 @@ def require_utf8(value: Any, argument: str | None = None) -> None:
             message = advice = f"{argument} contains an unpaired surrogate"
             field = f"$.{argument}"
         raise invalid_request(
-            message, Diagnostic(code="invalid_input", severity=ERROR, field=field, message=advice)
+            message, invalid_input(field, advice)
         ) from None
 
 

@@ -21,11 +21,10 @@ from typing import Any
 from ..cancel import CancelToken
 from ..errors import (
     ERROR,
-    OPERATION_REJECTED,
-    BundleError,
     Diagnostic,
+    invalid_input,
     invalid_request,
-    recovery_step,
+    operation_rejected,
 )
 from ..model import Document, Snapshot, thaw
 from ..okf.ids import concept_id_problem, path_for_concept_id
@@ -129,12 +128,10 @@ def replan(
     """
     plan, planned = plan_of(snapshot, request, token)
     if plan.status != READY:
-        raise BundleError(
-            OPERATION_REJECTED,
+        raise operation_rejected(
             f"the upgrade is {plan.status}, not ready: there is nothing it could apply",
-            (recovery_step(
-                f"run {preview}, add a mapping for every unresolved date, and apply only a "
-                "preview whose status is ready"),),
+            step=f"run {preview}, add a mapping for every unresolved date, and apply only a "
+                 "preview whose status is ready",
         )
     return Replanned(plan.changes, (planned,))
 
@@ -186,12 +183,11 @@ def plan_upgrade(
         observed.extend(found)
         malformed.extend(bad)
     if malformed:
-        raise BundleError(
-            OPERATION_REJECTED,
+        raise operation_rejected(
             f"{len(malformed)} temporal value(s) are neither a date nor an instant",
-            (*malformed[:MAX_DIAGNOSTICS], recovery_step(
-                "fix the listed values with apply_concept_patch (or remove them), then preview "
-                "the upgrade again")),
+            *malformed[:MAX_DIAGNOSTICS],
+            step="fix the listed values with apply_concept_patch (or remove them), then preview "
+                 "the upgrade again",
         )
     by_key = {(o.concept, o.path): o for o in observed}
     problems: list[tuple[str, str]] = []
@@ -213,11 +209,10 @@ def plan_upgrade(
 def _require_v02(snapshot: Snapshot) -> None:
     version = resolve_version(snapshot)
     if version["effective"] != "0.2" or version["declared"] not in (None, "0.2"):
-        raise BundleError(
-            OPERATION_REJECTED,
+        raise operation_rejected(
             "the temporal upgrade needs an OKF 0.2 bundle (root index.md with okf_version \"0.2\")",
-            (recovery_step("migrate the bundle first with preview_v02_migration and "
-                           "apply_v02_migration, then preview the upgrade again"),),
+            step="migrate the bundle first with preview_v02_migration and apply_v02_migration, "
+                 "then preview the upgrade again",
         )
 
 
@@ -281,11 +276,10 @@ def _rewrites(
         try:
             text = rewrite(doc.text, data)
         except EditError as exc:
-            raise BundleError(
-                OPERATION_REJECTED,
+            raise operation_rejected(
                 f"{doc.path} cannot be upgraded in place: {exc.message}",
-                (Diagnostic(code=exc.code, severity=ERROR, file=doc.path, message=exc.message),
-                 recovery_step("rewrite the listed values by hand or with apply_concept_patch")),
+                Diagnostic(code=exc.code, severity=ERROR, file=doc.path, message=exc.message),
+                step="rewrite the listed values by hand or with apply_concept_patch",
             ) from None
         changes.append(FileChange(doc.path, doc.text, text, doc.record.sha256))
     return tuple(sorted(changes, key=lambda c: c.path))
@@ -305,8 +299,7 @@ def _raise_invalid(problems: list[tuple[str, str]]) -> None:
     if not problems:
         return
     diagnostics = [
-        Diagnostic(code="invalid_input", severity=ERROR, field=field,
-                   message=f"{field[2:]} {problem}")
+        invalid_input(field, f"{field[2:]} {problem}")
         for field, problem in problems[:MAX_DIAGNOSTICS]
     ]
     raise invalid_request(
