@@ -77,7 +77,7 @@ log = logging.getLogger(__name__)
 API_PREFIX = "/api"
 TOOLS_PREFIX = "/api/tools/"
 OPENAPI_PATH = "/api/openapi.json"
-# The traversal seed's REST paths (seed 000, "REST equivalents"): the same tools, other names.
+# The traversal seed's REST paths (docs/DESIGN.md §7): the same tools, other names.
 ALIASES: Mapping[str, str] = MappingProxyType({
     "/api/search/expand": "expand_neighbors",
     "/api/search/slice": "fetch_slice",

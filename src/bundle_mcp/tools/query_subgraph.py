@@ -1,4 +1,7 @@
-"""query_subgraph: the budgeted k-hop neighbourhood of one or more seed objects (seed 004)."""
+"""query_subgraph: the budgeted k-hop neighbourhood of one or more seed objects.
+
+From seed 004 (docs/DESIGN.md §7); the extraction itself is :mod:`._extraction`.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""visualize_graph: a Mermaid ``graph TD`` of a budgeted subgraph (seed 004).
+"""visualize_graph: a Mermaid ``graph TD`` of a budgeted subgraph (seed 004, docs/DESIGN.md §7).
 
 It runs the query_subgraph extraction in compact mode, so budgets, ranking and truncation fields
 are the same; only the rendering differs. Node IDs never reach the diagram: nodes get synthetic
