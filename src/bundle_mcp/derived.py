@@ -22,20 +22,26 @@ defined anywhere in the package is registered exactly once.
 
 Document-level slots live with the document, which the loader reuses across snapshots while its
 bytes stay the same: an edit to one file rebuilds only that file's structures and the
-snapshot-level ones.
+snapshot-level ones. A document slot with a :class:`Codec` outlives the process too: the parse
+cache keeps its values by the document's bytes, and a document read back from the cache reads
+them back (:func:`of_document`) instead of building them.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Hashable
+import json
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar
 
 from .cancel import CancelToken
 from .model import Document, Snapshot
 
-__all__ = ["OWNERS", "Slot", "Warm", "built", "of_document", "of_snapshot", "slots"]
+__all__ = [
+    "OWNERS", "Codec", "Slot", "Warm", "built", "kept_values", "of_document", "of_snapshot",
+    "slots", "stored_key",
+]
 
 T = TypeVar("T")
 
@@ -43,6 +49,23 @@ T = TypeVar("T")
 # default arguments would build for this snapshot (its view, for a reader). Runs in the warm-up
 # thread; ``token`` is the warm-up's, checked as the slot's own builders check a call's.
 Warm = Callable[[Snapshot, CancelToken], object]
+
+
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    """How a document slot's value is kept in the parse cache, so that a restarted server reads
+    it back instead of building it again (the value is a pure function of the document's bytes
+    and the variant, and the cache's rows are keyed by those bytes).
+
+    ``encode`` gives JSON-native data; ``decode`` turns it back into a value equal to the one a
+    build gives, raising ``KeyError``, ``TypeError``, ``ValueError`` or ``IndexError`` for data
+    that does not fit (then the value is built). ``version`` names the encoding: change it with
+    the value's shape, and rows of the old shape are never read.
+    """
+
+    version: int
+    encode: Callable[[T], Any]
+    decode: Callable[[Any], T]
 
 
 @dataclass(frozen=True, eq=False)
@@ -57,6 +80,7 @@ class Slot(Generic[T]):
     owner: Literal["snapshot", "document"]
     what: str
     warm: Warm | None = None
+    codec: Codec[T] | None = None  # a document slot kept in the parse cache (Codec)
 
 
 # The modules that declare slots, each in a module-level ``SLOTS`` tuple, in the order the
@@ -118,7 +142,48 @@ def of_document(
     :func:`of_snapshot`."""
     if slot.owner != "document":
         raise ValueError(f"{slot.name} is kept per snapshot")
-    return doc.memo.get((slot, variant), build, check)
+    codec, stored = slot.codec, doc.stored
+    if codec is None or stored is None:
+        return doc.memo.get((slot, variant), build, check)
+
+    def read_or_build() -> T:
+        key = stored_key(slot, variant)
+        raw = stored(key) if key is not None else None
+        if raw is not None:
+            try:
+                return codec.decode(raw)
+            except (KeyError, TypeError, ValueError, IndexError):
+                pass  # a row that does not fit this encoding: build it
+        return build()
+
+    return doc.memo.get((slot, variant), read_or_build, check)
+
+
+def stored_key(slot: Slot[Any], variant: Hashable) -> str | None:
+    """The key of a document slot's value in the parse cache: its name, its codec's version and
+    the variant as JSON; ``None`` when it is not kept (no codec, a variant JSON cannot spell)."""
+    if slot.codec is None:
+        return None
+    try:
+        spelled = json.dumps(variant, separators=(",", ":"), sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError):
+        return None
+    return f"{slot.name}/{slot.codec.version}/{spelled}"
+
+
+def kept_values(doc: Document) -> Iterator[tuple[str, Any]]:
+    """``(key, encoded value)`` of every built value of ``doc``'s slots that have a codec: what a
+    save of the parse cache keeps for the next process."""
+    for key in doc.memo.keys():
+        if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], Slot)):
+            continue
+        slot, variant = key
+        name = stored_key(slot, variant)
+        if name is None or slot.codec is None:
+            continue
+        found, value = doc.memo.peek(key)
+        if found:
+            yield name, slot.codec.encode(value)
 
 
 def built(snapshot: Snapshot) -> dict[str, int]:

@@ -112,6 +112,13 @@ class Memo:
         with self._lock:
             return tuple(self._values)
 
+    def peek(self, key: Any) -> tuple[bool, Any]:
+        """``(True, value)`` when ``key`` is stored, ``(False, None)`` otherwise; builds nothing."""
+        with self._lock:
+            if key in self._values:
+                return True, self._values[key]
+            return False, None
+
     def get(
         self, key: Any, factory: Callable[[], _T], check: Callable[[], None] | None = None
     ) -> _T:
@@ -302,6 +309,10 @@ class Document:
     relations: tuple[Relation, ...] = ()
     relation_diagnostics: tuple[Diagnostic, ...] = ()
     memo: Memo = field(default_factory=Memo, repr=False, compare=False)
+    # What an earlier process kept of this document's derived structures, by key (the parse
+    # cache's ``derived`` rows for these bytes); ``None`` when nothing was kept. Read only by
+    # ``derived.of_document``, which still builds whatever this cannot give.
+    stored: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def frontmatter(self) -> Mapping[str, Any] | None:

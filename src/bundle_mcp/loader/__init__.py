@@ -372,7 +372,8 @@ def deferred(
 
         def finish() -> tuple[Document, str]:
             data = read()
-            doc = decode(path, data, fixed.sha256, cached.entry(path, fixed.sha256))
+            doc = decode(path, data, fixed.sha256, cached.entry(path, fixed.sha256),
+                         functools.partial(cached.derived, path, fixed.sha256))
             if doc is not None:
                 return doc, DECODED
             # The row's entry is gone or does not fit: parse. The same bytes parse the same

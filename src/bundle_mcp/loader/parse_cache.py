@@ -36,11 +36,12 @@ import os
 import sqlite3
 import threading
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..derived import kept_values
 from ..errors import Diagnostic
 from ..model import (
     Document,
@@ -66,7 +67,8 @@ log = logging.getLogger(__name__)
 # 4: SQLite rows instead of one JSON pack per bundle.
 # 5: each document row also says whether the file parses (``error``), apart from its entry.
 # 7: a ``stats`` table: the settled stat of each file, trusted by the next process's walk; a
-#    ``targets`` table: the concepts each file's links and relations name.
+#    ``targets`` table: the concepts each file's links and relations name; a ``derived`` table:
+#    the document structures whose slots have a codec.
 FORMAT = "bundle-mcp-parse-cache/7"
 MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle path)
 SUFFIX = ".sqlite3"
@@ -92,8 +94,12 @@ _SCHEMA = (
     # concept, without building every document (model.InboundHint).
     "CREATE TABLE IF NOT EXISTS targets(target TEXT NOT NULL, path TEXT NOT NULL,"
     " sha256 TEXT NOT NULL, PRIMARY KEY (target, path, sha256)) WITHOUT ROWID",
+    # The derived structures of a document that their slots keep (derived.Codec), by the
+    # slot's key: a restarted server reads them back instead of building them.
+    "CREATE TABLE IF NOT EXISTS derived(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
+    " key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (path, sha256, key)) WITHOUT ROWID",
 )
-_TABLES = ("meta", "documents", "facts", "stats", "targets")
+_TABLES = ("meta", "documents", "facts", "stats", "targets", "derived")
 
 
 def default_directory() -> Path | None:
@@ -240,6 +246,7 @@ class ParseCache:
                 )
                 db.executemany(
                     "DELETE FROM targets WHERE path = ? AND sha256 = ?", with_facts - current)
+                _write_derived(db, built, current)
                 for table, keys in (("documents", stored), ("facts", with_facts)):
                     db.executemany(
                         f"DELETE FROM {table} WHERE path = ? AND sha256 = ?",
@@ -268,6 +275,23 @@ class ParseCache:
                 self._directory,
                 reason,
             )
+
+
+def _write_derived(
+    db: sqlite3.Connection, built: list[Document], current: set[tuple[str, str]]
+) -> None:
+    """Insert the kept slot values the database lacks; drop those of bytes no longer current."""
+    have = set(db.execute("SELECT path, sha256, key FROM derived"))
+    db.executemany(
+        "INSERT OR IGNORE INTO derived(path, sha256, key, value) VALUES (?, ?, ?, ?)",
+        ((doc.path, doc.record.sha256, key, _json(value))
+         for doc in built for key, value in kept_values(doc)
+         if (doc.path, doc.record.sha256, key) not in have),
+    )
+    db.executemany(
+        "DELETE FROM derived WHERE path = ? AND sha256 = ?",
+        {(path, sha) for path, sha, _ in have} - current,
+    )
 
 
 def _write_stats(
@@ -395,6 +419,24 @@ class CachedRows(Mapping[str, Any]):
             path for path, sha in records.items()
             if (path, sha) in named or (path, sha) not in indexed
         )
+
+    def derived(self, path: str, sha256: str, key: str) -> Any:
+        """The kept value of a document slot for these bytes (JSON data), ``None`` when none was
+        kept or it cannot be read; the slot's codec decides whether it fits."""
+        try:
+            with self._lock:
+                row = self._connection().execute(
+                    "SELECT value FROM derived WHERE path = ? AND sha256 = ? AND key = ?",
+                    (path, sha256, key),
+                ).fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None:
+            return None
+        try:
+            return json.loads(row[0])
+        except (TypeError, ValueError):
+            return None
 
     def _connection(self) -> sqlite3.Connection:
         """The kept read-only connection (the caller holds the lock)."""
@@ -527,8 +569,12 @@ def _layout_of(doc: Document) -> list[int]:
     return [split.raw_start, split.raw_end, split.body_start, split.body_line]
 
 
-def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
-    """The cached document for these bytes, or ``None`` when the entry does not fit them."""
+def decode(
+    path: str, data: bytes, sha256: str, entry: Any,
+    stored: Callable[[str], Any] | None = None,
+) -> Document | None:
+    """The cached document for these bytes, or ``None`` when the entry does not fit them.
+    ``stored``: the kept values of its derived structures, by key (``Document.stored``)."""
     try:
         if not isinstance(entry, dict) or entry["sha256"] != sha256 or entry["size"] != len(data):
             return None
@@ -559,6 +605,7 @@ def decode(path: str, data: bytes, sha256: str, entry: Any) -> Document | None:
             body_line=body_line,
             line_count=count_lines(text),
             rules=_rules(entry["markdown"]),
+            stored=stored,
             relations=tuple(
                 Relation(_str(a), _str(b), _str(c), _str(d), _opt_str(e))
                 for a, b, c, d, e in entry["relations"]

@@ -1,0 +1,132 @@
+"""Document structures kept in the parse cache (``derived.Codec``): a restarted server reads
+them back instead of building them, and reads back exactly what a build gives.
+
+``search_sections``' per-document words (``SECTION_WORDS``) are the first slot kept so. Each
+test compares with a server that builds everything itself.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.derived import kept_values, of_document, stored_key
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.snapshots import SnapshotCache
+from toolcall import every_document_built
+
+section_index = importlib.import_module("bundle_mcp.tools._section_index")
+SECTION_WORDS = section_index.SECTION_WORDS
+
+QUERY = {"query": "roast"}
+
+
+def _write_bundle(root: Path) -> None:
+    (root / "index.md").write_text('---\nokf_version: "0.2"\n---\n# Bundle\n', encoding="utf-8")
+    for n in range(12):
+        # Every third body is not ASCII: its sections keep their own folded words.
+        accent = " Café crème, straße." if n % 3 == 0 else ""
+        (root / f"c{n}.md").write_text(
+            f"---\ntype: Guide\ntitle: Roast {n}\n---\n# Roast {n}\n\nLight roast notes.{accent}\n"
+            f"\n## Cooling\n\nSpread the roast {n} beans to cool.\n",
+            encoding="utf-8",
+        )
+
+
+@pytest.fixture()
+def filled(tmp_path: Path) -> tuple[Path, Path]:
+    """A bundle and a parse cache holding its documents and their section words."""
+    root = tmp_path / "bundle"
+    root.mkdir()
+    _write_bundle(root)
+    snapshot, _ = load_bundle(str(root))
+    for doc in snapshot.concepts.values():
+        section_index._document_index(doc)
+        assert doc.markdown is not None
+    ParseCache(tmp_path / "cache").save(str(root), every_document_built(snapshot.documents))
+    return root, tmp_path / "cache"
+
+
+def _answer(root: Path, cache: Path | None) -> Any:
+    snapshots = SnapshotCache(parse_cache=ParseCache(cache), watch=False)
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(root),)), cache=snapshots)
+    outcome = dispatcher.call("search_sections", QUERY)
+    assert not outcome.is_error, outcome.structured
+    return outcome.structured
+
+
+def test_a_restart_reads_the_section_words_back(
+    filled: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, cache = filled
+    expected = _answer(root, None)
+
+    def never(doc: Any) -> Any:
+        raise AssertionError(f"{doc.path}: section words built, not read back")
+
+    monkeypatch.setattr(section_index, "_index", never)
+    assert _answer(root, cache) == expected
+
+
+def test_what_is_read_back_equals_what_is_built(filled: tuple[Path, Path]) -> None:
+    root, cache = filled
+    rows = ParseCache(cache).load(str(root))
+    restarted, _ = load_bundle(str(root), cached=rows)
+    fresh, _ = load_bundle(str(root))
+    for concept_id, doc in restarted.concepts.items():
+        assert doc.stored is not None
+        read_back = section_index._document_index(doc)
+        built = section_index._index(fresh.concepts[concept_id])
+        assert read_back == built, concept_id
+    assert any(not section_index._document_index(d).ascii_body
+               for d in restarted.concepts.values())
+
+
+@pytest.mark.parametrize("damage", [
+    "[]",                                       # not the shape
+    '["t", "1", 0, false, []]',                 # a count that is a string
+    '["t", 1, 0, 1, []]',                       # a flag that is a number
+    '["t", 1, 0, false, [["h", 1, 2, null, "", 3, 0, true]]]',  # an offset that is a bool
+    "not json",
+])
+def test_a_damaged_value_is_built_instead(
+    filled: tuple[Path, Path], damage: str
+) -> None:
+    root, cache = filled
+    database = ParseCache(cache).database(str(root))
+    assert database is not None
+    with sqlite3.connect(database) as db:
+        changed = db.execute("UPDATE derived SET value = ? WHERE path = 'c1.md'", (damage,))
+        assert changed.rowcount == 1
+    assert _answer(root, cache) == _answer(root, None)
+    rows = ParseCache(cache).load(str(root))
+    restarted, _ = load_bundle(str(root), cached=rows)
+    fresh, _ = load_bundle(str(root))
+    assert section_index._document_index(restarted.concepts["c1"]) == \
+        section_index._index(fresh.concepts["c1"])
+
+
+def test_only_slots_with_a_codec_are_kept(filled: tuple[Path, Path]) -> None:
+    root, _ = filled
+    snapshot, _ = load_bundle(str(root))
+    doc = snapshot.concepts["c2"]
+    section_index._document_index(doc)
+    of_document(doc, section_index.SECTION_WORDS, lambda: section_index._index(doc))
+    keys = [key for key, _ in kept_values(doc)]
+    assert keys == [stored_key(SECTION_WORDS, None)] == ["section_words/1/null"]
+
+
+def test_a_snapshot_without_the_cache_keeps_nothing_to_read(tmp_path: Path) -> None:
+    root = tmp_path / "bundle"
+    root.mkdir()
+    _write_bundle(root)
+    snapshots = SnapshotCache(parse_cache=ParseCache(None), watch=False)
+    snapshot = snapshots.get(str(root), CancelToken())
+    assert all(doc.stored is None for doc in snapshot.documents.values())
