@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -327,7 +328,11 @@ def caps_arguments(files: int, size: int) -> tuple[str, ...]:
             "--max-bytes", str(max(DEFAULT_MAX_BYTES, size + size // 4)))
 
 
-def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, Any]:
+def run_size(concepts: int, workdir: Path, warm: int, seed: int,
+             checkpoint: Callable[[dict[str, Any]], None] = lambda result: None
+             ) -> dict[str, Any]:
+    """Every figure of one size; ``checkpoint`` gets the figures so far after each stage (a
+    long run stopped by a timeout still leaves them)."""
     bundle = workdir / f"b{concepts}"
     print(f"  generating {concepts} concepts ...", file=sys.stderr)
     info = generate(bundle, concepts=concepts, seed=seed)
@@ -341,6 +346,7 @@ def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, An
                               "cache_dir": cache_dir, "info": info,
                               "serve_args": list(serve_args)}
 
+    checkpoint(result)
     print("  cold session ...", file=sys.stderr)
     cold = Session(str(bundle), cache_dir, str(workdir), serve_args)
     cold.start()
@@ -349,7 +355,9 @@ def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, An
         _, _ = cold.call("read_concept", all_cases[0].arguments)
         result["cold_first_answer_s"] = time.perf_counter() - cold.started
         result["cold_ready_s"] = cold.wait_ready()
+        checkpoint(result)
         result["cold_calls"] = measure_calls(cold, all_cases, warm)
+        checkpoint(result)
         wait_for_pack(cache_dir)
         edited = all_cases[0].arguments["concept_id"]
         result["edits"] = measure_edits(cold, bundle, edited)
@@ -361,6 +369,7 @@ def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, An
     result["cache_bytes"] = pack_bytes(cache_dir)
 
     result["start_s"] = start_only_s()
+    checkpoint(result)
     print("  restart session ...", file=sys.stderr)
     restart = Session(str(bundle), cache_dir, str(workdir), serve_args)
     restart.start()
@@ -371,6 +380,7 @@ def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, An
         result["restart_peak_rss_mib"] = restart.peak_rss_mib()
     finally:
         restart.stop()
+    checkpoint(result)
     print("  HTTP throughput ...", file=sys.stderr)
     result["throughput"] = throughput(bundle, cache_dir, serve_args)
     return result
@@ -537,7 +547,14 @@ def render(results: list[dict[str, Any]],
            previous: dict[int, tuple[str, dict[str, Any]]] | None = None) -> str:
     lines: list[str] = []
     previous = previous or {}
-    for r in results:
+    for measured in results:
+        # A partial result (a run stopped by a timeout) lacks some figures: their rows are left
+        # out (figures() skips NaN).
+        r = {"cold_first_answer_s": math.nan, "cold_ready_s": math.nan,
+             "restart_ready_s": math.nan, "cold_calls": {}, "restart_calls": {},
+             "one_file_parse_s": math.nan, "edits": dict.fromkeys(("edited_s", "created_s",
+                                                                   "deleted_s"), math.nan),
+             "peak_rss_mib": math.nan, **measured}
         bundle_mib = r["bundle_bytes"] / MIB
         before_name, before = previous.get(r["concepts"], ("–", {}))
         old = figures(before)
@@ -703,12 +720,22 @@ def main() -> int:
     # Read before this run writes its own file (which may carry the same name as a previous).
     previous = previous_results(args.previous or committed_results(exclude=output.resolve()),
                                 sizes)
-    results = []
+    results: list[dict[str, Any]] = []
     profiles: list[str] = []
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True,
+                            text=True, check=False).stdout.strip()
+    output.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(results: list[dict[str, Any]], partial: bool) -> None:
+        output.write_text(json.dumps({"commit": commit, "argv": sys.argv, "partial": partial,
+                                      "results": results, "profiles": profiles},
+                                     indent=1, default=str), encoding="utf-8")
+
     with tempfile.TemporaryDirectory(prefix="bundle-mcp-targets-") as tmp:
         for size in sizes:
             print(f"measuring {size} concepts ...", file=sys.stderr)
-            results.append(run_size(size, Path(tmp), args.warm, args.seed))
+            results.append(run_size(size, Path(tmp), args.warm, args.seed,
+                                    lambda partial: write([*results, partial], True)))
         if not args.no_profile and results:
             largest = results[-1]
             bundle = Path(tmp) / f"b{largest['concepts']}"
@@ -724,12 +751,7 @@ def main() -> int:
         print(f"### Where the missed targets spend their time ({results[-1]['concepts']:,} "
               "concepts, cProfile, cumulative)\n")
         print("\n".join(profiles))
-    output.parent.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True,
-                            text=True, check=False).stdout.strip()
-    output.write_text(json.dumps({"commit": commit, "argv": sys.argv, "results": results,
-                                  "profiles": profiles}, indent=1, default=str),
-                      encoding="utf-8")
+    write(results, False)
     print(f"raw samples: {output}", file=sys.stderr)
     return 0
 
