@@ -172,6 +172,17 @@ def _is_error(body: bytes) -> bool:
     return "error" in message or bool(message.get("result", {}).get("isError"))
 
 
+def _error_code(body: bytes) -> str | None:
+    """The error envelope's code (or the JSON-RPC error's), None for an answer."""
+    message = json.loads(body)
+    if "error" in message:
+        return f"JSON-RPC {message['error'].get('code')}"
+    result = message.get("result", {})
+    if not result.get("isError"):
+        return None
+    return str((result.get("structuredContent") or {}).get("code", "error"))
+
+
 def _concept_ids(bundle: Path) -> list[str]:
     return sorted(str(p.relative_to(bundle))[:-3] for p in bundle.rglob("*.md")
                   if p.name not in ("index.md", "log.md"))
@@ -206,7 +217,8 @@ def measure_calls(session: Session, all_cases: list[Case], warm: int) -> dict[st
         samples = [session.call(case.tool, case.arguments)[0] for _ in range(warm)]
         out[case.label] = {"first_s": first, "warm_s": samples,
                            "warm_median_s": statistics.median(samples),
-                           "bytes": len(body), "error": _is_error(body)}
+                           "bytes": len(body), "error": _is_error(body),
+                           "error_code": _error_code(body)}
     return out
 
 
@@ -590,7 +602,7 @@ def render(results: list[dict[str, Any]],
             if label == "get_semantic_graph":
                 ref = f"{REFERENCE['get_semantic_graph_s']} s every call"
             row(f"{label}: warm median", "–" if warm_target is None else f"≤ {ms(warm_target)}",
-                ok, ref, suffix=" (error)" if call["error"] else "")
+                ok, ref, suffix=f" ({call.get('error_code') or 'error'})" if call["error"] else "")
         for label, call in r["restart_calls"].items():
             warm = r["restart_calls"][label]["warm_median_s"]
             # A first call within a millisecond of its warm median passes however small it is.
