@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
+import math
 import os
 import shutil
 import statistics
@@ -34,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,11 @@ REPO_DIR = BENCH_DIR.parent
 sys.path.insert(0, str(BENCH_DIR))
 
 from generate import generate  # noqa: E402  (a sibling script)
+
+from bundle_mcp.limits import DEFAULT_CAPS  # noqa: E402
+
+DEFAULT_MAX_FILES = DEFAULT_CAPS.max_files
+DEFAULT_MAX_BYTES = DEFAULT_CAPS.max_bytes
 
 MIB = 1024 * 1024
 PROTOCOL = "2025-11-25"
@@ -78,7 +85,9 @@ class Session:
     # Where the server's log goes: the run's temporary folder. (It used to land beside the cache
     # folder, which for a relative cache folder was the checkout, and one was committed.)
     log_dir: str
+    serve_args: tuple[str, ...] = ()  # the caps of a bundle past the default ones
     started: float = 0.0
+    initialized_s: float = 0.0  # spawn → initialize answered
     process: subprocess.Popen[bytes] | None = None
     ids: int = 0
     log: Path | None = None
@@ -89,7 +98,7 @@ class Session:
         self.log = Path(self.log_dir) / f"server-{time.monotonic_ns()}.log"
         self.started = time.perf_counter()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "bundle_mcp.cli", "serve", self.bundle],
+            [sys.executable, "-m", "bundle_mcp.cli", "serve", self.bundle, *self.serve_args],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=open(self.log, "wb"), env=env,  # noqa: SIM115
         )
@@ -97,6 +106,7 @@ class Session:
             "protocolVersion": PROTOCOL, "capabilities": {},
             "clientInfo": {"name": "bench-targets", "version": "1"}}})
         self._receive()
+        self.initialized_s = time.perf_counter() - self.started
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     def call(self, tool: str, arguments: dict[str, Any]) -> tuple[float, bytes]:
@@ -162,6 +172,17 @@ def _is_error(body: bytes) -> bool:
     return "error" in message or bool(message.get("result", {}).get("isError"))
 
 
+def _error_code(body: bytes) -> str | None:
+    """The error envelope's code (or the JSON-RPC error's), None for an answer."""
+    message = json.loads(body)
+    if "error" in message:
+        return f"JSON-RPC {message['error'].get('code')}"
+    result = message.get("result", {})
+    if not result.get("isError"):
+        return None
+    return str((result.get("structuredContent") or {}).get("code", "error"))
+
+
 def _concept_ids(bundle: Path) -> list[str]:
     return sorted(str(p.relative_to(bundle))[:-3] for p in bundle.rglob("*.md")
                   if p.name not in ("index.md", "log.md"))
@@ -196,7 +217,8 @@ def measure_calls(session: Session, all_cases: list[Case], warm: int) -> dict[st
         samples = [session.call(case.tool, case.arguments)[0] for _ in range(warm)]
         out[case.label] = {"first_s": first, "warm_s": samples,
                            "warm_median_s": statistics.median(samples),
-                           "bytes": len(body), "error": _is_error(body)}
+                           "bytes": len(body), "error": _is_error(body),
+                           "error_code": _error_code(body)}
     return out
 
 
@@ -309,23 +331,45 @@ def wait_for_pack(cache_dir: str, timeout: float = 120.0) -> None:
         time.sleep(0.5)
 
 
-def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, Any]:
+def caps_arguments(files: int, size: int) -> tuple[str, ...]:
+    """``serve`` options for a bundle past the default caps (10,000 files, 64 MiB), with room
+    for the files the edit benchmark adds back; none for a bundle within them."""
+    if files <= DEFAULT_MAX_FILES and size <= DEFAULT_MAX_BYTES:
+        return ()
+    return ("--max-files", str(max(DEFAULT_MAX_FILES, files + files // 5)),
+            "--max-bytes", str(max(DEFAULT_MAX_BYTES, size + size // 4)))
+
+
+def run_size(concepts: int, workdir: Path, warm: int, seed: int,
+             checkpoint: Callable[[dict[str, Any]], None] = lambda result: None
+             ) -> dict[str, Any]:
+    """Every figure of one size; ``checkpoint`` gets the figures so far after each stage (a
+    long run stopped by a timeout still leaves them)."""
     bundle = workdir / f"b{concepts}"
+    print(f"  generating {concepts} concepts ...", file=sys.stderr)
     info = generate(bundle, concepts=concepts, seed=seed)
-    bundle_bytes = sum(p.stat().st_size for p in bundle.rglob("*.md"))
+    markdown = list(bundle.rglob("*.md"))
+    bundle_bytes = sum(p.stat().st_size for p in markdown)
+    serve_args = caps_arguments(len(markdown), bundle_bytes)
     all_cases = cases(bundle, info)
     cache_dir = str(workdir / f"cache{concepts}")
     os.makedirs(cache_dir)
     result: dict[str, Any] = {"concepts": concepts, "bundle_bytes": bundle_bytes,
-                              "cache_dir": cache_dir, "info": info}
+                              "cache_dir": cache_dir, "info": info,
+                              "serve_args": list(serve_args)}
 
-    cold = Session(str(bundle), cache_dir, str(workdir))
+    checkpoint(result)
+    print("  cold session ...", file=sys.stderr)
+    cold = Session(str(bundle), cache_dir, str(workdir), serve_args)
     cold.start()
     try:
+        result["cold_initialize_s"] = cold.initialized_s
         _, _ = cold.call("read_concept", all_cases[0].arguments)
         result["cold_first_answer_s"] = time.perf_counter() - cold.started
         result["cold_ready_s"] = cold.wait_ready()
+        checkpoint(result)
         result["cold_calls"] = measure_calls(cold, all_cases, warm)
+        checkpoint(result)
         wait_for_pack(cache_dir)
         edited = all_cases[0].arguments["concept_id"]
         result["edits"] = measure_edits(cold, bundle, edited)
@@ -337,34 +381,168 @@ def run_size(concepts: int, workdir: Path, warm: int, seed: int) -> dict[str, An
     result["cache_bytes"] = pack_bytes(cache_dir)
 
     result["start_s"] = start_only_s()
-    restart = Session(str(bundle), cache_dir, str(workdir))
+    checkpoint(result)
+    print("  restart session ...", file=sys.stderr)
+    restart = Session(str(bundle), cache_dir, str(workdir), serve_args)
     restart.start()
     try:
+        result["restart_initialize_s"] = restart.initialized_s
         result["restart_ready_s"] = restart.wait_ready()
         result["restart_calls"] = measure_calls(restart, all_cases, warm)
         result["restart_peak_rss_mib"] = restart.peak_rss_mib()
     finally:
         restart.stop()
-    result["throughput"] = throughput(bundle, cache_dir, all_cases[0].arguments["concept_id"])
+    checkpoint(result)
+    print("  HTTP throughput ...", file=sys.stderr)
+    result["throughput"] = throughput(bundle, cache_dir, serve_args)
     return result
 
 
-def throughput(bundle: Path, cache_dir: str, concept_id: str) -> dict[str, Any] | None:
+def throughput(bundle: Path, cache_dir: str, serve_args: tuple[str, ...] = ()
+               ) -> dict[str, Any] | None:
+    """32 keep-alive HTTP clients calling read_concept for 10 s (bench/http_load.py)."""
     loader = BENCH_DIR / "http_load.py"
     if not loader.exists():
         return None
-    command = [sys.executable, str(loader), str(bundle), "--clients", "32", "--seconds", "10",
-               "--concept", concept_id, "--json"]
-    env = {**os.environ, "BUNDLE_MCP_CACHE_DIR": cache_dir}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
-    if done.returncode != 0:
-        return {"error": done.stderr[-2000:]}
-    parsed: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    return parsed
+    with tempfile.TemporaryDirectory() as tmp:
+        rows_file = Path(tmp, "rows.json")
+        command = [sys.executable, str(loader), str(bundle), "--concurrency", "32",
+                   "--duration", "10", "--json", str(rows_file),
+                   *(f"--serve-arg={arg}" for arg in serve_args)]
+        env = {**os.environ, "BUNDLE_MCP_CACHE_DIR": cache_dir}
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        if not rows_file.exists():
+            return {"error": done.stderr[-2000:]}
+        row = json.loads(rows_file.read_text(encoding="utf-8"))[0]
+    return {"calls_per_s": row["calls/s"], "p99_s": float(row["p99 ms"]) / 1000,
+            "errors": row["errors"], "row": row}
+
+
+# --------------------------------------------------------------------------------------------
+# Figures, and how they compare with the previous committed results
+
+# A figure is a regression when it is worse than the previous result by more than TOLERANCE of
+# the previous value AND by more than its unit's floor: the machine is shared and noisy, and a
+# millisecond call that takes two is noise, not a regression.
+TOLERANCE = 0.20
+FLOORS = {"s": 0.003, "MiB": 16.0, "calls/s": 20.0}
+
+
+@dataclass(frozen=True)
+class Figure:
+    value: float
+    unit: str  # "s", "MiB" or "calls/s"
+
+    @property
+    def higher_is_better(self) -> bool:
+        return self.unit == "calls/s"
+
+    def text(self) -> str:
+        if self.unit == "s":
+            return ms(self.value)
+        return f"{self.value:.0f} {self.unit}" if self.unit == "MiB" else f"{self.value:.0f}"
+
+
+@dataclass(frozen=True)
+class Regression:
+    name: str
+    previous: Figure
+    now: Figure
+
+    def line(self) -> str:
+        change = (self.now.value / self.previous.value - 1) if self.previous.value else math.inf
+        return (f"- **regression**: {self.name}: {self.now.text()} (previous "
+                f"{self.previous.text()}, {change:+.0%})")
+
+
+def figures(r: dict[str, Any]) -> dict[str, Figure]:
+    """Every figure of one size's result, by the name its table row shows. A result written by
+    an older version of this script may lack some: those are left out."""
+    out: dict[str, Figure] = {}
+
+    def add(name: str, value: float | None, unit: str = "s") -> None:
+        if value is not None and not (isinstance(value, float) and math.isnan(value)):
+            out[name] = Figure(float(value), unit)
+
+    add(SPAWN_INITIALIZE, r.get("cold_initialize_s"))
+    add(FIRST_ANSWER, r.get("cold_first_answer_s"))
+    add(READY, r.get("cold_ready_s"))
+    add(RESTART_READY, r.get("restart_ready_s"))
+    add(EMPTY_START, r.get("start_s"))
+    for label, call in r.get("cold_calls", {}).items():
+        add(f"{label}: warm median", call["warm_median_s"])
+    for label, call in r.get("restart_calls", {}).items():
+        add(f"{label}: first call after a restart (cache)", call["first_s"])
+    for key, what in EDITS:
+        add(f"{what}: next answer", r.get("edits", {}).get(key))
+    add(PEAK_RSS, r.get("peak_rss_mib"), "MiB")
+    if "cache_bytes" in r:
+        add(CACHE_SIZE, r["cache_bytes"] / MIB, "MiB")
+    tp = r.get("throughput") or {}
+    if "calls_per_s" in tp:
+        add(HTTP_RATE, tp["calls_per_s"], "calls/s")
+        add(HTTP_P99, tp["p99_s"])
+    return out
+
+
+def regressions(previous: dict[str, Any], now: dict[str, Any],
+                tolerance: float = TOLERANCE) -> list[Regression]:
+    """The figures of ``now`` worse than in ``previous`` (two results of one size) by more
+    than ``tolerance`` and by more than their unit's floor; figures only one has are skipped."""
+    before, after = figures(previous), figures(now)
+    found = []
+    for name, figure in after.items():
+        old = before.get(name)
+        if old is None or old.unit != figure.unit:
+            continue
+        worse = old.value - figure.value if figure.higher_is_better else figure.value - old.value
+        if worse > FLOORS[figure.unit] and worse > tolerance * abs(old.value):
+            found.append(Regression(name, old, figure))
+    return found
+
+
+def rule_text() -> str:
+    return (f"a figure is a regression when it is worse than the previous result by more than "
+            f"{TOLERANCE:.0%} and by more than {FLOORS['s'] * 1000:.0f} ms, "
+            f"{FLOORS['MiB']:.0f} MiB or {FLOORS['calls/s']:.0f} calls/s")
+
+
+def committed_results(exclude: Path | None = None) -> list[Path]:
+    """The committed ``*-targets.json`` files, oldest first (their names start with the date)."""
+    listed = subprocess.run(["git", "ls-files", "bench/results/*-targets.json"], cwd=REPO_DIR,
+                            capture_output=True, text=True, check=False).stdout.split()
+    paths = [REPO_DIR / name for name in sorted(listed)]
+    return [p for p in paths if p.exists() and (exclude is None or p.resolve() != exclude)]
+
+
+def previous_results(files: list[Path], sizes: list[int]) -> dict[int, tuple[str, dict[str, Any]]]:
+    """For each size, the newest of ``files`` (oldest first) that measured it: (name, result)."""
+    found: dict[int, tuple[str, dict[str, Any]]] = {}
+    for path in files:
+        try:
+            results = json.loads(path.read_text(encoding="utf-8"))["results"]
+        except (OSError, ValueError, KeyError):
+            continue
+        for result in results:
+            if result.get("concepts") in sizes:
+                found[result["concepts"]] = (path.name, result)
+    return found
 
 
 # --------------------------------------------------------------------------------------------
 # Rendering
+
+SPAWN_INITIALIZE = "spawn → initialize answered"
+FIRST_ANSWER = "spawn → first answer (read_concept), no cache"
+READY = "ready (every structure built), no cache"
+RESTART_READY = "ready after a restart with the parse cache"
+EMPTY_START = "… a server with no bundle: spawn → initialize answered"
+PEAK_RSS = "peak RSS, every tool used, every structure built"
+CACHE_SIZE = "parse cache on disk"
+HTTP_RATE = "HTTP read_concept, 32 clients: calls/s"
+HTTP_P99 = "HTTP read_concept, 32 clients: p99"
+EDITS = (("edited_s", "one file edited"), ("created_s", "one file created"),
+         ("deleted_s", "one file deleted"))
 
 
 def ms(seconds: float | None) -> str:
@@ -377,29 +555,45 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "**missed**"
 
 
-def render(results: list[dict[str, Any]]) -> str:
+def render(results: list[dict[str, Any]],
+           previous: dict[int, tuple[str, dict[str, Any]]] | None = None) -> str:
     lines: list[str] = []
-    for r in results:
+    previous = previous or {}
+    for measured in results:
+        # A partial result (a run stopped by a timeout) lacks some figures: their rows are left
+        # out (figures() skips NaN).
+        r = {"cold_first_answer_s": math.nan, "cold_ready_s": math.nan,
+             "restart_ready_s": math.nan, "cold_calls": {}, "restart_calls": {},
+             "one_file_parse_s": math.nan, "edits": dict.fromkeys(("edited_s", "created_s",
+                                                                   "deleted_s"), math.nan),
+             "peak_rss_mib": math.nan, **measured}
         bundle_mib = r["bundle_bytes"] / MIB
-        lines += [f"### {r['concepts']:,} concepts ({bundle_mib:.1f} MiB of Markdown)", "",
-                  "| figure | bundle-mcp | target | verdict | Go reference |",
-                  "|---|---:|---:|---|---:|"]
+        before_name, before = previous.get(r["concepts"], ("–", {}))
+        old = figures(before)
+        caps = f"; served with {' '.join(r['serve_args'])}" if r.get("serve_args") else ""
+        lines += [f"### {r['concepts']:,} concepts ({bundle_mib:.1f} MiB of Markdown{caps})", "",
+                  f"Previous: {before_name}.", "",
+                  "| figure | bundle-mcp | target | verdict | previous | Go reference |",
+                  "|---|---:|---:|---|---:|---:|"]
         ref_single = REFERENCE["single_call_s"]
+        now = figures(r)
 
-        def row(name: str, value: str, target: str, ok: bool | None, ref: str = "–",
-                lines: list[str] = lines) -> None:
-            lines.append(f"| {name} | {value} | {target} | "
-                         f"{'–' if ok is None else verdict(ok)} | {ref} |")
+        def row(name: str, target: str, ok: bool | None, ref: str = "–",
+                lines: list[str] = lines, now: dict[str, Figure] = now,
+                old: dict[str, Figure] = old, suffix: str = "") -> None:
+            if name not in now:
+                return
+            was = old[name].text() if name in old else "–"
+            lines.append(f"| {name}{suffix} | {now[name].text()} | {target} | "
+                         f"{'–' if ok is None else verdict(ok)} | {was} | {ref} |")
 
-        row("spawn → first answer (read_concept), no cache", ms(r["cold_first_answer_s"]),
-            f"≤ {ref_single} s", r["cold_first_answer_s"] <= ref_single,
+        if "cold_initialize_s" in r:
+            row(SPAWN_INITIALIZE, "≤ 300 ms", r["cold_initialize_s"] <= 0.300, "0.04 s")
+        row(FIRST_ANSWER, f"≤ {ref_single} s", r["cold_first_answer_s"] <= ref_single,
             f"{REFERENCE['cold_first_answer_s']} s")
-        row("ready (every structure built), no cache", ms(r["cold_ready_s"]),
-            f"≤ {ref_single} s", r["cold_ready_s"] <= ref_single)
-        row("ready after a restart with the parse cache", ms(r["restart_ready_s"]), "≤ 1 s",
-            r["restart_ready_s"] <= 1.0)
-        row("… a server with no bundle: spawn → initialize answered", ms(r["start_s"]), "–",
-            None)
+        row(READY, f"≤ {ref_single} s", r["cold_ready_s"] <= ref_single)
+        row(RESTART_READY, "≤ 1 s", r["restart_ready_s"] <= 1.0)
+        row(EMPTY_START, "–", None)
         for label, call in r["cold_calls"].items():
             target = next((c for c in CASE_TARGETS if c[0] == label), None)
             warm_target = target[1] if target else None
@@ -407,51 +601,45 @@ def render(results: list[dict[str, Any]]) -> str:
             ref = f"{ref_single} s every call"
             if label == "get_semantic_graph":
                 ref = f"{REFERENCE['get_semantic_graph_s']} s every call"
-            err = " (error)" if call["error"] else ""
-            row(f"{label}: warm median{err}", ms(call["warm_median_s"]),
-                "–" if warm_target is None else f"≤ {ms(warm_target)}", ok, ref)
+            row(f"{label}: warm median", "–" if warm_target is None else f"≤ {ms(warm_target)}",
+                ok, ref, suffix=f" ({call.get('error_code') or 'error'})" if call["error"] else "")
         for label, call in r["restart_calls"].items():
             warm = r["restart_calls"][label]["warm_median_s"]
             # A first call within a millisecond of its warm median passes however small it is.
             ok = call["first_s"] <= max(2 * warm, warm + 0.001)
-            row(f"{label}: first call after a restart (cache)", ms(call["first_s"]),
-                f"≤ 2 × {ms(warm)}", ok)
+            row(f"{label}: first call after a restart (cache)", f"≤ 2 × {ms(warm)}", ok)
         parse = r["one_file_parse_s"]
-        for key, what in (("edited_s", "one file edited"), ("created_s", "one file created"),
-                          ("deleted_s", "one file deleted")):
-            row(f"{what}: next answer", ms(r["edits"][key]), f"≤ 50 ms + {ms(parse)}",
+        for key, what in EDITS:
+            row(f"{what}: next answer", f"≤ 50 ms + {ms(parse)}",
                 r["edits"][key] <= 0.050 + parse)
         rss_target = 4 * r["bundle_bytes"] / MIB
-        row("peak RSS, every tool used, every structure built", f"{r['peak_rss_mib']:.0f} MiB",
-            f"≤ {rss_target:.0f} MiB (4× bundle)", r["peak_rss_mib"] <= rss_target,
+        row(PEAK_RSS, f"≤ {rss_target:.0f} MiB (4× bundle)", r["peak_rss_mib"] <= rss_target,
             f"{REFERENCE['peak_rss_mib']:.0f} MiB")
-        row("parse cache on disk", f"{r['cache_bytes'] / MIB:.1f} MiB", "–", None)
+        row(CACHE_SIZE, "–", None)
         tp = r.get("throughput")
         if tp and "calls_per_s" in tp:
-            row("HTTP read_concept, 32 clients: calls/s", f"{tp['calls_per_s']:.0f}", "≥ 400",
-                tp["calls_per_s"] >= 400)
-            row("HTTP read_concept, 32 clients: p99", ms(tp["p99_s"]), "≤ 100 ms",
-                tp["p99_s"] <= 0.100)
+            row(HTTP_RATE, "≥ 400", tp["calls_per_s"] >= 400)
+            row(HTTP_P99, "≤ 100 ms", tp["p99_s"] <= 0.100)
+        elif tp and "error" in tp:
+            lines.append(f"| HTTP throughput | failed: {tp['error'].splitlines()[-1][:80]} "
+                         "| – | – | – | – |")
         lines.append("")
+        if before:
+            found = regressions(before, r)
+            lines.append(f"Regressions against {before_name} ({rule_text()}): "
+                         f"{len(found) or 'none'}.")
+            lines += [regression.line() for regression in found]
+            lines.append("")
     if len(results) > 1:
         small, large = results[0], results[-1]
         lines += [f"### Growth {small['concepts']:,} → {large['concepts']:,} concepts", "",
                   "| figure | small | large | × |", "|---|---:|---:|---:|"]
-
-        def grow(name: str, a: float, b: float, unit: str = "s") -> None:
-            text = (lambda v: ms(v)) if unit == "s" else (lambda v: f"{v:.0f} MiB")
-            lines.append(f"| {name} | {text(a)} | {text(b)} | {b / a if a else float('nan'):.1f} |")
-
-        grow("spawn → first answer, no cache", small["cold_first_answer_s"],
-             large["cold_first_answer_s"])
-        grow("ready, no cache", small["cold_ready_s"], large["cold_ready_s"])
-        grow("ready, restart with cache", small["restart_ready_s"], large["restart_ready_s"])
-        for label in small["cold_calls"]:
-            grow(f"{label} warm", small["cold_calls"][label]["warm_median_s"],
-                 large["cold_calls"][label]["warm_median_s"])
-        for key in ("edited_s", "created_s", "deleted_s"):
-            grow(key.replace("_s", ""), small["edits"][key], large["edits"][key])
-        grow("peak RSS", small["peak_rss_mib"], large["peak_rss_mib"], unit="MiB")
+        a_figs, b_figs = figures(small), figures(large)
+        for name, a in a_figs.items():
+            b = b_figs.get(name)
+            if b is not None and name not in (EMPTY_START, HTTP_RATE):
+                growth = b.value / a.value if a.value else float("nan")
+                lines.append(f"| {name} | {a.text()} | {b.text()} | {growth:.1f} |")
         lines.append("")
     return "\n".join(lines)
 
@@ -469,9 +657,11 @@ CASE_TARGETS = (
 PROFILE_SCRIPT = """
 import cProfile, io, json, os, pstats, sys
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.limits import Caps
 from bundle_mcp.readiness import Readiness
 bundle, what, args = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
-dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+caps = Caps(int(sys.argv[5]), int(sys.argv[6]))
+dispatcher = Dispatcher(ServeConfig(bundles=(bundle,), caps=caps))
 profile = cProfile.Profile()
 if what == "ready":
     readiness = Readiness(dispatcher, follow=False)
@@ -487,11 +677,14 @@ print(out.getvalue())
 
 
 def profile_of(bundle: Path, cache_dir: str, what: str, arguments: dict[str, Any],
-               top: int = 14) -> str:
+               serve_args: list[str], top: int = 14) -> str:
     """The cumulative-time profile of one warm call (or of the whole warm-up: ``ready``)."""
     env = {**os.environ, "BUNDLE_MCP_CACHE_DIR": cache_dir}
+    options = dict(zip(serve_args[::2], serve_args[1::2], strict=True))
+    files = options.get("--max-files", str(DEFAULT_MAX_FILES))
+    size = options.get("--max-bytes", str(DEFAULT_MAX_BYTES))
     done = subprocess.run([sys.executable, "-c", PROFILE_SCRIPT, str(bundle), what,
-                           json.dumps(arguments), str(top)],
+                           json.dumps(arguments), str(top), files, size],
                           capture_output=True, text=True, env=env, check=False)
     text = done.stdout if done.returncode == 0 else done.stderr[-3000:]
     lines = text.splitlines()
@@ -515,19 +708,46 @@ def misses(result: dict[str, Any], all_cases: list[Case]) -> list[tuple[str, dic
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000,9978",
-                        help="concepts per bundle (9,978 + 22 index/log files = the file cap)")
+                        help="concepts per bundle (9,978 + 22 index/log files = the file cap; "
+                        "a larger bundle is served with --max-files and --max-bytes to fit)")
     parser.add_argument("--warm", type=int, default=15)
     parser.add_argument("--seed", type=int, default=42)
     parser.add_argument("--output", default=None)
     parser.add_argument("--no-profile", action="store_true",
                         help="skip the profiles of the missed targets (largest size)")
+    parser.add_argument("--previous", type=Path, action="append", metavar="FILE",
+                        help="results to compare with (repeatable; default: the committed "
+                        "bench/results/*-targets.json, the newest that measured each size)")
+    parser.add_argument("--render", type=Path, metavar="FILE",
+                        help="measure nothing: print the tables of these raw results")
     args = parser.parse_args()
-    results = []
+    if args.render is not None:
+        results = json.loads(args.render.read_text(encoding="utf-8"))["results"]
+        files = args.previous or committed_results(exclude=args.render.resolve())
+        print(render(results, previous_results(files, [r["concepts"] for r in results])))
+        return 0
+    output = Path(args.output) if args.output else (
+        BENCH_DIR / "results" / f"{datetime.date.today().isoformat()}-targets.json")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    # Read before this run writes its own file (which may carry the same name as a previous).
+    previous = previous_results(args.previous or committed_results(exclude=output.resolve()),
+                                sizes)
+    results: list[dict[str, Any]] = []
     profiles: list[str] = []
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True,
+                            text=True, check=False).stdout.strip()
+    output.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(results: list[dict[str, Any]], partial: bool) -> None:
+        output.write_text(json.dumps({"commit": commit, "argv": sys.argv, "partial": partial,
+                                      "results": results, "profiles": profiles},
+                                     indent=1, default=str), encoding="utf-8")
+
     with tempfile.TemporaryDirectory(prefix="bundle-mcp-targets-") as tmp:
-        for size in (int(s) for s in args.sizes.split(",")):
+        for size in sizes:
             print(f"measuring {size} concepts ...", file=sys.stderr)
-            results.append(run_size(size, Path(tmp), args.warm, args.seed))
+            results.append(run_size(size, Path(tmp), args.warm, args.seed,
+                                    lambda partial: write([*results, partial], True)))
         if not args.no_profile and results:
             largest = results[-1]
             bundle = Path(tmp) / f"b{largest['concepts']}"
@@ -535,22 +755,15 @@ def main() -> int:
                 print(f"profiling {what} ...", file=sys.stderr)
                 title = "the warm-up after a restart (cache)" if what == "ready" else (
                     f"a warm {what} {json.dumps(arguments)}")
-                profiles.append(f"#### Profile: {title}\n\n```\n"
-                                f"{profile_of(bundle, largest['cache_dir'], what, arguments)}"
-                                f"\n```\n")
-    print(render(results))
+                profile = profile_of(bundle, largest["cache_dir"], what, arguments,
+                                     largest.get("serve_args", []))
+                profiles.append(f"#### Profile: {title}\n\n```\n{profile}\n```\n")
+    print(render(results, previous))
     if profiles:
         print(f"### Where the missed targets spend their time ({results[-1]['concepts']:,} "
               "concepts, cProfile, cumulative)\n")
         print("\n".join(profiles))
-    output = Path(args.output) if args.output else (
-        BENCH_DIR / "results" / f"{datetime.date.today().isoformat()}-targets.json")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True,
-                            text=True, check=False).stdout.strip()
-    output.write_text(json.dumps({"commit": commit, "argv": sys.argv, "results": results,
-                                  "profiles": profiles}, indent=1, default=str),
-                      encoding="utf-8")
+    write(results, False)
     print(f"raw samples: {output}", file=sys.stderr)
     return 0
 

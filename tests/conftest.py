@@ -31,11 +31,25 @@ from bundle_mcp.toolspec import ToolSpec
 
 REPO = Path(__file__).resolve().parent.parent
 
-# Persistent caches (parse packs, embeddings) go to a folder of this test run, never the user's
-# ~/.cache; subprocess servers started by the tests inherit it.
-_TEST_CACHE = tempfile.mkdtemp(prefix="bundle-mcp-test-cache-")
-os.environ.setdefault("XDG_CACHE_HOME", _TEST_CACHE)
-os.environ.setdefault("BUNDLE_MCP_CACHE_DIR", os.path.join(_TEST_CACHE, "bundle-mcp"))
+
+def _test_cache() -> str | None:
+    """A cache folder for this test run, or ``None`` when the environment names one already.
+
+    Persistent caches (parse packs, embeddings) go to a folder of this test run, never the
+    user's ~/.cache; subprocess servers started by the tests inherit it through the environment,
+    and so do pytest-xdist's workers, which therefore make no folder of their own. The process
+    that made the folder removes it when pytest ends (:func:`pytest_unconfigure`): a test run
+    used to leave one ``/tmp/bundle-mcp-test-cache-*`` behind per process, hundreds in a day.
+    """
+    if "XDG_CACHE_HOME" in os.environ and "BUNDLE_MCP_CACHE_DIR" in os.environ:
+        return None
+    folder = tempfile.mkdtemp(prefix="bundle-mcp-test-cache-")
+    os.environ.setdefault("XDG_CACHE_HOME", folder)
+    os.environ.setdefault("BUNDLE_MCP_CACHE_DIR", os.path.join(folder, "bundle-mcp"))
+    return folder
+
+
+_OWN_TEST_CACHE = _test_cache()
 REAL_CONTRACTS = REPO / "contracts"
 
 # Hypothesis: "dev" (the default) for the edit-test loop, "ci" (.ci/run sets HYPOTHESIS_PROFILE)
@@ -68,6 +82,12 @@ SLOW_MODULES = frozenset({
 })
 # Fixtures that install or start something slow, wherever a test uses them.
 SLOW_FIXTURES = frozenset({"mermaid_parser"})  # npm-installs the Mermaid parser
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _OWN_TEST_CACHE is not None:
+        # ignore_errors: a server a test left running may still be writing into it.
+        shutil.rmtree(_OWN_TEST_CACHE, ignore_errors=True)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -17,11 +17,11 @@ import os
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
-from .dispatch import Dispatcher, ServeConfig, UnknownTool
 from .errors import BundleError, BundleMcpError
+from .handshake import claimed_stdio, open_stdio
 from .limits import Caps
 from .okf.scopes import NOTHING, Access
 from .readers import (
@@ -34,11 +34,15 @@ from .readers import (
     new_token,
 )
 from .remote.location import is_remote
-from .remote.mounts import FetchFailed, RemoteMounts
+from .serve_config import ServeConfig
 from .storage.handles import pin_root
 from .toolspec import SEMANTIC_TOOLSET, TOOLSETS
 
 __all__ = ["main"]
+
+if TYPE_CHECKING:
+    from .dispatch import Dispatcher
+    from .remote.mounts import RemoteMounts
 
 log = logging.getLogger("bundle_mcp.cli")
 
@@ -214,13 +218,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cap_arguments(parser: argparse.ArgumentParser) -> None:
-    from .validate_cli import add_cap_arguments  # validate's own module: imported when used
+    from .cap_options import add_cap_arguments
 
     add_cap_arguments(parser)
 
 
 def _caps(args: argparse.Namespace) -> Caps:
-    from .validate_cli import caps_of
+    from .cap_options import caps_of
 
     try:
         return caps_of(args)
@@ -285,7 +289,7 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--workers wants a number of processes, 1 or more")
     if args.workers > 1 and not args.http:
         raise UsageError("--workers applies to --http only")
-    if args.workers > 1 and remotes.paths():
+    if args.workers > 1 and remotes is not None:
         raise UsageError("--workers serves folders only: serve a remote BUNDLE (git URL, "
                          "archive) from one process")
     if args.keep_alive is not None and not args.http:
@@ -293,14 +297,13 @@ def _serve(args: argparse.Namespace) -> int:
     keep_alive = DEFAULT_KEEP_ALIVE_SECONDS if args.keep_alive is None else args.keep_alive
     if keep_alive < 1:
         raise UsageError("--keep-alive wants a number of seconds, 1 or more")
+    if remotes is not None:
+        remotes.start(args.refresh)
+    if args.http is None:
+        return _serve_stdio(config, book, reader, remotes)
     # The SDK is imported here, not at the top, so that `call` and `validate` start quickly.
     from . import server
 
-    remotes.start(args.refresh)
-    if args.http is None:
-        return _with_dispatcher(
-            config, lambda dispatcher: server.serve_stdio(
-                dispatcher, _stdio_reload(book, reader, dispatcher)), remotes)
     host, port = _host_port(args.http)
     if not token and book is None and not host.startswith(_LOOPBACK):
         log.warning(
@@ -334,6 +337,22 @@ def _serve(args: argparse.Namespace) -> int:
         ),
         remotes,
     )
+
+
+def _serve_stdio(
+    config: ServeConfig, book: ReaderBook | None, reader: Reader, remotes: RemoteMounts | None
+) -> int:
+    """Answer the client's ``initialize`` first, then import the SDK and the dispatcher's
+    modules (most of a second), then serve: the answer never waits for imports or for a bundle
+    (:mod:`bundle_mcp.handshake`)."""
+    with claimed_stdio() as wires:
+        opening = open_stdio(*wires)
+        from . import server
+
+        return _with_dispatcher(
+            config, lambda dispatcher: server.serve_stdio(
+                dispatcher, _stdio_reload(book, reader, dispatcher), wires=wires,
+                opening=opening), remotes)
 
 
 def _readers(args: argparse.Namespace) -> tuple[ReaderBook | None, Reader]:
@@ -403,6 +422,7 @@ def _with_dispatcher(
 ) -> int:
     """Run ``serve`` with this process's dispatcher and embedding index, then close the index
     (and stop refreshing the remote bundles)."""
+    from .dispatch import Dispatcher
     from .semantic import SemanticIndex
 
     semantic = SemanticIndex.default()
@@ -496,20 +516,23 @@ def _toolsets(value: str | None) -> frozenset[str] | None:
     return frozenset(names)
 
 
-def _remotes(args: argparse.Namespace) -> RemoteMounts:
-    """The remote bundles' home in the cache folder; SIGHUP fetches them again."""
-    from .loader.parse_cache import default_directory
-
+def _remotes(args: argparse.Namespace) -> RemoteMounts | None:
+    """The remote bundles' home in the cache folder, SIGHUP fetching them again; ``None`` when
+    no BUNDLE is remote (then nothing of the fetching code is imported: it is not small)."""
     if args.refresh is not None and not args.refresh > 0:
         raise UsageError("--refresh wants a number of seconds, more than 0")
-    wanted = any(is_remote(b) for b in args.bundles)
+    caps = _caps(args)  # checked first, as before: a bad cap is reported before a bad BUNDLE
+    if not any(is_remote(b) for b in args.bundles):
+        return None
+    from .loader.parse_cache import default_directory
+    from .remote.mounts import RemoteMounts
+
     directory = default_directory()
-    if wanted and directory is None:
+    if directory is None:
         raise UsageError("a remote BUNDLE is fetched into the cache folder, which "
                          "BUNDLE_MCP_CACHE_DIR turns off; set it to a writable folder")
-    remotes = RemoteMounts(str(directory) if directory is not None else ".", _caps(args))
-    if wanted:
-        _refresh_on_sighup(remotes)
+    remotes = RemoteMounts(str(directory), caps)
+    _refresh_on_sighup(remotes)
     return remotes
 
 
@@ -527,7 +550,10 @@ def _refresh_on_sighup(remotes: RemoteMounts) -> None:
         signal.signal(signal.SIGHUP, handler)
 
 
-def _remote_argument(remotes: RemoteMounts, value: str) -> str:
+def _remote_argument(remotes: RemoteMounts | None, value: str) -> str:
+    from .remote.mounts import FetchFailed
+
+    assert remotes is not None  # _remotes made them: a BUNDLE is remote
     try:
         return remotes.add(value)
     except (ValueError, FetchFailed) as exc:
@@ -612,6 +638,7 @@ def _call(args: argparse.Namespace) -> int:
         skip_unparseable=args.skip_unparseable,
         caps=_caps(args),
     )
+    from .dispatch import Dispatcher, UnknownTool
     from .semantic import MINILM, SemanticIndex, VectorCache, default_cache_dir
 
     # A one-shot call waits for the embeddings instead of answering "not ready".

@@ -17,13 +17,14 @@ import sys
 from typing import BinaryIO, TextIO
 
 from .cancel import CancelToken
+from .cap_options import add_cap_arguments, caps_of
 from .errors import BundleError
 from .export import FORMATS, Rendering, mermaid, render
 from .export.graph import DEFAULT_MAX_NODES, GraphQuery, OverBudget, SelectionError, select
 from .export.rdf import BUNDLE_BASE, base_iri_problem
 from .loader import PENDING_WRITE, load_bundle
 from .model import Snapshot
-from .validate_cli import add_cap_arguments, caps_of, report_unreadable
+from .validate_cli import report_unreadable
 
 EXIT_OK = 0
 EXIT_OVER_BUDGET = 1

@@ -26,10 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-import yaml
-
-from .contracts import contracts_dir
 from .errors import BundleMcpError
 from .okf.scopes import EVERYTHING, FULL_ACCESS, NOTHING, Access, FolderScope
 
@@ -181,6 +177,8 @@ def _parse_toml(file: Path, text: str) -> Any:
 
 
 def _parse_yaml(file: Path, text: str) -> Any:
+    import yaml  # only a YAML readers file needs it; `serve` answers initialize without it
+
     try:
         # The safe loader, and no aliases at all: a readers file has no use for them, and an
         # alias bomb must not cost the server its start-up.
@@ -197,6 +195,12 @@ def _parse_yaml(file: Path, text: str) -> Any:
 
 
 def _check_schema(file: Path, document: Any, locate: _Lines) -> None:
+    # Imported here: the contracts package and jsonschema are most of a second to import, and
+    # `serve` imports this module before it answers initialize.
+    import jsonschema
+
+    from .contracts import contracts_dir
+
     schema = json.loads((contracts_dir() / SCHEMA_FILE).read_text(encoding="utf-8"))
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(document), key=lambda e: list(map(str, e.path)))
@@ -259,9 +263,13 @@ class _YamlLines(_Lines):
     """Lines from the YAML node tree: exact for every mapping key and sequence item."""
 
     def __init__(self, text: str) -> None:
+        import yaml
+
         self._root = yaml.compose(text, Loader=yaml.SafeLoader)
 
     def line(self, path: tuple[Any, ...]) -> int:
+        import yaml
+
         node = self._root
         if node is None:
             return 1

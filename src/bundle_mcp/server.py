@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from types import FrameType
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio
 import anyio.to_thread
@@ -31,6 +31,7 @@ from ._version import __version__
 from .cancel import CancelToken
 from .contracts import internal_error
 from .dispatch import Dispatcher, Outcome, ServedTool, UnknownTool
+from .handshake import INSTRUCTIONS, SERVER_NAME, Opening
 from .observe import CallObserver
 from .okf.scopes import FolderScope
 from .readers import ALL_READER, READER_STATE_KEY, Reader, ReaderBook
@@ -51,43 +52,9 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-SERVER_NAME = "bundle-mcp"
 MCP_PATH = "/mcp"
 _MAX_NAME_IN_ERROR = 128
 
-INSTRUCTIONS = """\
-This server answers questions from an Open Knowledge Format bundle: Markdown concepts with YAML \
-frontmatter, links and typed relations.
-Work in a loop: 0. on a bundle you do not know, bundle_summary first (types, tags, folders, \
-most-linked concepts); 1. a question in plain words: context; a known term: search_concepts with \
-one distinctive literal (an ID, title, tag or phrase); passages: search_sections; 2. read only the \
-IDs you picked with read_concept; 3. widen at most twice (get_neighbors, expand_neighbors, \
-fetch_slice, query_subgraph, visualize_graph; find_path links two concepts), then answer. Never \
-walk the whole graph.
-Terms:
-- concept_id: the bundle path without .md (tables/orders.md -> tables/orders); case-sensitive, \
-spaces and # allowed; no '.' or '..' segments, '\\', ':', control characters, or a last \
-segment index or log.
-- locator: path#Lstart-Lend, one section as search_sections returns it. Cite a locator with \
-snapshot_revision, or cite the concept (parent_id): locators change when a file is edited.
-- bundle_path: the absolute path of the bundle root; omit it when the server serves one bundle.
-- temporal_profile: date-3fcbb9f (default; stale_after, last_modified, usage_window and as_of \
-are YYYY-MM-DD) or instant-0b87c52 (RFC 3339 date-times with Z or +HH:MM/-HH:MM). as_of is \
-the time 'stale' is judged at; without it stale is null (the clock is never read).
-Bounds: the search, read and write tools reject numbers out of range (limit 101 is \
-resource_limit); the walk and semantic tools, and bundle_summary's top, clamp their budgets and \
-echo what they applied. \
-total and truncated say what a limit left out; there is no cursor: narrow the request or raise \
-limit. Never claim that an omitted hit or edge was inspected; report the limit instead.
-Errors: a failed call has isError and {code, message, retryable, diagnostics}; an invalid_input \
-diagnostic names the argument (field) and the rule it breaks, and resource_limit adds a \
-recovery_step; concept_not_found adds up to five did_you_mean suggestions (never used in its \
-place). Fix the argument and retry; only operation_cancelled is retryable as is.
-Writes, when served: preview_* writes nothing and returns base_revision and plan_digest; \
-apply_* with the same arguments plus those publishes atomically, or fails with \
-revision_conflict or plan_mismatch: preview again. An identical apply or write_concept replays \
-its result instead of writing twice.
-"""
 
 
 def _annotations(spec: ServedTool) -> types.ToolAnnotations:
@@ -244,32 +211,60 @@ def reload_on_sighup(reload: Callable[[], object] | None) -> Iterator[None]:
         signal.signal(signal.SIGHUP, previous)
 
 
-def serve_stdio(dispatcher: Dispatcher, on_reload: Callable[[], object] | None = None) -> None:
-    """Serve one client on stdin/stdout; the served bundles are loaded and warmed in the
-    background from the start (:mod:`bundle_mcp.readiness`), so the first calls find them built.
-    ``on_reload`` runs on SIGHUP.
+def serve_stdio(
+    dispatcher: Dispatcher,
+    on_reload: Callable[[], object] | None = None,
+    *,
+    wires: tuple[BinaryIO, BinaryIO] | None = None,
+    opening: Opening | None = None,
+) -> None:
+    """Serve one client on stdin/stdout (or on ``wires``, claimed already); ``on_reload`` runs
+    on SIGHUP.
+
+    ``opening``: the client's first line, read and perhaps answered before this module was
+    imported (:mod:`bundle_mcp.handshake`). The served bundles are loaded and warmed in the
+    background (:mod:`bundle_mcp.readiness`) from the moment the first answer is on the wire,
+    never before: the warm-up must not delay the answer to ``initialize``.
     """
     server = build_server(dispatcher)
+    readiness = Readiness(dispatcher, freeze_memory=True)
+    warm_up = _once(readiness.start)
 
     async def run() -> None:
         # Our transport, not the SDK's stdio_server: that one drops the lines it cannot parse
         # without a reply (see bundle_mcp.stdio).
-        async with stdio_transport() as (read_stream, write_stream):
+        wire_in, wire_out = wires if wires is not None else (None, None)
+        async with stdio_transport(wire_in, wire_out, opening=opening,
+                                   on_first_reply=warm_up) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
-
-    readiness = Readiness(dispatcher, freeze_memory=True)
 
     def reload() -> None:
         if on_reload is not None:
             on_reload()
             readiness.rescope()  # the reader, and so the view to keep warm, may have changed
 
-    readiness.start()
+    if opening is not None and opening.answered is not None:
+        warm_up()  # initialize is answered already
     try:
         with reload_on_sighup(reload if on_reload is not None else None):
             anyio.run(run)
     finally:
         readiness.stop()
+
+
+def _once(action: Callable[[], object]) -> Callable[[], None]:
+    """``action``, run by the first call only, whichever thread makes it."""
+    lock = threading.Lock()
+    done: list[bool] = []
+
+    def run() -> None:
+        with lock:
+            if done:
+                return
+            done.append(True)
+        action()
+
+    return run
 
 
 class BearerTokenMiddleware:

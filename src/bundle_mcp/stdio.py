@@ -23,20 +23,22 @@ logged and dropped. The writer never dies on a reply it cannot encode: a result 
 cannot serialize (a surrogate, or nesting past its depth limit) becomes ``-32603`` for that id.
 
 While serving, fd 0 reads the null device and fd 1 writes to stderr, so a tool or a child
-process that reads stdin or prints cannot touch the wire; both are restored on exit.
+process that reads stdin or prints cannot touch the wire; both are restored on exit
+(:func:`bundle_mcp.handshake.claimed_stdio`).
+
+``serve`` reads the client's first line before the SDK is imported and may have answered it
+already (:mod:`bundle_mcp.handshake`): the transport then starts by handing that line to the
+session, and drops the session's own reply to it after comparing the two.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import math
-import os
 import re
-import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
 
@@ -47,6 +49,8 @@ from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStre
 from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
+
+from .handshake import EarlyAnswer, Opening, claimed_stdio
 
 __all__ = ["LineVerdict", "encode_message", "read_line", "stdio_transport"]
 
@@ -212,20 +216,32 @@ WriteStream = MemoryObjectSendStream[SessionMessage]
 
 @asynccontextmanager
 async def stdio_transport(
-    wire_in: BinaryIO | None = None, wire_out: BinaryIO | None = None
+    wire_in: BinaryIO | None = None,
+    wire_out: BinaryIO | None = None,
+    *,
+    opening: Opening | None = None,
+    on_first_reply: Callable[[], object] | None = None,
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
-    """The streams for ``Server.run``; without arguments, the process's own stdin and stdout."""
+    """The streams for ``Server.run``; without wires, the process's own stdin and stdout.
+
+    ``opening``: the first line, read (and perhaps answered) before the transport started.
+    ``on_first_reply``: runs once, in a worker thread, after the first line is written.
+    """
     if wire_in is None or wire_out is None:
-        with _claimed_stdio() as (claimed_in, claimed_out):
-            async with stdio_transport(claimed_in, claimed_out) as streams:
+        with claimed_stdio() as (claimed_in, claimed_out):
+            async with stdio_transport(claimed_in, claimed_out, opening=opening,
+                                       on_first_reply=on_first_reply) as streams:
                 yield streams
         return
 
     inbound_send, inbound = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outbound, outbound_receive = anyio.create_memory_object_stream[SessionMessage](0)
+    replayed = opening.line if opening is not None else None
+    sent = opening.answered if opening is not None else None
     async with anyio.create_task_group() as tg:
-        tg.start_soon(_read_lines, wire_in, inbound_send, outbound.clone())
-        tg.start_soon(_write_lines, wire_out, outbound_receive, tg.cancel_scope)
+        tg.start_soon(_read_lines, wire_in, inbound_send, outbound.clone(), replayed)
+        tg.start_soon(_write_lines, wire_out, outbound_receive, tg.cancel_scope, sent,
+                      on_first_reply)
         try:
             yield inbound, outbound
         finally:
@@ -237,17 +253,21 @@ async def _read_lines(
     source: BinaryIO,
     inbound: MemoryObjectSendStream[SessionMessage | Exception],
     replies: MemoryObjectSendStream[SessionMessage],
+    first: bytes | None = None,
 ) -> None:
     # A thread limiter of its own: with anyio's default one, 40 busy tool workers would stop
     # pings and cancellations from being read.
     limiter = anyio.CapacityLimiter(1)
     async with inbound, replies:
         while True:
-            # abandon_on_cancel: a blocked read must not hold up shutdown; the descriptor is
-            # never closed under it (see _claimed_stdio).
-            line = await anyio.to_thread.run_sync(
-                source.readline, abandon_on_cancel=True, limiter=limiter
-            )
+            if first is not None:  # the opening line, read before the transport started
+                line, first = first, None
+            else:
+                # abandon_on_cancel: a blocked read must not hold up shutdown; the descriptor
+                # is never closed under it (see handshake.claimed_stdio).
+                line = await anyio.to_thread.run_sync(
+                    source.readline, abandon_on_cancel=True, limiter=limiter
+                )
             if not line:
                 return
             verdict = read_line(line)
@@ -264,6 +284,8 @@ async def _write_lines(
     sink: BinaryIO,
     outbound: MemoryObjectReceiveStream[SessionMessage],
     transport_scope: anyio.CancelScope,
+    sent: EarlyAnswer | None = None,
+    on_first_reply: Callable[[], object] | None = None,
 ) -> None:
     limiter = anyio.CapacityLimiter(1)  # not the default one: replies must not wait for tools
     async with outbound:
@@ -271,49 +293,32 @@ async def _write_lines(
             data = encode_message(item.message)
             if data is None:
                 continue
+            if sent is not None and _replies_to(item.message, sent.request_id):
+                # The session's own answer to the opening request, which was answered
+                # already: never sent twice, and it must be what was sent.
+                if data != sent.reply:
+                    log.error("the SDK's answer to initialize differs from the one sent before "
+                              "it was loaded: %r", data[:300])
+                sent = None
+                continue
             try:
                 await anyio.to_thread.run_sync(_write_line, sink, data, limiter=limiter)
             except OSError as exc:  # the client closed its end (usually BrokenPipeError)
                 log.info("stdout closed (%s); ending the session", exc.__class__.__name__)
                 transport_scope.cancel()
                 return
+            if on_first_reply is not None:
+                await anyio.to_thread.run_sync(on_first_reply, limiter=limiter)
+                on_first_reply = None
+
+
+def _replies_to(message: types.JSONRPCMessage, request_id: int | str) -> bool:
+    """Whether ``message`` is a reply to the request ``request_id`` (1 and "1" differ)."""
+    if not isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
+        return False
+    return type(message.id) is type(request_id) and message.id == request_id
 
 
 def _write_line(sink: BinaryIO, data: bytes) -> None:
     sink.write(data)
     sink.flush()
-
-
-@contextmanager
-def _claimed_stdio() -> Iterator[tuple[BinaryIO, BinaryIO]]:
-    """Private duplicates of fd 0 and 1 for the wire; fd 0 → /dev/null and fd 1 → stderr."""
-    sys.stdout.flush()
-    # F_DUPFD_CLOEXEC from 3: the copies never land on a standard descriptor (when one is
-    # closed at start) and are not inherited by child processes.
-    wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
-    wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
-    _divert(0, os.O_RDONLY)
-    _divert(1, os.O_WRONLY, onto=2)
-    try:
-        # closefd=False and no close later: an abandoned reader thread may still block in
-        # read(wire_in), and a closed, reused descriptor number would feed it another file.
-        yield os.fdopen(wire_in, "rb", closefd=False), os.fdopen(wire_out, "wb", closefd=False)
-    finally:
-        sys.stdout.flush()
-        os.dup2(wire_in, 0)
-        os.dup2(wire_out, 1)
-
-
-def _divert(fd: int, flags: int, onto: int | None = None) -> None:
-    """Point ``fd`` at descriptor ``onto``, or at the null device opened with ``flags``."""
-    if onto is not None:
-        try:
-            os.dup2(onto, fd)
-            return
-        except OSError:  # no stderr (a daemon started with fd 2 closed)
-            pass
-    null = os.open(os.devnull, flags)
-    try:
-        os.dup2(null, fd)
-    finally:
-        os.close(null)

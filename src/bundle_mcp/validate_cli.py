@@ -22,8 +22,8 @@ from urllib.parse import quote
 
 from ._version import __version__
 from .cancel import CancelToken
+from .cap_options import add_cap_arguments, caps_of
 from .errors import ERROR, INFO, WARN, BundleError
-from .limits import DEFAULT_CAPS, Caps, parse_count, parse_size
 from .loader import load_bundle
 from .okf.temporal import DATE_PROFILE, INSTANT_PROFILE, PROFILES, reference_from
 from .validation import TypeCoverage, ValidateOptions, type_coverage, validate
@@ -44,41 +44,6 @@ _GITHUB_COMMAND = {ERROR: "error", WARN: "warning", INFO: "notice"}
 GITHUB_ANNOTATIONS_PER_STEP = {ERROR: 10, WARN: 10, INFO: 9}
 # Where a person reads what a concept needs (README.md, "What a concept needs").
 CONCEPT_HELP = "README.md#what-a-concept-needs"
-
-
-def add_cap_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--max-files`` and ``--max-bytes``, shared by serve, call, validate and graph.
-
-    Taken as text and read by :func:`caps_of`, so that a bad value is one line and exit 2
-    (argparse's own error would print the usage too).
-    """
-    parser.add_argument(
-        "--max-files", metavar="N",
-        help=f"load bundles of at most N Markdown files (default {DEFAULT_CAPS.max_files})",
-    )
-    parser.add_argument(
-        "--max-bytes", metavar="SIZE",
-        help="load bundles whose Markdown files (and the files their computations name) hold at "
-        "most SIZE bytes in all: a number, or with K, M or G for KiB, MiB, GiB "
-        f"(default 64M = {DEFAULT_CAPS.max_bytes})",
-    )
-
-
-def caps_of(args: argparse.Namespace) -> Caps:
-    """The caps the options ask for (the defaults for those not given).
-
-    Raises:
-        ValueError: the one line to print, naming the option.
-    """
-    try:
-        files = DEFAULT_CAPS.max_files if args.max_files is None else parse_count(args.max_files)
-    except ValueError as exc:
-        raise ValueError(f"--max-files {exc}") from None
-    try:
-        size = DEFAULT_CAPS.max_bytes if args.max_bytes is None else parse_size(args.max_bytes)
-    except ValueError as exc:
-        raise ValueError(f"--max-bytes {exc}") from None
-    return Caps(files, size)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

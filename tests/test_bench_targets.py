@@ -1,0 +1,130 @@
+"""``make bench``'s comparison with the previous results: which figures it calls regressions.
+
+Pure functions of bench/targets.py over results dicts; nothing is measured or timed here.
+"""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parent.parent / "bench"
+
+
+@pytest.fixture(scope="module")
+def targets() -> Iterator[ModuleType]:
+    spec = importlib.util.spec_from_file_location("bench_targets", BENCH / "targets.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        del sys.modules[spec.name]
+
+
+def result(**changes: Any) -> dict[str, Any]:
+    """One size's result as bench/targets.py writes it (the fields figures() reads)."""
+    base: dict[str, Any] = {
+        "concepts": 1000, "bundle_bytes": 6_000_000, "serve_args": [],
+        "cold_initialize_s": 0.12, "cold_first_answer_s": 1.0, "cold_ready_s": 5.0,
+        "restart_ready_s": 0.8, "start_s": 0.1, "one_file_parse_s": 0.004,
+        "cold_calls": {"read_concept": {"warm_median_s": 0.002, "first_s": 0.01,
+                                        "error": False},
+                       "list_concepts": {"warm_median_s": 0.100, "first_s": 0.2,
+                                         "error": False}},
+        "restart_calls": {"read_concept": {"warm_median_s": 0.002, "first_s": 0.004}},
+        "edits": {"edited_s": 0.03, "created_s": 0.03, "deleted_s": 0.03},
+        "peak_rss_mib": 100.0, "cache_bytes": 10 * 1024 * 1024,
+        "throughput": {"calls_per_s": 500.0, "p99_s": 0.05},
+    }
+    for key, value in changes.items():
+        base[key] = value
+    return base
+
+
+def names(found: list[Any]) -> list[str]:
+    return [regression.name for regression in found]
+
+
+def test_an_unchanged_result_has_no_regression(targets: ModuleType) -> None:
+    assert targets.regressions(result(), result()) == []
+
+
+def test_slower_by_more_than_the_tolerance_and_the_floor_is_a_regression(
+        targets: ModuleType) -> None:
+    now = result()
+    now["cold_calls"] = copy.deepcopy(now["cold_calls"])
+    now["cold_calls"]["list_concepts"]["warm_median_s"] = 0.130  # +30 %, +30 ms
+    found = targets.regressions(result(), now)
+    assert names(found) == ["list_concepts: warm median"]
+    assert "+30%" in found[0].line() and "previous 100.0 ms" in found[0].line()
+
+
+@pytest.mark.parametrize("key, value", [
+    ("cold_ready_s", 5.9),  # +18 %: within the tolerance
+    ("cold_initialize_s", 0.122),  # +2 ms: under the floor, though +1.7 %
+    ("start_s", 0.05),  # faster
+    ("peak_rss_mib", 112.0),  # +12 MiB: under the floor
+])
+def test_noise_is_not_a_regression(targets: ModuleType, key: str, value: float) -> None:
+    assert targets.regressions(result(), result(**{key: value})) == []
+
+
+def test_a_millisecond_call_that_doubles_is_under_the_floor(targets: ModuleType) -> None:
+    now = result()
+    now["cold_calls"] = copy.deepcopy(now["cold_calls"])
+    now["cold_calls"]["read_concept"]["warm_median_s"] = 0.004  # 2 → 4 ms
+    assert targets.regressions(result(), now) == []
+    now["cold_calls"]["read_concept"]["warm_median_s"] = 0.006  # 2 → 6 ms
+    assert names(targets.regressions(result(), now)) == ["read_concept: warm median"]
+
+
+def test_memory_and_throughput_regress_in_their_own_direction(targets: ModuleType) -> None:
+    worse = result(peak_rss_mib=130.0, throughput={"calls_per_s": 300.0, "p99_s": 0.05})
+    assert sorted(names(targets.regressions(result(), worse))) == sorted([
+        "peak RSS, every tool used, every structure built",
+        "HTTP read_concept, 32 clients: calls/s"])
+    better = result(peak_rss_mib=60.0, throughput={"calls_per_s": 900.0, "p99_s": 0.01})
+    assert targets.regressions(result(), better) == []
+
+
+def test_a_figure_the_previous_result_lacks_is_skipped(targets: ModuleType) -> None:
+    """Results written before a figure existed (spawn → initialize, say) compare on the rest."""
+    old = result(cold_ready_s=2.0)
+    del old["cold_initialize_s"], old["throughput"]
+    found = targets.regressions(old, result(cold_initialize_s=9.0))
+    assert names(found) == ["ready (every structure built), no cache"]
+
+
+def test_the_newest_file_that_measured_a_size_is_the_previous(targets: ModuleType,
+                                                             tmp_path: Path) -> None:
+    def write(name: str, sizes: list[int]) -> Path:
+        path = tmp_path / name
+        path.write_text(json.dumps({"results": [result(concepts=n) for n in sizes]}))
+        return path
+
+    files = [write("2026-12-01-targets.json", [1000, 9978]),
+             write("2026-12-02-targets.json", [300]),
+             write("2026-12-03-targets.json", [1000])]
+    found = targets.previous_results(files, [1000, 9978, 50000])
+    assert {size: name for size, (name, _) in found.items()} == {
+        1000: "2026-12-03-targets.json", 9978: "2026-12-01-targets.json"}
+
+
+def test_the_table_names_the_previous_file_and_each_regression(targets: ModuleType) -> None:
+    now = result(cold_first_answer_s=3.0)
+    text = targets.render([now], {1000: ("2026-12-03-targets.json", result())})
+    assert "| previous |" in text and "Previous: 2026-12-03-targets.json." in text
+    assert "Regressions against 2026-12-03-targets.json" in text and "20%" in text
+    assert "- **regression**: spawn → first answer (read_concept), no cache: 3.00 s " \
+           "(previous 1.00 s, +200%)" in text
