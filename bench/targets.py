@@ -194,7 +194,7 @@ def cases(bundle: Path, info: dict[str, Any]) -> list[Case]:
     hub = info["hub"]
     rare = info["rare_word_example"]
     return [
-        Case("read_concept", "read_concept", {"concept_id": middle}, 0.005),
+        Case("read_concept", "read_concept", {"concept_id": middle}, 0.002),
         Case("get_neighbors", "get_neighbors", {"concept_id": hub, "limit": 100}, 0.005),
         Case("fetch_slice", "fetch_slice", {"entity_id": middle}, 0.005),
         Case("search_concepts (rare)", "search_concepts", {"query": rare, "limit": 20}, 0.030),
@@ -207,6 +207,7 @@ def cases(bundle: Path, info: dict[str, Any]) -> list[Case]:
         Case("get_semantic_graph", "get_semantic_graph", {}, 0.150),
         Case("validate_bundle", "validate_bundle", {"check_links": True, "check_orphans": True},
              None),
+        Case("context", "context", {"question": "how is pipeline latency measured"}, 0.100),
     ]
 
 
@@ -652,7 +653,9 @@ def render(results: list[dict[str, Any]],
 
 
 CASE_TARGETS = (
-    ("read_concept", 0.005), ("get_neighbors", 0.005), ("fetch_slice", 0.005),
+    # Issue 29's targets where it names one (read_concept 2 ms, context 100 ms), else issue 13's.
+    ("read_concept", 0.002), ("get_neighbors", 0.005), ("fetch_slice", 0.005),
+    ("context", 0.100),
     ("search_concepts (rare)", 0.030), ("expand_neighbors d2 (hub)", 0.020),
     ("list_concepts", 0.150), ("get_semantic_graph", 0.150),
 )
