@@ -1,8 +1,9 @@
 """Document structures kept in the parse cache (``derived.Codec``): a restarted server reads
 them back instead of building them, and reads back exactly what a build gives.
 
-``search_sections``' per-document words (``SECTION_WORDS``) are the first slot kept so. Each
-test compares with a server that builds everything itself.
+``search_sections``' per-document words (``SECTION_WORDS``) and the validator's per-document
+findings (``DOCUMENT_FINDINGS``) are kept so. Each test compares with a server that builds
+everything itself.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from bundle_mcp.snapshots import SnapshotCache
 from toolcall import every_document_built
 
 section_index = importlib.import_module("bundle_mcp.tools._section_index")
+validation = importlib.import_module("bundle_mcp.validation")
 SECTION_WORDS = section_index.SECTION_WORDS
 
 QUERY = {"query": "roast"}
@@ -38,6 +40,9 @@ def _write_bundle(root: Path) -> None:
             f"\n## Cooling\n\nSpread the roast {n} beans to cool.\n",
             encoding="utf-8",
         )
+    # Findings to keep: no type, and a link to nothing.
+    (root / "untyped.md").write_text("---\ntitle: Untyped\n---\n# Untyped\n\n[x](gone.md)\n",
+                                     encoding="utf-8")
 
 
 @pytest.fixture()
@@ -46,7 +51,10 @@ def filled(tmp_path: Path) -> tuple[Path, Path]:
     root = tmp_path / "bundle"
     root.mkdir()
     _write_bundle(root)
-    snapshot, _ = load_bundle(str(root))
+    snapshots = SnapshotCache(parse_cache=ParseCache(None), watch=False)
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(root),)), cache=snapshots)
+    assert not dispatcher.call("validate_bundle", {"check_links": True}).is_error
+    snapshot = snapshots.get(str(root), CancelToken())
     for doc in snapshot.concepts.values():
         section_index._document_index(doc)
         assert doc.markdown is not None
@@ -54,10 +62,11 @@ def filled(tmp_path: Path) -> tuple[Path, Path]:
     return root, tmp_path / "cache"
 
 
-def _answer(root: Path, cache: Path | None) -> Any:
+def _answer(root: Path, cache: Path | None, tool: str = "search_sections",
+            arguments: dict[str, Any] = QUERY) -> Any:
     snapshots = SnapshotCache(parse_cache=ParseCache(cache), watch=False)
     dispatcher = Dispatcher(ServeConfig(bundles=(str(root),)), cache=snapshots)
-    outcome = dispatcher.call("search_sections", QUERY)
+    outcome = dispatcher.call(tool, arguments)
     assert not outcome.is_error, outcome.structured
     return outcome.structured
 
@@ -73,6 +82,20 @@ def test_a_restart_reads_the_section_words_back(
 
     monkeypatch.setattr(section_index, "_index", never)
     assert _answer(root, cache) == expected
+
+
+def test_a_restart_reads_the_document_findings_back(
+    filled: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    arguments = {"check_links": True}
+    expected = _answer(root := filled[0], None, "validate_bundle", arguments)
+    assert {d["code"] for d in expected["diagnostics"]} >= {"missing_type", "broken_link"}
+
+    def never(doc: Any, *args: Any) -> Any:
+        raise AssertionError(f"{doc.path}: findings built, not read back")
+
+    monkeypatch.setattr(validation, "_document_findings", never)
+    assert _answer(root, filled[1], "validate_bundle", arguments) == expected
 
 
 def test_what_is_read_back_equals_what_is_built(filled: tuple[Path, Path]) -> None:
@@ -103,7 +126,8 @@ def test_a_damaged_value_is_built_instead(
     database = ParseCache(cache).database(str(root))
     assert database is not None
     with sqlite3.connect(database) as db:
-        changed = db.execute("UPDATE derived SET value = ? WHERE path = 'c1.md'", (damage,))
+        changed = db.execute("UPDATE derived SET value = ? WHERE path = 'c1.md'"
+                             " AND key LIKE 'section_words/%'", (damage,))
         assert changed.rowcount == 1
     assert _answer(root, cache) == _answer(root, None)
     rows = ParseCache(cache).load(str(root))
@@ -121,6 +145,10 @@ def test_only_slots_with_a_codec_are_kept(filled: tuple[Path, Path]) -> None:
     of_document(doc, section_index.SECTION_WORDS, lambda: section_index._index(doc))
     keys = [key for key, _ in kept_values(doc)]
     assert keys == [stored_key(SECTION_WORDS, None)] == ["section_words/1/null"]
+    rules = validation.VersionRules("0.2", True)
+    assert stored_key(validation.DOCUMENT_FINDINGS, (False, rules)) == \
+        'document_findings/1/[false,["VersionRules",{"chosen":true,"effective":"0.2"}]]'
+    assert stored_key(validation.DOCUMENT_FINDINGS, (False, object())) is None
 
 
 def test_a_snapshot_without_the_cache_keeps_nothing_to_read(tmp_path: Path) -> None:
@@ -130,3 +158,22 @@ def test_a_snapshot_without_the_cache_keeps_nothing_to_read(tmp_path: Path) -> N
     snapshots = SnapshotCache(parse_cache=ParseCache(None), watch=False)
     snapshot = snapshots.get(str(root), CancelToken())
     assert all(doc.stored is None for doc in snapshot.documents.values())
+
+
+@pytest.mark.parametrize("damage", [
+    '[["missing_type", "WARN", "m", "untyped.md", "3", null, null, null]]',  # a line as text
+    '[["missing_type", "WARN", "m", "untyped.md", 3, null, null]]',          # a field short
+    '[["missing_type", "WARN", 7, "untyped.md", 3, null, null, null]]',      # a number message
+    '{"code": "missing_type"}',
+])
+def test_a_damaged_finding_is_found_again(filled: tuple[Path, Path], damage: str) -> None:
+    root, cache = filled
+    database = ParseCache(cache).database(str(root))
+    assert database is not None
+    with sqlite3.connect(database) as db:
+        changed = db.execute("UPDATE derived SET value = ? WHERE path = 'untyped.md'"
+                             " AND key LIKE 'document_findings/%'", (damage,))
+        assert changed.rowcount >= 1
+    arguments = {"check_links": True}
+    assert _answer(root, cache, "validate_bundle", arguments) == \
+        _answer(root, None, "validate_bundle", arguments)

@@ -29,6 +29,7 @@ them back (:func:`of_document`) instead of building them.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import json
 from collections.abc import Callable, Hashable, Iterator
@@ -165,10 +166,18 @@ def stored_key(slot: Slot[Any], variant: Hashable) -> str | None:
     if slot.codec is None:
         return None
     try:
-        spelled = json.dumps(variant, separators=(",", ":"), sort_keys=True, allow_nan=False)
+        spelled = json.dumps(variant, separators=(",", ":"), sort_keys=True, allow_nan=False,
+                             default=_spelled)
     except (TypeError, ValueError):
         return None
     return f"{slot.name}/{slot.codec.version}/{spelled}"
+
+
+def _spelled(value: Any) -> Any:
+    """A frozen dataclass in a variant, as its class name and fields (json.dumps ``default``)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [type(value).__name__, dataclasses.asdict(value)]
+    raise TypeError(f"{type(value).__name__} is not kept")
 
 
 def kept_values(doc: Document) -> Iterator[tuple[str, Any]]:

@@ -111,6 +111,24 @@ class Diagnostic:
             "policy_failure": self.policy_failure,
         }
 
+    def as_row(self) -> list[Any]:
+        """Every field, in order, as JSON-native data (:meth:`from_row` reads it back)."""
+        return [self.code, self.severity, self.message, self.file, self.line, self.field,
+                self.spec_ref, self.policy_failure]
+
+    @classmethod
+    def from_row(cls, row: Any) -> Diagnostic:
+        """The diagnostic :meth:`as_row` wrote. Raises ``ValueError`` or ``TypeError`` for a
+        row of another shape, a field of the wrong type included (a kept row may be damaged)."""
+        code, severity, message, file, line, field, spec_ref, policy_failure = row
+        if not all(type(v) is str for v in (code, severity, message)):
+            raise TypeError("code, severity and message are strings")
+        if not all(v is None or type(v) is str for v in (file, field, spec_ref, policy_failure)):
+            raise TypeError("file, field, spec_ref and policy_failure are strings or null")
+        if line is not None and type(line) is not int:
+            raise TypeError("line is an integer or null")
+        return cls(code, severity, message, file, line, field, spec_ref, policy_failure)
+
     def sort_key(self) -> tuple[str, int, int, str, str, str]:
         return (
             self.file or "",

@@ -224,7 +224,7 @@ class ParseCache:
                     " VALUES (?, ?, ?, ?, ?)",
                     (
                         (doc.path, doc.record.sha256, doc.record.size,
-                         None if doc.parse_error is None else _json(_diag(doc.parse_error)),
+                         None if doc.parse_error is None else _json(doc.parse_error.as_row()),
                          _json(encode_entry(doc)))
                         for doc in built
                         if (doc.path, doc.record.sha256) not in stored
@@ -352,7 +352,7 @@ class Stored:
 
     def parse_error(self) -> Diagnostic | None:
         """The stored parse error. Raises ValueError (or TypeError) for a damaged value."""
-        return None if self.error is None else _undiag(json.loads(self.error))
+        return None if self.error is None else Diagnostic.from_row(json.loads(self.error))
 
 
 class CachedRows(Mapping[str, Any]):
@@ -545,11 +545,11 @@ def encode_entry(doc: Document) -> dict[str, Any]:
         "concept_id": doc.concept_id,
         "frontmatter": None if doc.frontmatter is None else thaw(doc.frontmatter),
         "layout": _layout_of(doc),
-        "parse_error": None if doc.parse_error is None else _diag(doc.parse_error),
+        "parse_error": None if doc.parse_error is None else doc.parse_error.as_row(),
         "relations": [
             [r.source, r.relation_type, r.target, r.target_id, r.fragment] for r in doc.relations
         ],
-        "relation_diagnostics": [_diag(d) for d in doc.relation_diagnostics],
+        "relation_diagnostics": [d.as_row() for d in doc.relation_diagnostics],
     }
 
 
@@ -586,7 +586,7 @@ def decode(
                 path=path, kind=_str(entry["kind"]), concept_id=_opt_str(entry["concept_id"]),
                 record=record, text=broken, frontmatter_raw=None, frontmatter_value=None,
                 body_start=len(broken), body_line=1, line_count=count_lines(broken),
-                rules=OKF_RULES, parse_error=_undiag(entry["parse_error"]),
+                rules=OKF_RULES, parse_error=Diagnostic.from_row(entry["parse_error"]),
             )
         frontmatter = entry["frontmatter"]
         layout = _layout(text, entry["layout"], frontmatter is not None)
@@ -610,7 +610,8 @@ def decode(
                 Relation(_str(a), _str(b), _str(c), _str(d), _opt_str(e))
                 for a, b, c, d, e in entry["relations"]
             ),
-            relation_diagnostics=tuple(_undiag(d) for d in entry["relation_diagnostics"]),
+            relation_diagnostics=tuple(
+                Diagnostic.from_row(d) for d in entry["relation_diagnostics"]),
         )
     except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError):
         return None
@@ -644,18 +645,6 @@ def _broken_text(data: bytes) -> str:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return ""
-
-
-def _diag(d: Diagnostic) -> list[Any]:
-    return [d.code, d.severity, d.message, d.file, d.line, d.field]
-
-
-def _undiag(value: Any) -> Diagnostic:
-    code, severity, message, file, line, field = value
-    if line is not None and not isinstance(line, int):
-        raise TypeError("line")
-    return Diagnostic(code=_str(code), severity=_str(severity), message=_str(message),
-                      file=_opt_str(file), line=line, field=_opt_str(field))
 
 
 def _facts(facts: MarkdownFacts) -> dict[str, Any]:

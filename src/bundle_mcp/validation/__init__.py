@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from ..cancel import CancelToken
-from ..derived import Slot, of_document, of_snapshot
+from ..derived import Codec, Slot, of_document, of_snapshot
 from ..errors import ERROR, INFO, WARN, Diagnostic
 from ..model import Document, Snapshot
 from ..okf.temporal import DATE_PROFILE, Reference
@@ -42,10 +42,22 @@ def _warm_orphans(snapshot: Snapshot, token: CancelToken) -> None:
 
 
 Findings = tuple[Diagnostic, ...]
+def _encode_findings(findings: Findings) -> list[Any]:
+    return [finding.as_row() for finding in findings]
+
+
+def _decode_findings(rows: Any) -> Findings:
+    if not isinstance(rows, list):
+        raise TypeError("a list of findings")
+    return tuple(Diagnostic.from_row(row) for row in rows)
+
+
 DOCUMENT_FINDINGS: Slot[Findings] = Slot(
     "document_findings", "document",
-    "the findings of the rules that read one document, per strictness and OKF version",
+    "the findings of the rules that read one document, per strictness and OKF version; kept in "
+    "the parse cache",
     _warm(check_links=False),
+    Codec(1, _encode_findings, _decode_findings),
 )
 FIELD_FINDINGS: Slot[Findings] = Slot(
     "field_findings", "snapshot",
