@@ -7,29 +7,21 @@ produces its tables when the corpora, the embedding index and rg are all absent.
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
 
 import pytest
 
+from bench_module import bench_module
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def quality() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("bench_quality", ROOT / "bench" / "quality.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        del sys.modules[spec.name]
+    yield from bench_module("quality")
 
 
 def outline(q: ModuleType, concept_id: str, title: str, description: str,

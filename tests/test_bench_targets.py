@@ -6,9 +6,7 @@ Pure functions of bench/targets.py over results dicts; nothing is measured or ti
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -16,20 +14,14 @@ from typing import Any
 
 import pytest
 
+from bench_module import bench_module
+
 BENCH = Path(__file__).resolve().parent.parent / "bench"
 
 
 @pytest.fixture(scope="module")
 def targets() -> Iterator[ModuleType]:
-    spec = importlib.util.spec_from_file_location("bench_targets", BENCH / "targets.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    try:
-        spec.loader.exec_module(module)
-        yield module
-    finally:
-        del sys.modules[spec.name]
+    yield from bench_module("targets")
 
 
 def result(**changes: Any) -> dict[str, Any]:

@@ -423,19 +423,25 @@ class CachedRows(Mapping[str, Any]):
     def derived(self, path: str, sha256: str, key: str) -> Any:
         """The kept value of a document slot for these bytes (JSON data), ``None`` when none was
         kept or it cannot be read; the slot's codec decides whether it fits."""
-        try:
-            with self._lock:
-                row = self._connection().execute(
-                    "SELECT value FROM derived WHERE path = ? AND sha256 = ? AND key = ?",
-                    (path, sha256, key),
-                ).fetchone()
-        except sqlite3.Error:
-            return None
+        row = self._row(
+            "SELECT value FROM derived WHERE path = ? AND sha256 = ? AND key = ?",
+            (path, sha256, key))
         if row is None:
             return None
         try:
             return json.loads(row[0])
         except (TypeError, ValueError):
+            return None
+
+    def _row(self, sql: str, parameters: tuple[str, ...]) -> tuple[Any, ...] | None:
+        """The first row of a query on the kept connection; ``None`` when there is none or the
+        database cannot be read (a cache miss, never a failure)."""
+        try:
+            with self._lock:
+                row: tuple[Any, ...] | None = self._connection().execute(
+                    sql, parameters).fetchone()
+                return row
+        except sqlite3.Error:
             return None
 
     def _connection(self) -> sqlite3.Connection:
@@ -451,15 +457,10 @@ class CachedRows(Mapping[str, Any]):
     def entry(self, path: str, sha256: str) -> Any:
         """The decoded entry of these bytes, its Markdown facts as text under ``markdown``;
         ``None`` when the row is gone (another process pruned it), damaged, or unreadable."""
-        try:
-            with self._lock:
-                row = self._connection().execute(
-                    "SELECT d.entry, f.facts FROM documents d LEFT JOIN facts f"
-                    " ON f.path = d.path AND f.sha256 = d.sha256"
-                    " WHERE d.path = ? AND d.sha256 = ?", (path, sha256),
-                ).fetchone()
-        except sqlite3.Error:
-            return None
+        row = self._row(
+            "SELECT d.entry, f.facts FROM documents d LEFT JOIN facts f"
+            " ON f.path = d.path AND f.sha256 = d.sha256"
+            " WHERE d.path = ? AND d.sha256 = ?", (path, sha256))
         if row is None:
             return None
         try:
