@@ -390,19 +390,27 @@ def test_unfiltered_answers_keep_their_keys() -> None:
     assert list(sections) == ["query", "terms", "snapshot_revision", "total", "truncated", "hits"]
 
 
-def test_a_non_admitted_concept_is_never_scored(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Filtering is cheap: the match is not even computed for a concept the filter drops."""
+def test_the_filter_is_asked_only_of_matched_concepts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filtering is cheap: search_concepts scans its columns in one pass (SearchFields) and
+    asks the filter only about the concepts that matched; a concept it drops never counts."""
+    from bundle_mcp.okf.filters import ConceptFilter
+
     snapshot, _ = load_bundle(FILTERS_BUNDLE)
-    seen: list[str] = []
-    real = search_concepts.match_priority
+    asked: list[str] = []
+    real = ConceptFilter.admits
 
-    def spy(needle: str, concept_id: str, doc: Any) -> int:
-        seen.append(concept_id)
-        return real(needle, concept_id, doc)
+    def spy(self: ConceptFilter, doc: Any, ref: Any) -> bool:
+        asked.append(doc.concept_id)
+        return real(self, doc, ref)
 
-    monkeypatch.setattr(search_concepts, "match_priority", spy)
-    run_tool(search_concepts, snapshot, {"query": "coffee", "project": "brew"})
-    assert seen == ["brew/espresso", "brew/pour-over"]
+    monkeypatch.setattr(ConceptFilter, "admits", spy)
+    answer = run_tool(search_concepts, snapshot, {"query": "coffee", "project": "brew"})
+    needle = "coffee"
+    matched = [cid for cid, doc in snapshot.concepts.items()
+               if search_concepts.match_priority(needle, cid, doc)]
+    assert asked == matched and len(matched) > 2
+    assert [hit["concept"]["id"] for hit in answer["hits"]] == ["brew/espresso", "brew/pour-over"]
+    assert answer["total"] == 2
 
 
 def test_search_sections_checks_as_of_like_search_concepts() -> None:

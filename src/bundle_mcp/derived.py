@@ -93,6 +93,7 @@ OWNERS: tuple[str, ...] = (
     "bundle_mcp.validation.links",
     "bundle_mcp.validation.reserved",
     "bundle_mcp.tools.list_concepts",
+    "bundle_mcp.tools.search_concepts",
     "bundle_mcp.tools._section_index",
     "bundle_mcp.tools._context_index",
     "bundle_mcp.validation",
