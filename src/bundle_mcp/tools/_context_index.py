@@ -410,6 +410,17 @@ def score(
     return {cid: Scored(c, s, labels.get(cid, 0.0)) for cid, (c, s) in out.items()}
 
 
+def idfs(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[str, float]:
+    """Each stem's idf over concepts (the BM25F one)."""
+    n = totals(snapshot, token).concepts
+    return {t: _idf(n, len(postings(snapshot, t, token))) for t in terms}
+
+
+def field_stems(field: str) -> frozenset[str]:
+    """The distinct stems of a SEP-delimited field (a title, a heading)."""
+    return frozenset(field.split(_SEP)) - {""}
+
+
 def phrases(snapshot: Snapshot, concept_id: str, pairs: list[tuple[str, str]]) -> int:
     """How many of the question's adjacent stem pairs occur side by side in the concept's
     title, description, headings or body."""
@@ -431,6 +442,9 @@ class CopyGroups:
 
     group: dict[str, str]
     fullness: dict[str, int]
+    # Concepts under a copy folder that is not the fullest of its family (an older release,
+    # a partial translation), whether or not the page itself has a copy elsewhere.
+    behind: frozenset[str] = frozenset()
 
 
 def copy_groups(snapshot: Snapshot, token: CancelToken) -> CopyGroups:
@@ -469,12 +483,24 @@ def _copy_groups(concept_ids: list[str], token: CancelToken) -> CopyGroups:
             x = parent[x]
         return x
 
+    family: dict[str, str] = {}  # copy folder -> its family (union-find over folders)
+
+    def top(x: str) -> str:
+        while family.get(x, x) != x:
+            x = family[x]
+        return x
+
     for (a, b), count in sorted(shared.items()):
         token.check()
         if count < COPY_MIN_SHARED or b.startswith(a + "/") or a.startswith(b + "/"):
             continue
         if count < COPY_MIN_SHARE * min(len(below[a]), len(below[b])):
             continue
+        family.setdefault(a, a)
+        family.setdefault(b, b)
+        fa, fb = top(a), top(b)
+        if fa != fb:
+            family[max(fa, fb)] = min(fa, fb)
         for rest in below[a] & below[b]:
             first, second = f"{a}/{rest}", f"{b}/{rest}"
             fullness[first] = max(fullness.get(first, 0), len(below[a]))
@@ -482,4 +508,17 @@ def _copy_groups(concept_ids: list[str], token: CancelToken) -> CopyGroups:
             x, y = root(first), root(second)
             if x != y:
                 parent[max(x, y)] = min(x, y)
-    return CopyGroups({cid: root(cid) for cid in sorted(fullness)}, fullness)
+    largest: dict[str, int] = {}
+    for folder in family:
+        f = top(folder)
+        largest[f] = max(largest.get(f, 0), len(below[folder]))
+    behind = set()
+    for cid in concept_ids:
+        parts = cid.split("/")
+        for cut in range(1, len(parts)):
+            folder = "/".join(parts[:cut])
+            if folder in family and len(below[folder]) < largest[top(folder)]:
+                behind.add(cid)
+                break
+    return CopyGroups({cid: root(cid) for cid in sorted(fullness)}, fullness,
+                      frozenset(behind))
