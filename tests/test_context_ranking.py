@@ -162,6 +162,38 @@ def test_the_kept_copy_is_from_the_fullest_folder(tmp_path: Path) -> None:
     assert "releases/v2/cache" in first["also_in"]
 
 
+def test_a_page_only_an_older_copy_folder_has_ranks_below_a_current_one(
+        tmp_path: Path) -> None:
+    # releases/v1 is a copy folder behind docs/ (docs/ holds one page more); its own page on
+    # proxies has no copy in docs/ (the setting moved), and says "proxy" more often than the
+    # current page does. The current page comes first; the old one stays in the pack.
+    root = versioned_bundle(tmp_path, {
+        "docs/new-feature.md": page("New feature", "Only in the current docs."),
+        "docs/network.md": page("Proxy and network", "Set the proxy for every request in the "
+                                                     "network settings."),
+        "releases/v1/proxy.md": page("Proxy", "The proxy for every request, and the proxy "
+                                              "URL."),
+    })
+    answer = call(root, {"question": "proxy for every request"})
+    assert pointed(answer)[:2] == ["docs/network", "releases/v1/proxy"]
+
+
+def test_a_heading_that_is_the_question_puts_its_section_first(tmp_path: Path) -> None:
+    # The question is a heading's own words (a known item): its section comes first, ahead
+    # of a page that repeats the same words all over.
+    root = write(tmp_path, {
+        "faq.md": page("FAQ", "Questions people ask.\n\n## How do I update libraries?\n\n"
+                              "Run the upgrade command with the new baseline.\n\n"
+                              "## Where are logs kept?\n\nIn the build tree."),
+        "versions.md": page("Update the versions database",
+                            "Update libraries: each library update writes a new version of "
+                            "the libraries database, so update libraries often."),
+    })
+    answer = call(root, {"question": "how do I update libraries"})
+    first = answer["items"][0]
+    assert (first["parent_id"], first["heading"]) == ("faq", "How do I update libraries?")
+
+
 def test_folders_sharing_few_paths_are_not_copies(tmp_path: Path) -> None:
     # Two folders that share one file name (index-like pages) are not versions of each other.
     root = write(tmp_path, {
