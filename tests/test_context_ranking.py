@@ -56,10 +56,12 @@ def test_contractions_leave_no_fragments() -> None:
 
 
 def test_conversational_words_are_dropped() -> None:
-    words = query_terms("I want to keep using something like the cache instead, show me much "
-                        "later")
+    words = query_terms("I want to keep something like the cache instead, much later")
     assert content_terms(words) == ["cache"]
-    assert content_terms(["using", "like"]) == ["using", "like"]  # nothing else: all kept
+    # Words that headings say ("Use Git CLI", "Show the tree") are the question's own.
+    assert content_terms(query_terms("use the git cli to show the tree")) \
+        == ["use", "git", "cli", "show", "tree"]
+    assert content_terms(["instead", "like"]) == ["instead", "like"]  # nothing else: all kept
 
 
 def test_the_answer_lists_the_content_words_and_never_a_fragment(tmp_path: Path) -> None:
@@ -162,6 +164,38 @@ def test_the_kept_copy_is_from_the_fullest_folder(tmp_path: Path) -> None:
     assert "releases/v2/cache" in first["also_in"]
 
 
+def test_a_page_only_an_older_copy_folder_has_ranks_below_a_current_one(
+        tmp_path: Path) -> None:
+    # releases/v1 is a copy folder behind docs/ (docs/ holds one page more); its own page on
+    # proxies has no copy in docs/ (the setting moved), and says "proxy" more often than the
+    # current page does. The current page comes first; the old one stays in the pack.
+    root = versioned_bundle(tmp_path, {
+        "docs/new-feature.md": page("New feature", "Only in the current docs."),
+        "docs/network.md": page("Proxy and network", "Set the proxy for every request in the "
+                                                     "network settings."),
+        "releases/v1/proxy.md": page("Proxy", "The proxy for every request, and the proxy "
+                                              "URL."),
+    })
+    answer = call(root, {"question": "proxy for every request"})
+    assert pointed(answer)[:2] == ["docs/network", "releases/v1/proxy"]
+
+
+def test_a_heading_that_is_the_question_puts_its_section_first(tmp_path: Path) -> None:
+    # The question is a heading's own words (a known item): its section comes first, ahead
+    # of a page that repeats the same words all over.
+    root = write(tmp_path, {
+        "faq.md": page("FAQ", "Questions people ask.\n\n## How do I update libraries?\n\n"
+                              "Run the upgrade command with the new baseline.\n\n"
+                              "## Where are logs kept?\n\nIn the build tree."),
+        "versions.md": page("Update the versions database",
+                            "Update libraries: each library update writes a new version of "
+                            "the libraries database, so update libraries often."),
+    })
+    answer = call(root, {"question": "how do I update libraries"})
+    first = answer["items"][0]
+    assert (first["parent_id"], first["heading"]) == ("faq", "How do I update libraries?")
+
+
 def test_folders_sharing_few_paths_are_not_copies(tmp_path: Path) -> None:
     # Two folders that share one file name (index-like pages) are not versions of each other.
     root = write(tmp_path, {
@@ -251,3 +285,19 @@ def test_the_pack_never_exceeds_its_budget_with_copies(
     assert not set(kept) & set(listed)  # a copy is never also an item of its own
     assert len(listed) == len(set(listed))
 
+
+
+def test_the_holders_of_a_stem_are_a_compact_array_in_concept_order(tmp_path: Path) -> None:
+    # 4 bytes a holder, not a tuple of pointers: the index of a 9,978-concept bundle is about
+    # 26 MiB smaller (bench/results/2026-12-04-context-known-items.md).
+    from array import array
+
+    from bundle_mcp.tools._context_index import holders
+
+    root = versioned_bundle(tmp_path)
+    dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
+    snapshot = dispatcher.served_snapshot(root, CancelToken())
+    index = holders(snapshot, CancelToken())
+    assert all(isinstance(at, array) and at.typecode == "i" for at in index.by_stem.values())
+    cache = [index.concepts[n][0] for n in index.by_stem[stem("cache")]]
+    assert cache == [cid for cid, _ in index.concepts if cid.endswith("cache") or cid == "guide"]

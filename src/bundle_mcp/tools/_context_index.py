@@ -29,6 +29,7 @@ import hashlib
 import math
 import re
 import threading
+from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -148,7 +149,15 @@ class DocumentWords:
     body: str
     lengths: tuple[int, int, int, int]  # stems per field, in FIELDS order
     sections: tuple[SectionWords, ...]
-    vocabulary: tuple[str, ...]  # its distinct stems, sorted
+
+    def vocabulary(self) -> set[str]:
+        """Its distinct stems. Read from the fields when the snapshot's holders are built,
+        not kept: a tuple per document cost about 22 MiB on a 9,978-concept bundle."""
+        found: set[str] = set()
+        for field in (self.title, self.description, self.headings, self.body):
+            found.update(field.split(_SEP))
+        found.discard("")
+        return found
 
 
 def document_words(doc: Document) -> DocumentWords:
@@ -204,7 +213,7 @@ def _build(doc: Document) -> DocumentWords:
     return DocumentWords(
         _delimited(title), _delimited(description), _delimited(heading_stems),
         "".join(body_parts), (len(title), len(description), len(heading_stems), length),
-        tuple(sections), tuple(sorted(set(stemmed.values()))),
+        tuple(sections),
     )
 
 
@@ -308,23 +317,23 @@ class _Holders:
     concepts holding it in any field."""
 
     concepts: tuple[tuple[str, DocumentWords], ...]
-    by_stem: dict[str, tuple[int, ...]]
+    by_stem: dict[str, array[int]]  # 4 bytes a holder, not a tuple's 8-byte pointer
 
 
 def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
     concepts = []
-    found: dict[str, list[int]] = {}
+    found: dict[str, array[int]] = {}
     for n, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
         words = document_words(doc)
         concepts.append((concept_id, words))
-        for word in words.vocabulary:
+        for word in words.vocabulary():
             held = found.get(word)
             if held is None:
-                found[word] = [n]
+                found[word] = array("i", (n,))
             else:
                 held.append(n)
-    return _Holders(tuple(concepts), {word: tuple(at) for word, at in found.items()})
+    return _Holders(tuple(concepts), found)
 
 
 def holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
@@ -438,6 +447,17 @@ def score(
     return {cid: Scored(c, s, labels.get(cid, 0.0)) for cid, (c, s) in out.items()}
 
 
+def idfs(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[str, float]:
+    """Each stem's idf over concepts (the BM25F one)."""
+    n = totals(snapshot, token).concepts
+    return {t: _idf(n, len(postings(snapshot, t, token))) for t in terms}
+
+
+def field_stems(field: str) -> frozenset[str]:
+    """The distinct stems of a SEP-delimited field (a title, a heading)."""
+    return frozenset(field.split(_SEP)) - {""}
+
+
 def phrases(snapshot: Snapshot, concept_id: str, pairs: list[tuple[str, str]]) -> int:
     """How many of the question's adjacent stem pairs occur side by side in the concept's
     title, description, headings or body."""
@@ -459,6 +479,9 @@ class CopyGroups:
 
     group: dict[str, str]
     fullness: dict[str, int]
+    # Concepts under a copy folder that is not the fullest of its family (an older release,
+    # a partial translation), whether or not the page itself has a copy elsewhere.
+    behind: frozenset[str] = frozenset()
 
 
 def copy_groups(snapshot: Snapshot, token: CancelToken) -> CopyGroups:
@@ -497,12 +520,24 @@ def _copy_groups(concept_ids: list[str], token: CancelToken) -> CopyGroups:
             x = parent[x]
         return x
 
+    family: dict[str, str] = {}  # copy folder -> its family (union-find over folders)
+
+    def top(x: str) -> str:
+        while family.get(x, x) != x:
+            x = family[x]
+        return x
+
     for (a, b), count in sorted(shared.items()):
         token.check()
         if count < COPY_MIN_SHARED or b.startswith(a + "/") or a.startswith(b + "/"):
             continue
         if count < COPY_MIN_SHARE * min(len(below[a]), len(below[b])):
             continue
+        family.setdefault(a, a)
+        family.setdefault(b, b)
+        fa, fb = top(a), top(b)
+        if fa != fb:
+            family[max(fa, fb)] = min(fa, fb)
         for rest in below[a] & below[b]:
             first, second = f"{a}/{rest}", f"{b}/{rest}"
             fullness[first] = max(fullness.get(first, 0), len(below[a]))
@@ -510,4 +545,17 @@ def _copy_groups(concept_ids: list[str], token: CancelToken) -> CopyGroups:
             x, y = root(first), root(second)
             if x != y:
                 parent[max(x, y)] = min(x, y)
-    return CopyGroups({cid: root(cid) for cid in sorted(fullness)}, fullness)
+    largest: dict[str, int] = {}
+    for folder in family:
+        f = top(folder)
+        largest[f] = max(largest.get(f, 0), len(below[folder]))
+    behind = set()
+    for cid in concept_ids:
+        parts = cid.split("/")
+        for cut in range(1, len(parts)):
+            folder = "/".join(parts[:cut])
+            if folder in family and len(below[folder]) < largest[top(folder)]:
+                behind.add(cid)
+                break
+    return CopyGroups({cid: root(cid) for cid in sorted(fullness)}, fullness,
+                      frozenset(behind))

@@ -34,6 +34,8 @@ from ._context_index import (
     Scored,
     copy_groups,
     document_words,
+    field_stems,
+    idfs,
     phrases,
     score,
     stem,
@@ -80,11 +82,23 @@ LATER_TEXT_CHARS = 900  # ... and every later item's: the budget buys more disti
 SEMANTIC_WEIGHT = 0.5  # the embedding rank's weight in the fusion (the BM25 rank's is 1)
 SEMANTIC_ONLY = 5  # of those, the best that join the pack without a matching section
 SCORE_PLACES = 6
+# A heading that says what was asked: a section scores x (1 + HEADING_BONUS x its match), a
+# page x (1 + DESCRIPTION_BONUS x its description's match); a match is (share of the question's
+# idf held)^MATCH_POWER x (share of the heading's own content words that are the question's),
+# so only a heading or description that is nearly the question's words gains much.
+HEADING_BONUS = 4.0
+DESCRIPTION_BONUS = 1.0
+MATCH_POWER = 8.0
+# A page under a copy folder that is not the fullest of its family (an older release, a
+# partial translation) ranks at this share: its advice may be out of date.
+BEHIND_FACTOR = 0.75
 
 # Words that say how a question is asked, not what it is about: dropped from the terms unless
 # nothing else is left. Fixed and documented (docs/TOOLS.md), so a pack never depends on a
 # language model or a corpus statistic. The second block is how people talk to an agent
-# ("I want to keep using something like X instead"), found in the question set's failures.
+# ("I want to keep something like X instead"), found in the question set's failures. Not
+# `use`, `get` or `show`: headings say them ("Use Git CLI", "Show the dependency tree"), and
+# keeping them found more answers on the tune half and more known items.
 STOPWORDS = frozenset(
     """a about after all also an and any are as at be been before being between both but by can
     could did do does doing for from had has have having he her here hers him his how i if in
@@ -93,11 +107,12 @@ STOPWORDS = frozenset(
     they this those through to too under until up very was we were what when where which while
     who whom why will with would you your yours know tell explain describe
     able actually already always anymore anything anyway around back currently each either else
-    even ever every everything get gets getting go goes going got happen happens instead keep
+    even ever every everything go goes going got happen happens instead keep
     keeps kind later let like lot lots make makes many maybe much need needs now one please
-    possible really say see seem seems show something somehow sometimes still stuff sure take
-    thing things try trying use used uses using via want wanted wants way ways without""".split()
+    possible really say see seem seems something somehow sometimes still stuff sure take
+    thing things try trying via want wanted wants way ways without""".split()
 )
+_STOP_STEMS = frozenset(stem(w) for w in STOPWORDS)
 # Contractions, with a straight or a typographic apostrophe: a negated auxiliary (don't, won't,
 # can't), and a word with a clitic (project's, I'm, we'll, they've, I'd, you're).
 _NEGATED = re.compile(r"\b\w+n['\u2019]t\b", re.IGNORECASE)
@@ -140,6 +155,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     # item.
     stemmed = list(dict.fromkeys(stem(t) for t in terms))
     scored = score(snapshot, stemmed, token, admitted) if stemmed else {}
+    if stemmed:
+        scored = _with_label_matches(snapshot, scored, stemmed, idfs(snapshot, stemmed, token))
     concept_score = {
         cid: s.concept + SECTION_SHARE * max(s.sections.values(), default=0.0)
         + LABEL_SHARE * s.label
@@ -194,11 +211,13 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
                            "semantic", None)
             )
     candidates.extend(_linked(snapshot, candidates, admitted, token))
-    weighted = [replace(c, score=round(c.score * _weight(snapshot, c.concept_id, ref),
-                                       SCORE_PLACES))
+    copies = copy_groups(snapshot, token)
+    weighted = [replace(c, score=round(
+                    c.score * _weight(snapshot, c.concept_id, ref)
+                    * (BEHIND_FACTOR if c.concept_id in copies.behind else 1.0), SCORE_PLACES))
                 for c in candidates]
     weighted.sort(key=lambda c: (-c.score, c.concept_id, c.line_start))
-    ranked, also_in = _collapse_copies(weighted, copy_groups(snapshot, token), token)
+    ranked, also_in = _collapse_copies(weighted, copies, token)
 
     items, omitted, clipped_any, used = _pack(snapshot, ranked, also_in, budget, ref, token)
     truncated = omitted > 0 or clipped_any
@@ -221,6 +240,43 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     if concept_filter is not None:
         answer["filters"] = concept_filter.echo()
     return answer
+
+
+def _match(stems: frozenset[str], query: list[str], idf: Mapping[str, float],
+           context: frozenset[str] = frozenset()) -> float:
+    """How well a heading or a description says what was asked: the share of the question's
+    idf it holds (to MATCH_POWER) times the share of its own content words that are the
+    question's (1 when it is the question's words and nothing else). Stop words and the
+    ``context`` words (a heading is read under its page's title) are not content."""
+    if not stems:
+        return 0.0
+    total = sum(idf[t] for t in query)
+    if total <= 0:
+        return 0.0
+    covered = sum(idf[t] for t in query if t in stems)
+    if not covered:
+        return 0.0
+    content = stems - _STOP_STEMS - context or stems - _STOP_STEMS or stems
+    precision = len(content & set(query)) / len(content)
+    return float((covered / total) ** MATCH_POWER * precision)
+
+
+def _with_label_matches(snapshot: Snapshot, scored: Mapping[str, Scored], query: list[str],
+                        idf: Mapping[str, float]) -> dict[str, Scored]:
+    """The scores, each section's raised by how well its heading says what was asked and each
+    page's by how well its description does: a reader who asks with a heading's own words
+    (a known item) wants that section, whatever the wider pages around it hold."""
+    out = {}
+    for cid, s in scored.items():
+        words = document_words(snapshot.concepts[cid])
+        title = field_stems(words.title)
+        sections = {n: v * (1.0 + HEADING_BONUS * _match(
+                        field_stems(words.sections[n].heading_words), query, idf, title))
+                    for n, v in s.sections.items()}
+        concept = s.concept * (1.0 + DESCRIPTION_BONUS * _match(
+            field_stems(words.description), query, idf))
+        out[cid] = Scored(concept, sections, s.label)
+    return out
 
 
 def _with_strong_sections(
