@@ -25,6 +25,7 @@ from toolcall import every_document_built
 
 section_index = importlib.import_module("bundle_mcp.tools._section_index")
 validation = importlib.import_module("bundle_mcp.validation")
+context_index = importlib.import_module("bundle_mcp.tools._context_index")
 SECTION_WORDS = section_index.SECTION_WORDS
 
 QUERY = {"query": "roast"}
@@ -57,6 +58,7 @@ def filled(tmp_path: Path) -> tuple[Path, Path]:
     snapshot = snapshots.get(str(root), CancelToken())
     for doc in snapshot.concepts.values():
         section_index._document_index(doc)
+        context_index.document_words(doc)
         assert doc.markdown is not None
     ParseCache(tmp_path / "cache").save(str(root), every_document_built(snapshot.documents))
     return root, tmp_path / "cache"
@@ -96,6 +98,27 @@ def test_a_restart_reads_the_document_findings_back(
 
     monkeypatch.setattr(validation, "_document_findings", never)
     assert _answer(root, filled[1], "validate_bundle", arguments) == expected
+
+
+def test_a_restart_reads_the_context_words_back(
+    filled: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root, cache = filled
+    question = {"question": "how long should roasted beans cool"}
+    expected = _answer(root, None, "context", question)
+
+    def never(doc: Any) -> Any:
+        raise AssertionError(f"{doc.path}: context words built, not read back")
+
+    monkeypatch.setattr(context_index, "_build", never)
+    assert _answer(root, cache, "context", question) == expected
+    rows = ParseCache(cache).load(str(root))
+    restarted, _ = load_bundle(str(root), cached=rows)
+    fresh, _ = load_bundle(str(root))
+    monkeypatch.undo()
+    for concept_id, doc in restarted.concepts.items():
+        assert context_index.document_words(doc) == \
+            context_index._build(fresh.concepts[concept_id]), concept_id
 
 
 def test_what_is_read_back_equals_what_is_built(filled: tuple[Path, Path]) -> None:

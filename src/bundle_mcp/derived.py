@@ -40,8 +40,8 @@ from .cancel import CancelToken
 from .model import Document, Snapshot
 
 __all__ = [
-    "OWNERS", "Codec", "Slot", "Warm", "built", "kept_values", "of_document", "of_snapshot",
-    "slots", "stored_key",
+    "OWNERS", "Codec", "Slot", "Warm", "built", "exactly", "kept_values", "of_document",
+    "of_snapshot", "slots", "stored_key",
 ]
 
 T = TypeVar("T")
@@ -159,6 +159,14 @@ def of_document(
         return build()
 
     return doc.memo.get((slot, variant), read_or_build, check)
+
+
+def exactly(kind: type[T], value: Any) -> T:
+    """``value`` when its type is exactly ``kind``, else ``TypeError``: what a codec's decoder
+    checks each kept field with (JSON's ``true`` is no int, ``1`` is no float here)."""
+    if type(value) is not kind:
+        raise TypeError(f"expected {kind.__name__}, not {type(value).__name__}")
+    return value
 
 
 def stored_key(slot: Slot[Any], variant: Hashable) -> str | None:

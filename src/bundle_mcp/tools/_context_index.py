@@ -14,7 +14,8 @@ it reads the bundle differently:
   the same relative path under sibling folders that hold mostly the same relative paths
   (product versions, translations) share a copy group (:func:`copy_groups`).
 
-Each document's stems are computed once and kept with the document (``CONTEXT_WORDS``); the
+Each document's stems are computed once and kept with the document (``CONTEXT_WORDS``, and in
+the parse cache for the next process); the
 bundle statistics, each queried stem's postings and the copy groups are kept with the snapshot
 (``CONTEXT_INDEX``). The first call builds what it needs, later calls reuse it, and an edit to
 one file rebuilds only that file's words and the snapshot-level parts. Everything is a function
@@ -38,7 +39,7 @@ from typing import Any
 import snowballstemmer
 
 from ..cancel import CancelToken
-from ..derived import Slot, of_document, of_snapshot
+from ..derived import Codec, Slot, exactly, of_document, of_snapshot
 from ..model import Document, Snapshot
 from ..okf.names import concept_name
 from ..okf.properties import text_field
@@ -61,10 +62,40 @@ def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
     copy_groups(snapshot, token)
 
 
+def _encode_words(words: DocumentWords) -> list[Any]:
+    return [words.title, words.description, words.headings, words.body, list(words.lengths),
+            [[s.heading, s.line_start, s.line_end, s.start, s.end, s.length, s.heading_words,
+              s.heading_length, s.junk, s.digest] for s in words.sections]]
+
+
+def _decode_words(value: Any) -> DocumentWords:
+    title, description, headings, body, lengths, sections = value
+    first, second, third, fourth = (exactly(int, n) for n in lengths)
+    return DocumentWords(
+        title=exactly(str, title), description=exactly(str, description),
+        headings=exactly(str, headings), body=exactly(str, body),
+        lengths=(first, second, third, fourth),
+        sections=tuple(
+            SectionWords(
+                heading=exactly(str, heading), line_start=exactly(int, line_start),
+                line_end=exactly(int, line_end), start=exactly(int, start),
+                end=exactly(int, end), length=exactly(int, length),
+                heading_words=exactly(str, heading_words),
+                heading_length=exactly(int, heading_length), junk=exactly(float, junk),
+                digest=exactly(str, digest),
+            )
+            for heading, line_start, line_end, start, end, length, heading_words,
+            heading_length, junk, digest in sections
+        ),
+    )
+
+
 CONTEXT_WORDS: Slot[DocumentWords] = Slot(
     "context_words", "document",
-    "a document's stemmed words by field and section, for context's ranking",
+    "a document's stemmed words by field and section, for context's ranking; kept in the "
+    "parse cache",
     _warm_words,
+    Codec(1, _encode_words, _decode_words),
 )
 # One slot, several parts (the variant names the part: totals, holders, copies, postings), each
 # of its own type: the accessors below (totals, holders, copy_groups, postings) type each part.

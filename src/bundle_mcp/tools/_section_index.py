@@ -20,10 +20,10 @@ import unicodedata
 from collections import OrderedDict
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from ..cancel import CancelToken
-from ..derived import Codec, Slot, of_document, of_snapshot
+from ..derived import Codec, Slot, exactly, of_document, of_snapshot
 from ..errors import resource_limit
 from ..model import Document, Snapshot
 from ..okf.folding import fold
@@ -49,32 +49,22 @@ def _encode_index(index: _DocumentIndex) -> list[Any]:
 def _decode_index(value: Any) -> _DocumentIndex:
     title_words, token_count, total_length, ascii_body, sections = value
     return _DocumentIndex(
-        title_words=_exactly(str, title_words),
+        title_words=exactly(str, title_words),
         sections=tuple(
             _IndexedSection(
-                heading=_exactly(str, heading), line_start=_exactly(int, line_start),
-                line_end=_exactly(int, line_end),
-                words=None if words is None else _exactly(str, words),
-                heading_words=_exactly(str, heading_words), length=_exactly(int, length),
-                start=_exactly(int, start), end=_exactly(int, end),
+                heading=exactly(str, heading), line_start=exactly(int, line_start),
+                line_end=exactly(int, line_end),
+                words=None if words is None else exactly(str, words),
+                heading_words=exactly(str, heading_words), length=exactly(int, length),
+                start=exactly(int, start), end=exactly(int, end),
             )
             for heading, line_start, line_end, words, heading_words, length, start, end
             in sections
         ),
-        token_count=_exactly(int, token_count),
-        total_length=_exactly(int, total_length),
-        ascii_body=_exactly(bool, ascii_body),
+        token_count=exactly(int, token_count),
+        total_length=exactly(int, total_length),
+        ascii_body=exactly(bool, ascii_body),
     )
-
-
-_V = TypeVar("_V")
-
-
-def _exactly(kind: type[_V], value: Any) -> _V:
-    """``value`` when it is exactly a ``kind`` (JSON's true is no int here); else TypeError."""
-    if type(value) is not kind:
-        raise TypeError(f"expected {kind.__name__}")
-    return value
 
 
 SECTION_WORDS: Slot[_DocumentIndex] = Slot(
