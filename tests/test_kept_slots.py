@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +63,12 @@ def filled(tmp_path: Path) -> tuple[Path, Path]:
         assert doc.markdown is not None
     ParseCache(tmp_path / "cache").save(str(root), every_document_built(snapshot.documents))
     return root, tmp_path / "cache"
+
+
+def _stored(damage: str | None) -> bytes | str:
+    """How a damaged value is written: compressed as the cache writes values, or (None) a
+    value that is not compressed at all."""
+    return "raw text" if damage is None else zlib.compress(damage.encode("utf-8"))
 
 
 def _answer(root: Path, cache: Path | None, tool: str = "search_sections",
@@ -141,16 +148,17 @@ def test_what_is_read_back_equals_what_is_built(filled: tuple[Path, Path]) -> No
     '["t", 1, 0, 1, []]',                       # a flag that is a number
     '["t", 1, 0, false, [["h", 1, 2, null, "", 3, 0, true]]]',  # an offset that is a bool
     "not json",
+    None,                                       # not even compressed
 ])
 def test_a_damaged_value_is_built_instead(
-    filled: tuple[Path, Path], damage: str
+    filled: tuple[Path, Path], damage: str | None
 ) -> None:
     root, cache = filled
     database = ParseCache(cache).database(str(root))
     assert database is not None
     with sqlite3.connect(database) as db:
         changed = db.execute("UPDATE derived SET value = ? WHERE path = 'c1.md'"
-                             " AND key LIKE 'section_words/%'", (damage,))
+                             " AND key LIKE 'section_words/%'", (_stored(damage),))
         assert changed.rowcount == 1
     assert _answer(root, cache) == _answer(root, None)
     rows = ParseCache(cache).load(str(root))
@@ -195,7 +203,7 @@ def test_a_damaged_finding_is_found_again(filled: tuple[Path, Path], damage: str
     assert database is not None
     with sqlite3.connect(database) as db:
         changed = db.execute("UPDATE derived SET value = ? WHERE path = 'untyped.md'"
-                             " AND key LIKE 'document_findings/%'", (damage,))
+                             " AND key LIKE 'document_findings/%'", (_stored(damage),))
         assert changed.rowcount >= 1
     arguments = {"check_links": True}
     assert _answer(root, cache, "validate_bundle", arguments) == \

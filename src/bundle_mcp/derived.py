@@ -189,15 +189,18 @@ def _spelled(value: Any) -> Any:
     raise TypeError(f"{type(value).__name__} is not kept")
 
 
-def kept_values(doc: Document) -> Iterator[tuple[str, Any]]:
-    """``(key, encoded value)`` of every built value of ``doc``'s slots that have a codec: what a
-    save of the parse cache keeps for the next process."""
+def kept_values(
+    doc: Document, wanted: Callable[[str], bool] = lambda key: True
+) -> Iterator[tuple[str, Any]]:
+    """``(key, encoded value)`` of every built value of ``doc``'s slots that have a codec, among
+    the keys ``wanted`` accepts (only those are encoded): what a save of the parse cache keeps
+    for the next process."""
     for key in doc.memo.keys():
         if not (isinstance(key, tuple) and len(key) == 2 and isinstance(key[0], Slot)):
             continue
         slot, variant = key
         name = stored_key(slot, variant)
-        if name is None or slot.codec is None:
+        if name is None or slot.codec is None or not wanted(name):
             continue
         found, value = doc.memo.peek(key)
         if found:
