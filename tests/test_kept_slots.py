@@ -71,6 +71,15 @@ def _stored(damage: str | None) -> bytes | str:
     return "raw text" if damage is None else zlib.compress(damage.encode("utf-8"))
 
 
+def _damage(root: Path, cache: Path, path: str, slot: str, damage: str | None) -> int:
+    """Overwrite the kept values of ``slot`` for ``path`` with ``damage``; how many there were."""
+    database = ParseCache(cache).database(str(root))
+    assert database is not None
+    with sqlite3.connect(database) as db:
+        return db.execute("UPDATE derived SET value = ? WHERE path = ? AND key LIKE ?",
+                          (_stored(damage), path, f"{slot}/%")).rowcount
+
+
 def _answer(root: Path, cache: Path | None, tool: str = "search_sections",
             arguments: dict[str, Any] = QUERY) -> Any:
     snapshots = SnapshotCache(parse_cache=ParseCache(cache), watch=False)
@@ -154,12 +163,7 @@ def test_a_damaged_value_is_built_instead(
     filled: tuple[Path, Path], damage: str | None
 ) -> None:
     root, cache = filled
-    database = ParseCache(cache).database(str(root))
-    assert database is not None
-    with sqlite3.connect(database) as db:
-        changed = db.execute("UPDATE derived SET value = ? WHERE path = 'c1.md'"
-                             " AND key LIKE 'section_words/%'", (_stored(damage),))
-        assert changed.rowcount == 1
+    assert _damage(root, cache, "c1.md", "section_words", damage) == 1
     assert _answer(root, cache) == _answer(root, None)
     rows = ParseCache(cache).load(str(root))
     restarted, _ = load_bundle(str(root), cached=rows)
@@ -199,12 +203,7 @@ def test_a_snapshot_without_the_cache_keeps_nothing_to_read(tmp_path: Path) -> N
 ])
 def test_a_damaged_finding_is_found_again(filled: tuple[Path, Path], damage: str) -> None:
     root, cache = filled
-    database = ParseCache(cache).database(str(root))
-    assert database is not None
-    with sqlite3.connect(database) as db:
-        changed = db.execute("UPDATE derived SET value = ? WHERE path = 'untyped.md'"
-                             " AND key LIKE 'document_findings/%'", (_stored(damage),))
-        assert changed.rowcount >= 1
+    assert _damage(root, cache, "untyped.md", "document_findings", damage) >= 1
     arguments = {"check_links": True}
     assert _answer(root, cache, "validate_bundle", arguments) == \
         _answer(root, None, "validate_bundle", arguments)
