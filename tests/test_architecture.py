@@ -51,6 +51,7 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.completion": "surfaces",
     "bundle_mcp.surfaces": "surfaces",
     "bundle_mcp.stdio": "surfaces",
+    "bundle_mcp.answer_lines": "surfaces",
     "bundle_mcp.handshake": "surfaces",
     "bundle_mcp.server": "surfaces",
     "bundle_mcp.rest": "surfaces",

@@ -274,8 +274,8 @@ class Dispatcher:
         return reader_view(snapshot, reader.access.read), source
 
     def save_parse_cache(self, bundle_path: str, snapshot: Snapshot) -> None:
-        """Consider saving what ``snapshot`` has parsed to the persistent cache now (the
-        warm-up's last step), rather than at the next call."""
+        """Save what ``snapshot`` has parsed to the persistent cache now, in this thread, when
+        the save would gain enough (the warm-up's last step), rather than after the next call."""
         self._cache.persist(bundle_path, snapshot, now=True)
 
     def tools(self) -> list[ServedTool]:

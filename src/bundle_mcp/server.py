@@ -28,6 +28,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ._version import __version__
+from .answer_lines import AnswerLines, plain_result
 from .cancel import CancelToken
 from .contracts import internal_error
 from .dispatch import Dispatcher, Outcome, ServedTool, UnknownTool
@@ -81,14 +82,6 @@ def _tool(spec: ServedTool) -> types.Tool:
     )
 
 
-def _result(outcome: Outcome) -> types.CallToolResult:
-    return types.CallToolResult(
-        content=[types.TextContent(type="text", text=outcome.text)],
-        structured_content=outcome.structured,
-        is_error=outcome.is_error,
-    )
-
-
 def _unknown_tool(name: str) -> MCPError:
     # Echo a bounded, encodable name: a lone surrogate in the reply would break the stdio writer.
     shown = name[:_MAX_NAME_IN_ERROR].encode("utf-8", "backslashreplace").decode("utf-8")
@@ -121,12 +114,15 @@ def build_server(
     streams: bool = True,
     page_size: int = DEFAULT_PAGE_SIZE,
     poll_seconds: float = DEFAULT_POLL_SECONDS,
+    answer_lines: AnswerLines | None = None,
 ) -> Server[Any]:
     """The low-level server: the dispatcher's tools advertised, every call through it, plus
     resources, prompts, completions, logging and progress (:mod:`bundle_mcp.surfaces`).
 
     ``streams``: connections last (stdio, in memory); false for stateless HTTP, which then
     declares no subscriptions, list changes or logging of 2025 connections.
+    ``answer_lines``: big answers leave as placeholders that the transport's writer puts back
+    (:mod:`bundle_mcp.answer_lines`); only for a transport that does (stdio).
     """
     surfaces = Surfaces(
         dispatcher, page_size=page_size, poll_seconds=poll_seconds, streams=streams
@@ -134,6 +130,7 @@ def build_server(
     specs = dispatcher.tools()
     listed = types.ListToolsResult(tools=[_tool(spec) for spec in specs])
     input_schemas = {spec.name: dict(spec.input_schema) for spec in specs}
+    kept_answers = frozenset(dispatcher.kept_answer_tools())
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -158,7 +155,11 @@ def build_server(
             log.exception("tools/call %s failed outside the dispatcher", params.name)
             envelope = internal_error().envelope()
             outcome = Outcome(structured=envelope, text=envelope["message"], is_error=True)
-        return _result(outcome)
+        if answer_lines is not None and answer_lines.holds(outcome):
+            return await anyio.to_thread.run_sync(
+                answer_lines.hold, outcome, params.name in kept_answers
+            )
+        return plain_result(outcome)
 
     server = SurfaceServer(
         SERVER_NAME,
@@ -226,7 +227,8 @@ def serve_stdio(
     background (:mod:`bundle_mcp.readiness`) from the moment the first answer is on the wire,
     never before: the warm-up must not delay the answer to ``initialize``.
     """
-    server = build_server(dispatcher)
+    answer_lines = AnswerLines()
+    server = build_server(dispatcher, answer_lines=answer_lines)
     readiness = Readiness(dispatcher, freeze_memory=True)
     warm_up = _once(readiness.start)
 
@@ -234,8 +236,8 @@ def serve_stdio(
         # Our transport, not the SDK's stdio_server: that one drops the lines it cannot parse
         # without a reply (see bundle_mcp.stdio).
         wire_in, wire_out = wires if wires is not None else (None, None)
-        async with stdio_transport(wire_in, wire_out, opening=opening,
-                                   on_first_reply=warm_up) as (read_stream, write_stream):
+        async with stdio_transport(wire_in, wire_out, opening=opening, on_first_reply=warm_up,
+                                   answer_lines=answer_lines) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     def reload() -> None:

@@ -189,7 +189,9 @@ class SnapshotCache:
         them holds the interpreter lock while the next calls wait; an entry the cache misses
         only costs that one file's parse at the next start. Counting the parsed bodies is
         itself skipped within a second of the last count of the same revision, unless
-        ``now`` (the warm-up asks so once it has parsed everything).
+        ``now``: the warm-up asks so once it has parsed everything, and then saves in its own
+        thread before it says the bundle is warm, so a server that says so is idle (no save
+        competes with the calls that follow for the interpreter lock).
         """
         if not self._parse_cache.enabled:
             return
@@ -222,6 +224,9 @@ class SnapshotCache:
                     slot.saving = False
                     slot.persisted = (snapshot.revision, parsed)
 
+        if now:
+            save()
+            return
         # Started a moment later: encoding the rows holds the interpreter lock, and the call
         # that triggered it is still turning its own result into JSON.
         timer = threading.Timer(PERSIST_DELAY_SECONDS, save)

@@ -50,9 +50,10 @@ from mcp.shared.message import SessionMessage
 from pydantic import ValidationError
 from pydantic_core import PydanticSerializationError
 
+from .answer_lines import AnswerLines
 from .handshake import EarlyAnswer, Opening, claimed_stdio
 
-__all__ = ["LineVerdict", "encode_message", "read_line", "stdio_transport"]
+__all__ = ["LineVerdict", "encode_message", "read_line", "stdio_transport", "unencodable_reply"]
 
 log = logging.getLogger(__name__)
 
@@ -187,15 +188,22 @@ def encode_message(message: types.JSONRPCMessage) -> bytes | None:
     """The wire line for ``message``; a reply that cannot be encoded becomes ``-32603``."""
     text = _dump(message)
     if text is None and isinstance(message, types.JSONRPCResponse | types.JSONRPCError):
-        log.error("reply to request %r could not be encoded; sent -32603 instead", message.id)
-        error = types.ErrorData(
-            code=types.INTERNAL_ERROR, message="Internal error: the reply could not be encoded"
-        )
-        text = _dump(types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error))
+        return unencodable_reply(message)
     if text is None:
         log.error("dropped an outgoing %s that could not be encoded", type(message).__name__)
         return None
     return text.encode("utf-8") + b"\n"
+
+
+def unencodable_reply(message: types.JSONRPCResponse | types.JSONRPCError) -> bytes:
+    """The ``-32603`` line sent for a reply to ``message.id`` that could not be encoded."""
+    log.error("reply to request %r could not be encoded; sent -32603 instead", message.id)
+    error = types.ErrorData(
+        code=types.INTERNAL_ERROR, message="Internal error: the reply could not be encoded"
+    )
+    return types.JSONRPCError(jsonrpc="2.0", id=message.id, error=error).model_dump_json(
+        by_alias=True, exclude_unset=True
+    ).encode("utf-8") + b"\n"
 
 
 def _dump(message: types.JSONRPCMessage) -> str | None:
@@ -221,16 +229,20 @@ async def stdio_transport(
     *,
     opening: Opening | None = None,
     on_first_reply: Callable[[], object] | None = None,
+    answer_lines: AnswerLines | None = None,
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """The streams for ``Server.run``; without wires, the process's own stdin and stdout.
 
     ``opening``: the first line, read (and perhaps answered) before the transport started.
     ``on_first_reply``: runs once, in a worker thread, after the first line is written.
+    ``answer_lines``: the server's held big answers, put back into their lines as they are
+    written (:mod:`bundle_mcp.answer_lines`).
     """
     if wire_in is None or wire_out is None:
         with claimed_stdio() as (claimed_in, claimed_out):
             async with stdio_transport(claimed_in, claimed_out, opening=opening,
-                                       on_first_reply=on_first_reply) as streams:
+                                       on_first_reply=on_first_reply,
+                                       answer_lines=answer_lines) as streams:
                 yield streams
         return
 
@@ -241,7 +253,7 @@ async def stdio_transport(
     async with anyio.create_task_group() as tg:
         tg.start_soon(_read_lines, wire_in, inbound_send, outbound.clone(), replayed)
         tg.start_soon(_write_lines, wire_out, outbound_receive, tg.cancel_scope, sent,
-                      on_first_reply)
+                      on_first_reply, answer_lines)
         try:
             yield inbound, outbound
         finally:
@@ -286,6 +298,7 @@ async def _write_lines(
     transport_scope: anyio.CancelScope,
     sent: EarlyAnswer | None = None,
     on_first_reply: Callable[[], object] | None = None,
+    answer_lines: AnswerLines | None = None,
 ) -> None:
     limiter = anyio.CapacityLimiter(1)  # not the default one: replies must not wait for tools
     async with outbound:
@@ -301,6 +314,14 @@ async def _write_lines(
                               "it was loaded: %r", data[:300])
                 sent = None
                 continue
+            if answer_lines is not None and answer_lines.is_held(item.message):
+                # A held answer's values are put back in the writer's thread: tens of
+                # megabytes are copied, and the event loop keeps reading meanwhile.
+                expanded = await anyio.to_thread.run_sync(
+                    answer_lines.expand, item.message, data, limiter=limiter
+                )
+                assert isinstance(item.message, types.JSONRPCResponse)  # is_held says so
+                data = unencodable_reply(item.message) if expanded is None else expanded
             try:
                 await anyio.to_thread.run_sync(_write_line, sink, data, limiter=limiter)
             except OSError as exc:  # the client closed its end (usually BrokenPipeError)

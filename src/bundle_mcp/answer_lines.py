@@ -1,0 +1,165 @@
+"""Big tool answers on the stdio wire: encoded once, off the event loop, by the SDK's encoder.
+
+For a ``tools/call`` result the SDK (``mcp`` 2.3) walks the whole structured content three times
+before a byte is written, all of it on the event loop: ``CallToolResult.model_dump``, the
+per-version result sieve (validated, then dumped again) and the ``JSONRPCResponse``'s
+``model_dump_json``; the text block, the same JSON again as a string, is copied with it. On a
+10,000-concept bundle ``get_semantic_graph`` answers 14 MB of structured content: its answer is
+kept and ready in 0.1 ms, and the SDK then spent about 0.8 s on it (``make bench``).
+
+So on stdio a big answer goes through the SDK as two small placeholders, the structured content
+``{"<token>-s": 0}`` and the text ``"<token>-t"``, and the writer swaps them, in the line the SDK
+encoded, for the encodings of the real values. Those are made by ``pydantic_core.to_json``, the
+encoder of the SDK's own last step, in the tool's worker thread, so the line is the one the SDK
+would have written, byte for byte (``tests/test_answer_lines.py`` compares both paths on every
+kind of value). A kept answer (``ToolSpec.cache_results``) is the same :class:`Outcome` object on
+every call, so its encoding is kept beside it and a repeated big answer is only copied out.
+
+A token is random per connection: no client-chosen text can be mistaken for one. A value the
+encoder refuses (a lone surrogate) is not held: the SDK's own path answers it, as before, with
+``-32603``. A held answer whose request was cancelled is never written; at most
+:data:`MAX_PENDING` are kept, the oldest dropped first, and a line whose placeholder was dropped
+becomes ``-32603`` (``stdio``) rather than a placeholder on the wire.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import mcp.types as types
+from pydantic_core import PydanticSerializationError, to_json
+
+from .dispatch import Outcome
+
+__all__ = ["MAX_PENDING", "MIN_HELD_CHARS", "AnswerLines", "plain_result"]
+
+log = logging.getLogger(__name__)
+
+# Below this many characters of text block the SDK's walks cost less than a millisecond, and a
+# small answer takes the SDK's own path.
+MIN_HELD_CHARS = 32 * 1024
+MAX_PENDING = 32  # held answers not yet written (a cancelled request's is never written)
+MAX_KEPT_ENCODINGS = 4  # the kept answers whose encodings are kept (list, graph, summary, ...)
+
+
+def plain_result(outcome: Outcome) -> types.CallToolResult:
+    """``outcome`` as the SDK's result model: the text block and the structured content."""
+    return types.CallToolResult(
+        content=[types.TextContent(type="text", text=outcome.text)],
+        structured_content=outcome.structured,
+        is_error=outcome.is_error,
+    )
+
+
+@dataclass(frozen=True)
+class _Encoded:
+    """One answer's two values as JSON, made by the SDK's encoder."""
+
+    outcome: Outcome  # held so that the id it is kept under is never another object's
+    structured: bytes
+    text: bytes
+
+
+class AnswerLines:
+    """The placeholders of one stdio connection's big answers, and their encodings.
+
+    :meth:`hold` runs in a tool's worker thread; :meth:`expand` in the writer. Both take the
+    lock only to move entries.
+    """
+
+    def __init__(self, min_chars: int = MIN_HELD_CHARS) -> None:
+        self._min_chars = min_chars
+        self._prefix = f"bundle-mcp-answer-{secrets.token_hex(16)}-"
+        self._count = 0
+        self._lock = threading.Lock()
+        self._pending: OrderedDict[str, _Encoded] = OrderedDict()
+        self._kept: OrderedDict[int, _Encoded] = OrderedDict()
+
+    def holds(self, outcome: Outcome) -> bool:
+        """Whether :meth:`hold` would hold ``outcome`` (a cheap test: ``hold`` encodes)."""
+        return len(outcome.text) >= self._min_chars
+
+    def hold(self, outcome: Outcome, kept: bool = False) -> types.CallToolResult:
+        """The result to hand the SDK: ``outcome`` itself when it is small, else placeholders
+        whose values :meth:`expand` puts back. ``kept``: the outcome is a kept answer, the same
+        object on later calls, so its encoding is worth keeping. Encodes: call it off the
+        event loop."""
+        if not self.holds(outcome):
+            return plain_result(outcome)
+        encoded = self._encoded(outcome, kept)
+        if encoded is None:
+            return plain_result(outcome)
+        with self._lock:
+            self._count += 1
+            token = f"{self._prefix}{self._count}"
+            self._pending[token] = encoded
+            while len(self._pending) > MAX_PENDING:
+                dropped, _ = self._pending.popitem(last=False)
+                log.warning("dropped the held answer %s: its request never reached the wire",
+                            dropped)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=f"{token}-t")],
+            structured_content={f"{token}-s": 0},
+            is_error=outcome.is_error,
+        )
+
+    def is_held(self, message: types.JSONRPCMessage) -> bool:
+        """Whether ``message`` is the reply of a held answer (its placeholders in it)."""
+        return self._token_of(message) is not None
+
+    def expand(self, message: types.JSONRPCMessage, line: bytes) -> bytes | None:
+        """``line`` (``message`` as the SDK encoded it) with a held answer's values put back,
+        None when they are gone (the writer sends ``-32603``); any other line unchanged."""
+        token = self._token_of(message)
+        if token is None:
+            return line
+        with self._lock:
+            encoded = self._pending.pop(token, None)
+        structured_at = line.find(b'{"' + f"{token}-s".encode() + b'":0}')
+        text_at = line.find(b'"' + f"{token}-t".encode() + b'"')
+        if encoded is None or structured_at < 0 or text_at < 0:
+            log.error("the held answer %s could not be put back", token)
+            return None
+        structured_end = structured_at + len(token) + len('{"-s":0}')
+        text_end = text_at + len(token) + len('"-t"')
+        pieces = sorted([(structured_at, structured_end, encoded.structured),
+                         (text_at, text_end, encoded.text)])
+        out: list[bytes] = []
+        position = 0
+        for start, end, value in pieces:
+            out += (line[position:start], value)
+            position = end
+        out.append(line[position:])
+        return b"".join(out)
+
+    def _token_of(self, message: types.JSONRPCMessage) -> str | None:
+        if not isinstance(message, types.JSONRPCResponse):
+            return None
+        structured = message.result.get("structuredContent")
+        if not isinstance(structured, dict) or len(structured) != 1:
+            return None
+        (key,) = structured
+        if not (isinstance(key, str) and key.startswith(self._prefix) and key.endswith("-s")):
+            return None
+        return key[:-2]
+
+    def _encoded(self, outcome: Outcome, kept: bool) -> _Encoded | None:
+        if kept:
+            with self._lock:
+                found = self._kept.get(id(outcome))
+            if found is not None:
+                return found
+        try:
+            encoded = _Encoded(outcome, to_json(outcome.structured), to_json(outcome.text))
+        except PydanticSerializationError:
+            return None  # the SDK's path answers it with -32603 (stdio.encode_message)
+        if kept:
+            with self._lock:
+                self._kept[id(outcome)] = encoded
+                while len(self._kept) > MAX_KEPT_ENCODINGS:
+                    self._kept.popitem(last=False)
+        return encoded

@@ -1,0 +1,197 @@
+"""Big answers on stdio are put back into the SDK's line by the writer (bundle_mcp.answer_lines).
+
+Each test serves the same answers twice over real OS pipes, once through the SDK's own path and
+once held, and compares the lines byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import anyio
+import anyio.to_thread
+import mcp.types as types
+import pytest
+from mcp.server import Server, ServerRequestContext
+
+from bundle_mcp.answer_lines import MAX_PENDING, AnswerLines, plain_result
+from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig
+from bundle_mcp.server import build_server
+from bundle_mcp.stdio import stdio_transport
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "coffee-roastery"
+
+
+class RawPipes:
+    """The client's side: JSON lines out, the server's lines in as bytes."""
+
+    def __init__(self, client_out: IO[bytes], client_in: IO[bytes]) -> None:
+        self._out = client_out
+        self._in = client_in
+        self._limiter = anyio.CapacityLimiter(1)
+
+    def send(self, message: dict[str, Any]) -> None:
+        self._out.write(json.dumps(message).encode() + b"\n")
+        self._out.flush()
+
+    async def line(self) -> bytes:
+        return await anyio.to_thread.run_sync(
+            self._in.readline, abandon_on_cancel=True, limiter=self._limiter
+        )
+
+    async def call(self, request_id: int, name: str, arguments: dict[str, Any]) -> bytes:
+        self.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                   "params": {"name": name, "arguments": arguments}})
+        return await self.line()
+
+
+@asynccontextmanager
+async def served(server: Server[Any], answer_lines: AnswerLines | None) -> AsyncIterator[RawPipes]:
+    """``server`` on the stdio transport over two OS pipes, initialized."""
+    in_read, in_write = os.pipe()
+    out_read, out_write = os.pipe()
+    with (
+        os.fdopen(in_read, "rb") as wire_in,
+        os.fdopen(in_write, "wb") as client_out,
+        os.fdopen(out_read, "rb") as client_in,
+        os.fdopen(out_write, "wb") as wire_out,
+    ):
+        pipes = RawPipes(client_out, client_in)
+        async with (
+            stdio_transport(wire_in, wire_out, answer_lines=answer_lines) as (reading, writing),
+            anyio.create_task_group() as tg,
+        ):
+            tg.start_soon(server.run, reading, writing, server.create_initialization_options())
+            pipes.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "t", "version": "0"}}})
+            await pipes.line()
+            pipes.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            try:
+                yield pipes
+            finally:
+                client_out.close()
+
+
+def _answering(outcomes: list[Outcome], answer_lines: AnswerLines | None) -> Server[Any]:
+    """A server whose call ``n`` answers ``outcomes[n]``, held when ``answer_lines`` is given."""
+
+    async def on_call_tool(
+        ctx: ServerRequestContext[Any], params: types.CallToolRequestParams
+    ) -> types.CallToolResult:
+        outcome = outcomes[int(params.name)]
+        if answer_lines is None:
+            return plain_result(outcome)
+        return answer_lines.hold(outcome)
+
+    return Server("t", on_call_tool=on_call_tool)
+
+
+def _outcome(structured: dict[str, Any], *, text: str | None = None,
+             is_error: bool = False) -> Outcome:
+    shown = json.dumps(structured, ensure_ascii=False) if text is None else text
+    return Outcome(structured=structured, text=shown, is_error=is_error)
+
+
+# Every kind of value a result holds, and those whose JSON two encoders could write apart:
+# floats Python's json writes in exponent form, control characters, line separators, escapes.
+TRICKY = [
+    _outcome({"score": 1e-05, "tiny": 5e-324, "big": 1e16, "zero": -0.0, "third": 1 / 3,
+              "int": 10**20, "negative": -7, "flag": True, "none": None}),
+    _outcome({"text": 'quote " backslash \\ slash / nul \x00 unit \x1f del \x7f',
+              "lines": "a\nb\r\nc\t\b\f", "unicode": "\u2028\u2029 é 漢字 🙂 \ufeff"}),
+    _outcome({"nested": [[{"a": [1, 2.5, "x"]}, []], {}], "empty": ""},
+             text='not the JSON: "quoted" \\ and \n lines'),
+    _outcome({"code": "not_found", "message": "no such concept"}, text="no such concept",
+             is_error=True),
+]
+
+
+@pytest.mark.anyio
+async def test_a_held_answer_is_the_line_the_sdk_writes() -> None:
+    lines: dict[bool, list[bytes]] = {}
+    for held in (False, True):
+        answer_lines = AnswerLines(min_chars=0) if held else None
+        with anyio.fail_after(30):
+            async with served(_answering(TRICKY, answer_lines), answer_lines) as pipes:
+                lines[held] = [await pipes.call(n, str(n), {}) for n in range(len(TRICKY))]
+    assert lines[True] == lines[False]
+    first = json.loads(lines[True][0])
+    assert first["result"]["structuredContent"]["score"] == 1e-05
+
+
+@pytest.mark.anyio
+async def test_an_unencodable_answer_takes_the_sdks_path_to_an_internal_error() -> None:
+    outcomes = [_outcome({"text": "x\ud800"}, text="x\ud800")]
+    answer_lines = AnswerLines(min_chars=0)
+    with anyio.fail_after(30):
+        async with served(_answering(outcomes, answer_lines), answer_lines) as pipes:
+            reply = json.loads(await pipes.call(1, "0", {}))
+    assert reply["id"] == 1 and reply["error"]["code"] == types.INTERNAL_ERROR
+
+
+def _tool_calls() -> list[tuple[str, dict[str, Any]]]:
+    return [
+        ("list_concepts", {}),
+        ("list_concepts", {}),  # a kept answer: its encoding is used again
+        ("get_semantic_graph", {}),
+        ("read_concept", {"concept_id": "beans/ethiopia-guji"}),
+        ("search_concepts", {"query": "roast", "limit": 5}),
+        ("context", {"question": "how dark do we roast espresso beans?"}),
+        ("read_concept", {"concept_id": "no/such/concept"}),
+    ]
+
+
+@pytest.mark.anyio
+async def test_every_tool_answer_is_the_same_line_held_or_not() -> None:
+    lines: dict[bool, list[bytes]] = {}
+    for held in (False, True):
+        answer_lines = AnswerLines(min_chars=0) if held else None
+        dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)))
+        server = build_server(dispatcher, answer_lines=answer_lines)
+        with anyio.fail_after(60):
+            async with served(server, answer_lines) as pipes:
+                lines[held] = [await pipes.call(n, name, arguments)
+                               for n, (name, arguments) in enumerate(_tool_calls())]
+    assert lines[True] == lines[False]
+    assert all(b"bundle-mcp-answer-" not in line for line in lines[True])
+    replies = [json.loads(line) for line in lines[True]]
+    assert not replies[0]["result"]["isError"] and replies[-1]["result"]["isError"]
+
+
+def _response(request_id: int, result: types.CallToolResult) -> types.JSONRPCResponse:
+    dumped = result.model_dump(by_alias=True, mode="json", exclude_none=True)
+    return types.JSONRPCResponse(jsonrpc="2.0", id=request_id, result=dumped)
+
+
+def _line(message: types.JSONRPCResponse) -> bytes:
+    return message.model_dump_json(by_alias=True, exclude_unset=True).encode() + b"\n"
+
+
+def test_a_placeholder_whose_answer_was_dropped_is_not_put_back() -> None:
+    answer_lines = AnswerLines(min_chars=0)
+    held = [_response(n, answer_lines.hold(TRICKY[0])) for n in range(MAX_PENDING + 1)]
+    assert answer_lines.expand(held[0], _line(held[0])) is None  # the writer sends -32603
+    newest_line = answer_lines.expand(held[-1], _line(held[-1]))
+    assert newest_line is not None
+    newest = json.loads(newest_line)
+    assert newest["result"]["structuredContent"] == TRICKY[0].structured
+
+
+def test_only_this_connections_placeholders_are_expanded() -> None:
+    ours, theirs = AnswerLines(min_chars=0), AnswerLines(min_chars=0)
+    message = _response(1, theirs.hold(TRICKY[1]))
+    assert not ours.is_held(message)
+    line = _line(message)
+    assert ours.expand(message, line) == line
+
+
+def test_a_small_answer_is_not_held() -> None:
+    answer_lines = AnswerLines()
+    assert not answer_lines.holds(TRICKY[2])
+    assert answer_lines.hold(TRICKY[2]) == plain_result(TRICKY[2])
