@@ -18,9 +18,10 @@ import anyio.to_thread
 import mcp.types as types
 import pytest
 from mcp.server import Server, ServerRequestContext
+from pydantic_core import to_json
 
 from bundle_mcp.answer_lines import MAX_PENDING, AnswerLines, plain_result
-from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig
+from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig, WireJson
 from bundle_mcp.server import build_server
 from bundle_mcp.stdio import stdio_transport
 
@@ -195,3 +196,13 @@ def test_a_small_answer_is_not_held() -> None:
     answer_lines = AnswerLines()
     assert not answer_lines.holds(TRICKY[2])
     assert answer_lines.hold(TRICKY[2]) == plain_result(TRICKY[2])
+
+
+def test_a_kept_answer_is_encoded_once_when_it_is_kept() -> None:
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)))
+    first = dispatcher.call("get_semantic_graph", {})
+    again = dispatcher.call("get_semantic_graph", {})
+    assert again is first and first.wire is not None
+    assert first.wire == WireJson(to_json(first.structured), to_json(first.text))
+    read = dispatcher.call("read_concept", {"concept_id": "beans/ethiopia-guji"})
+    assert read.wire is None  # not kept: encoded only if a transport holds it

@@ -12,8 +12,9 @@ So on stdio a big answer goes through the SDK as two small placeholders, the str
 encoded, for the encodings of the real values. Those are made by ``pydantic_core.to_json``, the
 encoder of the SDK's own last step, in the tool's worker thread, so the line is the one the SDK
 would have written, byte for byte (``tests/test_answer_lines.py`` compares both paths on every
-kind of value). A kept answer (``ToolSpec.cache_results``) is the same :class:`Outcome` object on
-every call, so its encoding is kept beside it and a repeated big answer is only copied out.
+kind of value). A kept answer (``ToolSpec.cache_results``) was encoded when it was kept
+(:attr:`Outcome.wire`, by the warm-up for the default calls): a repeated big answer is only
+copied out.
 
 A token is random per connection: no client-chosen text can be mistaken for one. A value the
 encoder refuses (a lone surrogate) is not held: the SDK's own path answers it, as before, with
@@ -28,12 +29,10 @@ import logging
 import secrets
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 
 import mcp.types as types
-from pydantic_core import PydanticSerializationError, to_json
 
-from .dispatch import Outcome
+from .dispatch import Outcome, WireJson
 
 __all__ = ["MAX_PENDING", "MIN_HELD_CHARS", "AnswerLines", "plain_result"]
 
@@ -43,7 +42,6 @@ log = logging.getLogger(__name__)
 # small answer takes the SDK's own path.
 MIN_HELD_CHARS = 32 * 1024
 MAX_PENDING = 32  # held answers not yet written (a cancelled request's is never written)
-MAX_KEPT_ENCODINGS = 4  # the kept answers whose encodings are kept (list, graph, summary, ...)
 
 
 def plain_result(outcome: Outcome) -> types.CallToolResult:
@@ -53,15 +51,6 @@ def plain_result(outcome: Outcome) -> types.CallToolResult:
         structured_content=outcome.structured,
         is_error=outcome.is_error,
     )
-
-
-@dataclass(frozen=True)
-class _Encoded:
-    """One answer's two values as JSON, made by the SDK's encoder."""
-
-    outcome: Outcome  # held so that the id it is kept under is never another object's
-    structured: bytes
-    text: bytes
 
 
 class AnswerLines:
@@ -76,21 +65,19 @@ class AnswerLines:
         self._prefix = f"bundle-mcp-answer-{secrets.token_hex(16)}-"
         self._count = 0
         self._lock = threading.Lock()
-        self._pending: OrderedDict[str, _Encoded] = OrderedDict()
-        self._kept: OrderedDict[int, _Encoded] = OrderedDict()
+        self._pending: OrderedDict[str, WireJson] = OrderedDict()
 
     def holds(self, outcome: Outcome) -> bool:
         """Whether :meth:`hold` would hold ``outcome`` (a cheap test: ``hold`` encodes)."""
         return len(outcome.text) >= self._min_chars
 
-    def hold(self, outcome: Outcome, kept: bool = False) -> types.CallToolResult:
+    def hold(self, outcome: Outcome) -> types.CallToolResult:
         """The result to hand the SDK: ``outcome`` itself when it is small, else placeholders
-        whose values :meth:`expand` puts back. ``kept``: the outcome is a kept answer, the same
-        object on later calls, so its encoding is worth keeping. Encodes: call it off the
-        event loop."""
+        whose values :meth:`expand` puts back. Encodes (unless the outcome is a kept answer,
+        encoded when it was kept): call it off the event loop."""
         if not self.holds(outcome):
             return plain_result(outcome)
-        encoded = self._encoded(outcome, kept)
+        encoded = outcome.encoded()
         if encoded is None:
             return plain_result(outcome)
         with self._lock:
@@ -147,19 +134,3 @@ class AnswerLines:
             return None
         return key[:-2]
 
-    def _encoded(self, outcome: Outcome, kept: bool) -> _Encoded | None:
-        if kept:
-            with self._lock:
-                found = self._kept.get(id(outcome))
-            if found is not None:
-                return found
-        try:
-            encoded = _Encoded(outcome, to_json(outcome.structured), to_json(outcome.text))
-        except PydanticSerializationError:
-            return None  # the SDK's path answers it with -32603 (stdio.encode_message)
-        if kept:
-            with self._lock:
-                self._kept[id(outcome)] = encoded
-                while len(self._kept) > MAX_KEPT_ENCODINGS:
-                    self._kept.popitem(last=False)
-        return encoded

@@ -14,8 +14,11 @@ import logging
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+
+from pydantic_core import PydanticSerializationError
+from pydantic_core import to_json as pydantic_json
 
 from .cancel import CancelToken
 from .contracts import ContractSet, internal_error
@@ -81,12 +84,33 @@ _BUNDLE_FIELD = "$.bundle_path"
 
 
 @dataclass(frozen=True)
+class WireJson:
+    """An outcome's two values as the MCP SDK encodes them on the wire (``pydantic_core``)."""
+
+    structured: bytes
+    text: bytes
+
+
+@dataclass(frozen=True)
 class Outcome:
     """One finished call: the structured result or error envelope, and its text block."""
 
     structured: dict[str, Any]  # the result object, or the error envelope
     text: str  # JSON text of ``structured``, or the tool's own text (read_concept: the raw file)
     is_error: bool
+    # A kept answer's values encoded once when it is kept (by the warm-up, for the default
+    # calls), so that a transport that writes them itself (answer_lines) never encodes a repeat.
+    wire: WireJson | None = field(default=None, compare=False, repr=False)
+
+    def encoded(self) -> WireJson | None:
+        """:attr:`wire`, or the values encoded now; None when the SDK's encoder refuses them
+        (a lone surrogate: the transport then answers ``-32603``)."""
+        if self.wire is not None:
+            return self.wire
+        try:
+            return WireJson(pydantic_json(self.structured), pydantic_json(self.text))
+        except PydanticSerializationError:
+            return None
 
 
 @dataclass(frozen=True)
@@ -382,7 +406,7 @@ class Dispatcher:
             key: tuple[object, ...] = (name, canonical_json(params))
             outcome: Outcome = answers.get(
                 key if source is None else (*key, source),
-                lambda: self._answer(spec, call, params),
+                lambda: _with_wire(self._answer(spec, call, params)),
                 token.check,
             )
         else:
@@ -528,6 +552,12 @@ def _selected(spec: ToolSpec, config: ServeConfig) -> bool:
     if config.read_only and not spec.read_only:
         return False
     return config.toolsets is None or spec.toolset in config.toolsets
+
+
+def _with_wire(outcome: Outcome) -> Outcome:
+    """``outcome`` with its values encoded for the wire, to be kept: a kept answer is large
+    (list_concepts, get_semantic_graph) and repeated, so it is encoded once."""
+    return replace(outcome, wire=outcome.encoded())
 
 
 def _bundle_diagnostic(message: str) -> Diagnostic:

@@ -130,7 +130,6 @@ def build_server(
     specs = dispatcher.tools()
     listed = types.ListToolsResult(tools=[_tool(spec) for spec in specs])
     input_schemas = {spec.name: dict(spec.input_schema) for spec in specs}
-    kept_answers = frozenset(dispatcher.kept_answer_tools())
 
     async def on_list_tools(
         ctx: ServerRequestContext[Any], params: types.PaginatedRequestParams | None
@@ -156,9 +155,7 @@ def build_server(
             envelope = internal_error().envelope()
             outcome = Outcome(structured=envelope, text=envelope["message"], is_error=True)
         if answer_lines is not None and answer_lines.holds(outcome):
-            return await anyio.to_thread.run_sync(
-                answer_lines.hold, outcome, params.name in kept_answers
-            )
+            return await anyio.to_thread.run_sync(answer_lines.hold, outcome)
         return plain_result(outcome)
 
     server = SurfaceServer(
