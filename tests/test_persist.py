@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from bundle_mcp import snapshots
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.snapshots import SnapshotCache
@@ -45,3 +50,46 @@ def test_a_save_asked_for_now_is_done_when_persist_returns(tmp_path: Path) -> No
     every_document_built(snapshot.documents)
     served.persist(str(root), snapshot, now=True)
     assert set(cache.load(str(root))) == {"c0.md", "c1.md", "c2.md"}
+
+
+class _HeldFirstSave(ParseCache):
+    """A parse cache whose first save waits until the test lets it go on."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.first_started = threading.Event()
+        self.go_on = threading.Event()
+        self.finished = 0
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        if not self.first_started.is_set():
+            self.first_started.set()
+            assert self.go_on.wait(30)
+        super().save(*args, **kwargs)
+        self.finished += 1
+
+
+def test_a_save_asked_for_now_waits_for_one_in_progress_and_then_saves(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The warm-up's own calls start a background save early; the warm-up's last save must not
+    # be skipped because that one is still running (it saw only some documents built).
+    monkeypatch.setattr(snapshots, "PERSIST_DELAY_SECONDS", 0.0)
+    root = tmp_path / "b"
+    root.mkdir()
+    for n in range(40):
+        (root / f"c{n}.md").write_text(f"---\ntype: Note\ntitle: C{n}\n---\n# C{n}\n\nBody.\n")
+    cache = _HeldFirstSave(tmp_path / "cache")
+    served = SnapshotCache(parse_cache=cache)
+    snapshot = served.get(str(root), CancelToken())
+    served.persist(str(root), snapshot)  # the background save of a call: it is held
+    assert cache.first_started.wait(30)
+    every_document_built(snapshot.documents)
+    saving_now = threading.Thread(target=served.persist, args=(str(root), snapshot),
+                                  kwargs={"now": True})
+    saving_now.start()
+    cache.go_on.set()
+    saving_now.join(30)
+    assert not saving_now.is_alive()
+    assert cache.finished == 2  # the held save, then the one asked for now
+    assert set(cache.load(str(root))) == {f"c{n}.md" for n in range(40)}

@@ -49,10 +49,13 @@ class _Cached:
 class _Slot:
     """Per-bundle state: a lock that serializes refreshes, and the last good capture."""
 
-    __slots__ = ("lock", "cached", "persisted", "saving", "looked")
+    __slots__ = ("lock", "cached", "persisted", "saving", "looked", "save_lock")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
+        # Held for the whole of a save: a save asked for ``now`` waits for one in progress
+        # (which may have started before the documents it must save were built), then saves.
+        self.save_lock = threading.Lock()
         self.cached: _Cached | None = None
         self.persisted: tuple[str, int] | None = None  # (revision, parsed bodies) last saved
         self.saving = False
@@ -209,7 +212,7 @@ class SnapshotCache:
         parsed = sum(1 for doc in snapshot.documents.built() if has_markdown(doc))
         threshold = max(32, len(snapshot.documents) // 20)
         with slot.lock:
-            if slot.saving:
+            if slot.saving and not now:
                 return
             if slot.persisted is not None and parsed - slot.persisted[1] < threshold:
                 return
@@ -217,8 +220,9 @@ class SnapshotCache:
 
         def save() -> None:
             try:
-                self._parse_cache.save(bundle_path, snapshot.documents,
-                                       self._settled_stats(slot, snapshot))
+                with slot.save_lock:
+                    self._parse_cache.save(bundle_path, snapshot.documents,
+                                           self._settled_stats(slot, snapshot))
             finally:
                 with slot.lock:
                     slot.saving = False
