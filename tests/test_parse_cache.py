@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
 import sqlite3
 import threading
 from pathlib import Path
@@ -338,3 +339,45 @@ def test_a_damaged_error_column_is_parsed_again(cache: ParseCache, tmp_path: Pat
     again, _ = load_bundle(str(root), cached=cache.load(str(root)))
     assert again.broken == first.broken
     assert again.documents.cells["bad.md"].how == "parsed"
+
+
+def test_a_full_disk_fails_the_save_whole_and_serving_goes_on(
+    cache: ParseCache, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # SQLite's page limit stands in for a full disk: it fails a write with SQLITE_FULL, the
+    # error a full file system gives ("database or disk is full").
+    bundle = tmp_path / "bundle"
+    shutil.copytree(EXAMPLE, bundle)
+    snapshot, _ = load_bundle(str(bundle))
+    cache.save(str(bundle), every_document_built(snapshot.documents))
+    before = cache.load(str(bundle))
+    assert before is not None
+    edited = sorted(p for p in snapshot.documents if p.startswith("beans/"))
+    for path in edited:
+        with (bundle / path).open("a", encoding="utf-8") as file:
+            file.write("\nOne more line.\n")
+    changed, _ = load_bundle(str(bundle))
+
+    connect = sqlite3.connect
+
+    def full_disk(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        db = connect(*args, **kwargs)
+        pages = db.execute("PRAGMA page_count").fetchone()[0]
+        db.execute(f"PRAGMA max_page_count = {max(pages, 1)}")
+        return db
+
+    monkeypatch.setattr(sqlite3, "connect", full_disk)
+    with caplog.at_level("WARNING"):
+        cache.save(str(bundle), every_document_built(changed.documents))  # no exception
+    assert "cannot be written (database or disk is full)" in caplog.text
+    monkeypatch.setattr(sqlite3, "connect", connect)
+    # Nothing of the failed save is in the database: every row is the first save's.
+    after = cache.load(str(bundle))
+    assert after is not None and set(after) == set(before)
+    for path in before:
+        assert after.stored(path) == before.stored(path)
+    # A restart on it parses the edited files and answers as a fresh parse does.
+    restarted, _ = load_bundle(str(bundle), cached=after)
+    fresh, _ = load_bundle(str(bundle))
+    assert _facts(restarted) == _facts(fresh)
