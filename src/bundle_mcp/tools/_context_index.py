@@ -100,12 +100,13 @@ CONTEXT_WORDS: Slot[DocumentWords] = Slot(
     _warm_words,
     Codec(1, _encode_words, _decode_words),
 )
-# One slot, several parts (the variant names the part: totals, holders, copies, terms), each
-# of its own type: the accessors below (totals, holders, copy_groups, term_scores) type each
-# part.
+# One slot, several parts (the variant names the part: totals, holders, norms, copies, terms),
+# each of its own type: the accessors below (totals, holders, norms, copy_groups, term_scores)
+# type each part.
 CONTEXT_INDEX: Slot[Any] = Slot(
     "context_index", "snapshot",
-    "context's bundle statistics, stem holders, queried stems' scores and copy groups, by part",
+    "context's bundle statistics, stem holders, length norms, queried stems' parts of the "
+    "scores and copy groups, by part",
     _warm_index,
 )
 SLOTS = (CONTEXT_WORDS, CONTEXT_INDEX)
@@ -340,10 +341,6 @@ class _TermCache:
             while len(self._entries) > self._size:
                 self._entries.popitem(last=False)
         return value
-
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._entries)
 
 
 def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
