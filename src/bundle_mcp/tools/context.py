@@ -167,6 +167,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
             p: c + SECTION_SHARE * best_section.get(p, 0.0) + LABEL_SHARE * label.get(p, 0.0)
             for p, c in scores.concept.items()
         }
+        # Only the best concepts (ties by ID) are looked at again: the others are never
+        # sorted, and their sections are not gathered.
         top = _best(by_position, MAX_CANDIDATE_CONCEPTS,
                     lambda p: (-by_position[p], scores.concept_id(p)))
         for p in top:
