@@ -8,16 +8,18 @@ it reads the bundle differently:
   (``threads`` and ``thread`` are one term);
 - a concept is scored as a whole, BM25F-style, over four fields with their own weights and
   length normalisation: title, description, headings and the whole body
-  (:func:`score_concepts`); each section is scored on its own (:func:`score_sections`), and a
-  section made mostly of links, tables or code counts less (:attr:`SectionWords.junk`);
+  (:func:`score`); each section is scored on its own, and a section made mostly of links,
+  tables or code counts less (:attr:`SectionWords.junk`);
 - copies count once: sections whose normalised text is the same share a digest, and pages at
   the same relative path under sibling folders that hold mostly the same relative paths
   (product versions, translations) share a copy group (:func:`copy_groups`).
 
 Each document's stems are computed once and kept with the document (``CONTEXT_WORDS``, and in
 the parse cache for the next process); the
-bundle statistics, each queried stem's postings and the copy groups are kept with the snapshot
-(``CONTEXT_INDEX``). The first call builds what it needs, later calls reuse it, and an edit to
+bundle statistics, which concepts hold each stem, each queried stem's part of the scores
+(:class:`TermScores`) and the copy groups are kept with the snapshot (``CONTEXT_INDEX``). The
+warm-up builds all but the stems' parts; the first question with a stem builds its part, and a
+question adds up its stems' parts (:func:`score`) without reading a document. An edit to
 one file rebuilds only that file's words and the snapshot-level parts. Everything is a function
 of the bundle: no clock, no randomness, orderings end in IDs and line numbers.
 """
@@ -56,9 +58,10 @@ def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
 
 
 def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
-    """The parts every question reads (postings are kept per queried stem, as asked)."""
+    """The parts every question reads (a stem's part of the scores is kept as it is asked)."""
     totals(snapshot, token)
     holders(snapshot, token)
+    norms(snapshot, token)
     copy_groups(snapshot, token)
 
 
@@ -97,11 +100,13 @@ CONTEXT_WORDS: Slot[DocumentWords] = Slot(
     _warm_words,
     Codec(1, _encode_words, _decode_words),
 )
-# One slot, several parts (the variant names the part: totals, holders, copies, postings), each
-# of its own type: the accessors below (totals, holders, copy_groups, postings) type each part.
+# One slot, several parts (the variant names the part: totals, holders, norms, copies, terms),
+# each of its own type: the accessors below (totals, holders, norms, copy_groups, term_scores)
+# type each part.
 CONTEXT_INDEX: Slot[Any] = Slot(
     "context_index", "snapshot",
-    "context's bundle statistics, queried stems' postings and copy groups, by part",
+    "context's bundle statistics, stem holders, length norms, queried stems' parts of the "
+    "scores and copy groups, by part",
     _warm_index,
 )
 SLOTS = (CONTEXT_WORDS, CONTEXT_INDEX)
@@ -127,7 +132,8 @@ COPY_MIN_SHARED = 3
 COPY_MIN_SHARE = 0.5
 # A relative path found under more folders than this is too common to say anything (index.md).
 COPY_MAX_FOLDERS = 64
-POSTINGS_KEPT = 512  # the per-snapshot cache of queried stems' postings (an LRU)
+OPEN_SEARCH_MIN = 5  # stems at least this long are searched for without their closing separator
+TERMS_KEPT = 512  # the per-snapshot cache of queried stems' parts of the scores (an LRU)
 
 _SEP = "\x00"
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
@@ -282,7 +288,7 @@ def _digest(stems: str) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Bundle statistics and postings
+# Bundle statistics and each queried stem's part of the scores
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,26 +300,36 @@ class _Totals:
 
 
 @dataclass(frozen=True, slots=True)
-class Posting:
-    """One stem in one concept: its count in each field, and in each section that holds it
-    ((section number, count in the text, count in the heading))."""
+class TermScores:
+    """One stem's part of every score it adds to, computed once per snapshot and kept: the
+    scores are sums over the question's stems of these parts, so a question only adds them up.
 
-    concept_id: str
-    position: int  # in the snapshot's concept order (_Holders.concepts)
-    fields: tuple[int, int, int, int]
-    sections: tuple[tuple[int, int, int], ...]
+    Concepts are named by their position (:attr:`_Holders.concepts`) and sections by their
+    number in the snapshot (:attr:`_Holders.first_section`). Compact arrays, aligned pairwise:
+    about 20 bytes a holding concept and 12 a holding section, where a tuple of tuples per
+    concept cost about 400."""
+
+    holders: int  # concepts holding the stem in any field (its document frequency)
+    positions: array[int]  # every holder ...
+    concept: array[float]  # ... and its BM25F term
+    label_positions: array[int]  # holders with it in the title or description ...
+    label: array[float]  # ... and the BM25 term of those two as one text
+    sections: array[int]  # sections holding it under a heading with text below ...
+    section: array[float]  # ... and the BM25 term of each
+    described: array[int]  # holders whose description holds it
+    headed: array[int]  # sections whose heading holds it
 
 
-class _PostingCache:
-    """The postings of recently queried stems, per snapshot (a bounded LRU): a pure function
-    of the snapshot, so keeping them changes speed only."""
+class _TermCache:
+    """The parts of recently queried stems, per snapshot (a bounded LRU): a pure function of
+    the snapshot, so keeping them changes speed only."""
 
-    def __init__(self, size: int = POSTINGS_KEPT) -> None:
+    def __init__(self, size: int = TERMS_KEPT) -> None:
         self._size = size
-        self._entries: OrderedDict[str, tuple[Posting, ...]] = OrderedDict()
+        self._entries: OrderedDict[str, TermScores] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: str, compute: Callable[[], tuple[Posting, ...]]) -> tuple[Posting, ...]:
+    def get(self, key: str, compute: Callable[[], TermScores]) -> TermScores:
         with self._lock:
             found = self._entries.get(key)
             if found is not None:
@@ -344,27 +360,39 @@ def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
 
 @dataclass(frozen=True, slots=True)
 class _Holders:
-    """Every concept's words in the snapshot's order, and stem → the positions of the
-    concepts holding it in any field."""
+    """Every concept's words in the snapshot's order, stem → the positions of the concepts
+    holding it in any field, and where each concept's sections are numbered in the snapshot
+    (concept at position p: sections first_section[p] up to first_section[p + 1])."""
 
     concepts: tuple[tuple[str, DocumentWords], ...]
     by_stem: dict[str, array[int]]  # 4 bytes a holder, not a tuple's 8-byte pointer
+    first_section: array[int]
+    owner: array[int]  # section number in the snapshot → its concept's position
+
+    def place(self, section: int) -> tuple[int, int]:
+        """A snapshot section number as (concept position, section number in the concept)."""
+        position = self.owner[section]
+        return position, section - self.first_section[position]
 
 
 def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
     concepts = []
     found: dict[str, array[int]] = {}
+    first_section = array("i", (0,))
+    owner = array("i")
     for n, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
         words = document_words(doc)
         concepts.append((concept_id, words))
+        owner.extend(n for _ in words.sections)
+        first_section.append(len(owner))
         for word in words.vocabulary():
             held = found.get(word)
             if held is None:
                 found[word] = array("i", (n,))
             else:
                 held.append(n)
-    return _Holders(tuple(concepts), found)
+    return _Holders(tuple(concepts), found, first_section, owner)
 
 
 def holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
@@ -372,28 +400,133 @@ def holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
     return found
 
 
-def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> tuple[Posting, ...]:
-    needle = f"{_SEP}{term}{_SEP}"
+_WEIGHTS = tuple(FIELD_WEIGHT[field] for field in FIELDS)
+_B = tuple(FIELD_B[field] for field in FIELDS)
+
+
+@dataclass(frozen=True, slots=True)
+class _Norms:
+    """What a stem's scores need of each concept and section besides its counts, computed once
+    per snapshot: each concept's length normalisation per field and of its title and
+    description as one text, and each section's offset in its concept's body, its length
+    normalisation and its junk factor (by snapshot section number)."""
+
+    field: array[float]  # 4 a concept, in FIELDS order
+    label: array[float]
+    section_start: array[int]
+    section: array[float]  # 0.0 for a heading with nothing under it (it never scores)
+    junk: array[float]
+
+
+def _norms(snapshot: Snapshot, token: CancelToken) -> _Norms:
+    stats = totals(snapshot, token)
     index = holders(snapshot, token)
-    out = []
-    for n in index.by_stem.get(term, ()):
+    field_avg = stats.field_avg
+    label_avg = field_avg[0] + field_avg[1]
+    section_avg = stats.section_avg
+    field, label = array("d"), array("d")
+    section_start, section, junk = array("i"), array("d"), array("d")
+    for _, words in index.concepts:
         token.check()
-        concept_id, words = index.concepts[n]
-        counts = (words.title.count(needle), words.description.count(needle),
-                  words.headings.count(needle), words.body.count(needle))
-        found: list[tuple[int, int, int]] = []
-        if counts[3]:
-            starts = [s.start for s in words.sections]
-            per: dict[int, int] = {}
-            at = words.body.find(needle)
+        lengths = words.lengths
+        field.extend(1 - _B[f] + _B[f] * (lengths[f] / field_avg[f]) for f in range(4))
+        label.append(K1 * (1 - LABEL_B + LABEL_B * (lengths[0] + lengths[1]) / label_avg))
+        for s in words.sections:
+            section_start.append(s.start)
+            section.append(
+                SECTION_K1 * (1 - SECTION_B + SECTION_B * s.length / section_avg)
+                if s.length > s.heading_length else 0.0)
+            junk.append(1.0 - JUNK_DISCOUNT * s.junk)
+    return _Norms(field, label, section_start, section, junk)
+
+
+def norms(snapshot: Snapshot, token: CancelToken) -> _Norms:
+    found: _Norms = _index_part(snapshot, "norms", lambda: _norms(snapshot, token), token)
+    return found
+
+
+def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScores:
+    """The stem's part of each score (:func:`score` sums them): a concept's BM25F over its
+    four fields, the BM25 of its title and description as one text, and each section's BM25
+    (less for a section of links, tables or code). Each holder is read once, in C as far as
+    can be: its short fields counted, its body searched once, each find placed in its section
+    by bisection over the sections' offsets."""
+    needle = f"{_SEP}{term}{_SEP}"
+    # A long stem is searched for in a body without its closing separator, and a find counts
+    # when the separator follows: a needle ending in a letter lets the search skip ahead,
+    # where one ending in the separator (which follows every word) hardly can; a short stem
+    # begins too many other words for that to pay.
+    closed = len(term) < OPEN_SEARCH_MIN
+    probe = needle if closed else needle[:-1]
+    width = len(probe)
+    index = holders(snapshot, token)
+    stats = totals(snapshot, token)
+    norm = norms(snapshot, token)
+    field_norm, label_norm = norm.field, norm.label
+    starts, section_norm, junk = norm.section_start, norm.section, norm.junk
+    held = index.by_stem.get(term, array("i"))
+    doc_idf = _idf(stats.concepts, len(held))
+    first_section = index.first_section
+    w0, w1, w2, w3 = _WEIGHTS
+    concept = array("d")
+    label_positions, label = array("i"), array("d")
+    described, headed = array("i"), array("i")
+    # Sections that count: their snapshot numbers and tf (their idf needs them all first).
+    counted, counted_tf = array("i"), array("i")
+    holding = 0  # sections whose text holds the stem, heading-only ones included
+    for n in held:
+        token.check()
+        words = index.concepts[n][1]
+        title, description = words.title.count(needle), words.description.count(needle)
+        headings = words.headings.count(needle)
+        first = first_section[n]
+        hits = []  # the section of each find in the body, in order
+        text = words.body
+        find = text.find
+        at = find(probe)
+        if at >= 0:
+            last = first_section[n + 1]
             while at >= 0:
-                k = bisect.bisect_right(starts, at) - 1
-                per[k] = per.get(k, 0) + 1
-                at = words.body.find(needle, at + len(needle) - 1)
-            for k in sorted(per):
-                found.append((k, per[k], words.sections[k].heading_words.count(needle)))
-        out.append(Posting(concept_id, n, counts, tuple(found)))
-    return tuple(out)
+                if closed or text.startswith(_SEP, at + width):
+                    hits.append(bisect.bisect_right(starts, at, first, last) - 1)
+                at = find(probe, at + width)
+            sections = words.sections
+            for g in dict.fromkeys(hits):
+                holding += 1
+                if section_norm[g]:
+                    counted.append(g)
+                    # The heading line is in the text: its words count HEADING_WEIGHT times.
+                    counted_tf.append(hits.count(g) + (HEADING_WEIGHT - 1)
+                                      * sections[g - first].heading_words.count(needle))
+        body = len(hits)
+        # The same sums, in the same order, as the BM25F formula field by field.
+        pseudo = 0.0
+        at = 4 * n
+        if title:
+            pseudo += w0 * title / field_norm[at]
+        if description:
+            pseudo += w1 * description / field_norm[at + 1]
+        if headings:
+            pseudo += w2 * headings / field_norm[at + 2]
+        if body:
+            pseudo += w3 * body / field_norm[at + 3]
+        concept.append(doc_idf * pseudo / (K1 + pseudo))
+        label_tf = title + description
+        if label_tf:
+            label_positions.append(n)
+            label.append(doc_idf * label_tf * (K1 + 1) / (label_tf + label_norm[n]))
+        if description:
+            described.append(n)
+        if headings:
+            headed.extend(first + k for k, section in enumerate(words.sections)
+                          if needle in section.heading_words)
+    section_idf = _idf(stats.sections, holding)
+    return TermScores(
+        len(held), array("i", held), concept, label_positions, label, counted,
+        array("d", (section_idf * tf * (SECTION_K1 + 1) / (tf + section_norm[g]) * junk[g]
+                    for g, tf in zip(counted, counted_tf, strict=True))),
+        described, headed,
+    )
 
 
 def _index_part(snapshot: Snapshot, part: str, build: Callable[[], Any],
@@ -401,9 +534,9 @@ def _index_part(snapshot: Snapshot, part: str, build: Callable[[], Any],
     return of_snapshot(snapshot, CONTEXT_INDEX, build, part, check=token.check)
 
 
-def postings(snapshot: Snapshot, term: str, token: CancelToken) -> tuple[Posting, ...]:
-    cache: _PostingCache = _index_part(snapshot, "postings", _PostingCache, token)
-    return cache.get(term, functools.partial(_postings, snapshot, term, token))
+def term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScores:
+    cache: _TermCache = _index_part(snapshot, "terms", _TermCache, token)
+    return cache.get(term, functools.partial(_term_scores, snapshot, term, token))
 
 
 def totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
@@ -416,12 +549,53 @@ def _idf(n: int, df: int) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class Scored:
-    """A concept's BM25F score and its matching sections' scores (section number → score)."""
+class Scores:
+    """A question's scores, summed over its stems (:class:`TermScores`), for every concept
+    holding one in any field: its BM25F score, the BM25 of its title and description as one
+    text (0 when they hold none), and each of its sections' BM25 (a section scores when its
+    text below the heading holds one). Concepts by position, sections by snapshot number;
+    :attr:`index` names them."""
 
-    concept: float
-    sections: dict[int, float]
-    label: float  # BM25 of the title and description read as one short text
+    concept: dict[int, float]
+    label: dict[int, float]
+    section: dict[int, float]
+    described: frozenset[int]  # concepts whose description holds a question stem
+    headed: frozenset[int]  # sections whose heading holds one (scoring or not)
+    index: _Holders
+
+    def concept_id(self, position: int) -> str:
+        return self.index.concepts[position][0]
+
+    def words(self, position: int) -> DocumentWords:
+        return self.index.concepts[position][1]
+
+    def sections_of(self, position: int) -> dict[int, float]:
+        """The concept's scoring sections: number in the concept → score."""
+        first = self.index.first_section[position]
+        last = self.index.first_section[position + 1]
+        found = self.section
+        return {g - first: found[g] for g in range(first, last) if g in found}
+
+    def best_section(self) -> dict[int, float]:
+        """Each concept's best section score (concepts with a scoring section only)."""
+        owner = self.index.owner
+        best: dict[int, float] = {}
+        get = best.get
+        for g, value in self.section.items():
+            position = owner[g]
+            if value > get(position, 0.0):
+                best[position] = value
+        return best
+
+
+def _added(total: dict[int, float], keys: array[int], values: array[float]) -> None:
+    """Adds a stem's part to the running sums, in the question's order of stems (the sums of
+    floats are exactly those of adding each stem's part in turn)."""
+    if not total:
+        total.update(zip(keys, values, strict=True))
+        return
+    get = total.get
+    total.update({k: get(k, 0.0) + v for k, v in zip(keys, values, strict=True)})
 
 
 def score(
@@ -429,59 +603,39 @@ def score(
     terms: list[str],
     token: CancelToken,
     admitted: Collection[str] | None = None,
-) -> dict[str, Scored]:
-    """Every concept holding any of the stems ``terms`` in any field: its BM25F score over
-    title, description, headings and body, and the BM25 score of each section holding one
-    (less for a section of links, tables or code). Statistics are those of the whole bundle,
+) -> Scores:
+    """The scores of every concept holding any of the stems ``terms`` (distinct) in any field
+    (only concepts ``admitted`` keeps, when given). Statistics are those of the whole bundle,
     whatever ``admitted`` keeps."""
-    stats = totals(snapshot, token)
-    concepts = holders(snapshot, token).concepts
-    out: dict[str, tuple[float, dict[int, float]]] = {}
-    labels: dict[str, float] = {}
-    label_avg = stats.field_avg[0] + stats.field_avg[1]
+    index = holders(snapshot, token)
+    concept: dict[int, float] = {}
+    label: dict[int, float] = {}
+    section: dict[int, float] = {}
+    described: set[int] = set()
+    headed: set[int] = set()
     for term in terms:
-        found = postings(snapshot, term, token)
-        doc_idf = _idf(stats.concepts, len(found))
-        section_df = sum(len(p.sections) for p in found)
-        section_idf = _idf(stats.sections, section_df)
-        for p in found:
-            token.check()
-            if admitted is not None and p.concept_id not in admitted:
-                continue
-            words = concepts[p.position][1]
-            pseudo = 0.0
-            for n, tf in enumerate(p.fields):
-                if tf:
-                    field = FIELDS[n]
-                    norm = 1 - FIELD_B[field] + FIELD_B[field] * (
-                        words.lengths[n] / stats.field_avg[n])
-                    pseudo += FIELD_WEIGHT[field] * tf / norm
-            concept_score, section_scores = out.setdefault(p.concept_id, (0.0, {}))
-            concept_score += doc_idf * pseudo / (K1 + pseudo)
-            label_tf = p.fields[0] + p.fields[1]
-            if label_tf:
-                norm = K1 * (1 - LABEL_B + LABEL_B * (words.lengths[0] + words.lengths[1])
-                             / label_avg)
-                labels[p.concept_id] = (labels.get(p.concept_id, 0.0)
-                                        + doc_idf * label_tf * (K1 + 1) / (label_tf + norm))
-            for n, raw, heading in p.sections:
-                section = words.sections[n]
-                if section.length <= section.heading_length:
-                    continue  # a heading with nothing under it: the concept speaks for it
-                tf = raw + (HEADING_WEIGHT - 1) * heading  # the heading line is in the raw text
-                norm = SECTION_K1 * (1 - SECTION_B + SECTION_B * section.length
-                                     / stats.section_avg)
-                value = (section_idf * tf * (SECTION_K1 + 1) / (tf + norm)
-                         * (1.0 - JUNK_DISCOUNT * section.junk))
-                section_scores[n] = section_scores.get(n, 0.0) + value
-            out[p.concept_id] = (concept_score, section_scores)
-    return {cid: Scored(c, s, labels.get(cid, 0.0)) for cid, (c, s) in out.items()}
+        token.check()
+        part = term_scores(snapshot, term, token)
+        _added(concept, part.positions, part.concept)
+        _added(label, part.label_positions, part.label)
+        _added(section, part.sections, part.section)
+        described.update(part.described)
+        headed.update(part.headed)
+    if admitted is not None:
+        kept = {p for p in concept if index.concepts[p][0] in admitted}
+        owner = index.owner
+        concept = {p: v for p, v in concept.items() if p in kept}
+        label = {p: v for p, v in label.items() if p in kept}
+        section = {g: v for g, v in section.items() if owner[g] in kept}
+        described &= kept
+        headed = {g for g in headed if owner[g] in kept}
+    return Scores(concept, label, section, frozenset(described), frozenset(headed), index)
 
 
 def idfs(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[str, float]:
     """Each stem's idf over concepts (the BM25F one)."""
     n = totals(snapshot, token).concepts
-    return {t: _idf(n, len(postings(snapshot, t, token))) for t in terms}
+    return {t: _idf(n, term_scores(snapshot, t, token).holders) for t in terms}
 
 
 def field_stems(field: str) -> frozenset[str]:

@@ -16,10 +16,10 @@ from __future__ import annotations
 import heapq
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 from ..model import Document, Snapshot
 from ..okf.graph import INCOMING, clip, preview
@@ -31,7 +31,7 @@ from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._context_index import (
     CopyGroups,
-    Scored,
+    Scores,
     copy_groups,
     document_words,
     field_stems,
@@ -117,6 +117,7 @@ _STOP_STEMS = frozenset(stem(w) for w in STOPWORDS)
 # can't), and a word with a clitic (project's, I'm, we'll, they've, I'd, you're).
 _NEGATED = re.compile(r"\b\w+n['\u2019]t\b", re.IGNORECASE)
 _CLITIC = re.compile(r"\b(\w+)['\u2019](?:s|re|ll|ve|d|m)\b", re.IGNORECASE)
+_K = TypeVar("_K")
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,16 +155,27 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     # whose sections hold none of the words (title or description only) is one whole-concept
     # item.
     stemmed = list(dict.fromkeys(stem(t) for t in terms))
-    scored = score(snapshot, stemmed, token, admitted) if stemmed else {}
-    if stemmed:
-        scored = _with_label_matches(snapshot, scored, stemmed, idfs(snapshot, stemmed, token))
-    concept_score = {
-        cid: s.concept + SECTION_SHARE * max(s.sections.values(), default=0.0)
-        + LABEL_SHARE * s.label
-        for cid, s in scored.items()
-    }
-    order = sorted(concept_score, key=lambda cid: (-concept_score[cid], cid))
-    order = order[:MAX_CANDIDATE_CONCEPTS]
+    scores = score(snapshot, stemmed, token, admitted) if stemmed else None
+    if scores is not None:
+        scores = _with_label_matches(scores, stemmed, idfs(snapshot, stemmed, token))
+    sections_of: dict[str, dict[int, float]] = {}
+    concept_score: dict[str, float] = {}
+    if scores is not None:
+        best_section = scores.best_section()
+        label = scores.label
+        by_position = {
+            p: c + SECTION_SHARE * best_section.get(p, 0.0) + LABEL_SHARE * label.get(p, 0.0)
+            for p, c in scores.concept.items()
+        }
+        # Only the best concepts (ties by ID) are looked at again: the others are never
+        # sorted, and their sections are not gathered.
+        top = _best(by_position, MAX_CANDIDATE_CONCEPTS,
+                    lambda p: (-by_position[p], scores.concept_id(p)))
+        for p in top:
+            token.check()
+            concept_score[scores.concept_id(p)] = by_position[p]
+            sections_of[scores.concept_id(p)] = scores.sections_of(p)
+    order = list(concept_score)
     # Two question words side by side in a page ("binary caching") say more than apart.
     pairs = [(a, b) for a, b in zip(stemmed, stemmed[1:], strict=False)]
     if pairs and PHRASE_BONUS:
@@ -189,7 +201,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
             if semantic_rank
             else concept_score[cid]
         )
-        sections = scored[cid].sections
+        sections = sections_of[cid]
         if not sections:
             candidates.append(_Candidate(base, cid, 0, 0, None, "match", None))
             continue
@@ -200,8 +212,8 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
             candidates.append(_Candidate(
                 base * NEXT_SECTION_FACTOR**nth, cid, section.line_start, section.line_end,
                 section.heading, "match", None, section.digest))
-    if not semantic_rank:
-        candidates = _with_strong_sections(snapshot, scored, candidates)
+    if not semantic_rank and scores is not None:
+        candidates = _with_strong_sections(scores, candidates)
     matched = {c.concept_id for c in candidates}
     for cid, rank in sorted(semantic_rank.items(), key=lambda kv: kv[1]):
         # Found by meaning alone: the whole concept, no passage.
@@ -261,43 +273,69 @@ def _match(stems: frozenset[str], query: list[str], idf: Mapping[str, float],
     return float((covered / total) ** MATCH_POWER * precision)
 
 
-def _with_label_matches(snapshot: Snapshot, scored: Mapping[str, Scored], query: list[str],
-                        idf: Mapping[str, float]) -> dict[str, Scored]:
+def _with_label_matches(scores: Scores, query: list[str],
+                        idf: Mapping[str, float]) -> Scores:
     """The scores, each section's raised by how well its heading says what was asked and each
     page's by how well its description does: a reader who asks with a heading's own words
-    (a known item) wants that section, whatever the wider pages around it hold."""
-    out = {}
-    for cid, s in scored.items():
-        words = document_words(snapshot.concepts[cid])
-        title = field_stems(words.title)
-        sections = {n: v * (1.0 + HEADING_BONUS * _match(
-                        field_stems(words.sections[n].heading_words), query, idf, title))
-                    for n, v in s.sections.items()}
-        concept = s.concept * (1.0 + DESCRIPTION_BONUS * _match(
-            field_stems(words.description), query, idf))
-        out[cid] = Scored(concept, sections, s.label)
-    return out
+    (a known item) wants that section, whatever the wider pages around it hold. Only a heading
+    or a description holding a question word can say it (any other's match is 0, its factor
+    1), so only those are read."""
+    section = scores.section
+    raised = dict(section)
+    for g in scores.headed:
+        value = section.get(g)
+        if value is None:
+            continue  # a heading whose section does not score
+        position, n = scores.index.place(g)
+        words = scores.words(position)
+        raised[g] = value * (1.0 + HEADING_BONUS * _match(
+            field_stems(words.sections[n].heading_words), query, idf,
+            field_stems(words.title)))
+    concept = scores.concept
+    described = dict(concept)
+    for position in scores.described:
+        value = concept.get(position)
+        if value is not None:
+            described[position] = value * (1.0 + DESCRIPTION_BONUS * _match(
+                field_stems(scores.words(position).description), query, idf))
+    return replace(scores, concept=described, section=raised)
 
 
-def _with_strong_sections(
-    snapshot: Snapshot, scored: Mapping[str, Scored], candidates: list[_Candidate]
-) -> list[_Candidate]:
+def _best(values: Mapping[_K, float], count: int,
+          key: Callable[[_K], tuple[Any, ...]]) -> list[_K]:
+    """``sorted(values, key=key)[:count]`` for a ``key`` that orders by value, highest first:
+    only the keys whose value reaches the ``count``-th highest are sorted."""
+    if len(values) > count:
+        cut = heapq.nlargest(count, values.values())[-1]
+        pool = [k for k, value in values.items() if value >= cut]
+    else:
+        pool = list(values)
+    return sorted(pool, key=key)[:count]
+
+
+def _with_strong_sections(scores: Scores, candidates: list[_Candidate]) -> list[_Candidate]:
     """The candidates, where a section whose own score is high stands on it: its item scores
     at least SECTION_ALONE x its section score, and joins the candidates if its concept did
     not (a heading that says exactly what was asked, on a page about something wider)."""
-    strong = heapq.nsmallest(
-        MAX_STRONG_SECTIONS,
-        ((-value, cid, n) for cid, s in scored.items() for n, value in s.sections.items()),
-    )
+    section = scores.section
+    place = scores.index.place
+
+    def rank(g: int) -> tuple[float, str, int]:
+        position, n = place(g)
+        return -section[g], scores.concept_id(position), n
+
+    strong = _best(section, MAX_STRONG_SECTIONS, rank)
     at = {(c.concept_id, c.line_start): i for i, c in enumerate(candidates)}
     out = list(candidates)
-    for negative, cid, n in strong:
-        section = document_words(snapshot.concepts[cid]).sections[n]
-        value = SECTION_ALONE * -negative
-        i = at.get((cid, section.line_start))
+    for g in strong:
+        position, n = place(g)
+        cid = scores.concept_id(position)
+        words = scores.words(position).sections[n]
+        value = SECTION_ALONE * section[g]
+        i = at.get((cid, words.line_start))
         if i is None:
-            out.append(_Candidate(value, cid, section.line_start, section.line_end,
-                                  section.heading, "match", None, section.digest))
+            out.append(_Candidate(value, cid, words.line_start, words.line_end,
+                                  words.heading, "match", None, words.digest))
         elif out[i].score < value:
             out[i] = replace(out[i], score=value)
     return out

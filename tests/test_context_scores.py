@@ -1,0 +1,214 @@
+"""context's scores are sums of each stem's kept part (``TermScores``), and a warm question reads
+the words of its candidates only.
+
+The reference below scores every concept the plain way, reading its words whole (what
+``score`` did before the parts were kept): the kept parts must give exactly the same floats,
+since the pack's order and scores depend on every bit. The work counters pin that a question
+does not go back to reading every matching document. Every bundle is written by the test.
+"""
+
+from __future__ import annotations
+
+from array import array
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.model import Snapshot
+from bundle_mcp.tools import _context_index as index
+from bundle_mcp.tools import context
+from bundle_mcp.tools._context_index import (
+    FIELD_B,
+    FIELD_WEIGHT,
+    FIELDS,
+    HEADING_WEIGHT,
+    JUNK_DISCOUNT,
+    K1,
+    LABEL_B,
+    SECTION_B,
+    SECTION_K1,
+    TermScores,
+    document_words,
+    score,
+    stem,
+    totals,
+)
+
+SEP = "\x00"
+Reference = dict[str, tuple[float, float, dict[int, float]]]
+
+
+def _idf(n: int, df: int) -> float:
+    import math
+
+    return math.log(1 + (n - df + 0.5) / (df + 0.5))
+
+
+def reference(snapshot: Snapshot, terms: list[str], admitted: set[str] | None = None
+              ) -> Reference:
+    """Each concept holding a stem: (BM25F, title-and-description BM25, section → BM25),
+    computed by reading every concept's words whole, stem by stem."""
+    token = CancelToken()
+    stats = totals(snapshot, token)
+    words = {cid: document_words(doc) for cid, doc in snapshot.concepts.items()}
+    label_avg = stats.field_avg[0] + stats.field_avg[1]
+    concept: dict[str, float] = {}
+    label: dict[str, float] = {}
+    sections: dict[str, dict[int, float]] = {}
+    for term in terms:
+        needle = f"{SEP}{term}{SEP}"
+        found = []
+        for cid, w in words.items():
+            fields = (w.title, w.description, w.headings, w.body)
+            counts = tuple(f.count(needle) for f in fields)
+            per = {k: w.body.count(needle, s.start, s.end) for k, s in enumerate(w.sections)}
+            if any(counts) or any(f"{SEP}{term}{SEP}" in s.heading_words for s in w.sections):
+                found.append((cid, w, counts, {k: c for k, c in per.items() if c}))
+        doc_idf = _idf(stats.concepts, len(found))
+        section_idf = _idf(stats.sections, sum(len(per) for *_, per in found))
+        for cid, w, counts, per in found:
+            if admitted is not None and cid not in admitted:
+                continue
+            pseudo = 0.0
+            for n, tf in enumerate(counts):
+                if tf:
+                    field = FIELDS[n]
+                    norm = 1 - FIELD_B[field] + FIELD_B[field] * (
+                        w.lengths[n] / stats.field_avg[n])
+                    pseudo += FIELD_WEIGHT[field] * tf / norm
+            concept[cid] = concept.get(cid, 0.0) + doc_idf * pseudo / (K1 + pseudo)
+            label_tf = counts[0] + counts[1]
+            if label_tf:
+                norm = K1 * (1 - LABEL_B + LABEL_B * (w.lengths[0] + w.lengths[1]) / label_avg)
+                label[cid] = (label.get(cid, 0.0)
+                              + doc_idf * label_tf * (K1 + 1) / (label_tf + norm))
+            mine = sections.setdefault(cid, {})
+            for k, raw in per.items():
+                s = w.sections[k]
+                if s.length <= s.heading_length:
+                    continue
+                tf = raw + (HEADING_WEIGHT - 1) * s.heading_words.count(needle)
+                norm = SECTION_K1 * (1 - SECTION_B + SECTION_B * s.length / stats.section_avg)
+                mine[k] = mine.get(k, 0.0) + (section_idf * tf * (SECTION_K1 + 1) / (tf + norm)
+                                              * (1.0 - JUNK_DISCOUNT * s.junk))
+    return {cid: (value, label.get(cid, 0.0), sections[cid]) for cid, value in concept.items()}
+
+
+def kept(snapshot: Snapshot, terms: list[str], admitted: set[str] | None = None) -> Reference:
+    found = score(snapshot, terms, CancelToken(), admitted)
+    return {found.concept_id(p): (value, found.label.get(p, 0.0), found.sections_of(p))
+            for p, value in found.concept.items()}
+
+
+def write(root: Path, files: dict[str, str]) -> str:
+    for name, text in files.items():
+        target = root / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    return str(root)
+
+
+def varied_bundle(root: Path, pages: int = 40) -> str:
+    """Pages whose words fall in every field: titles, descriptions, headings with and without
+    text below, link lists, tables, code, a non-ASCII body, repeats within a section."""
+    words = ["cache", "caching", "download", "prune", "install", "folder", "mirror", "binary"]
+    files = {}
+    for n in range(pages):
+        a, b, c = words[n % 8], words[(3 * n + 1) % 8], words[(5 * n + 2) % 8]
+        description = f"description: How to {a} the {b}\n" if n % 3 else ""
+        body = [f"# Page {n} {a}", "", f"The {a} and the {b} keep the {a} {c}.", ""]
+        body += [f"## {b.title()} {c}", "", f"{c} {c} {a}, then {b}." * (1 + n % 4), ""]
+        if n % 4 == 0:
+            body += [f"## {a.title()}", ""]  # a heading with nothing under it
+        if n % 5 == 0:
+            body += ["## Links", "", f"- [{a}](other.md)", f"- [{b}](https://x.example/{c})",
+                     ""]
+        if n % 6 == 0:
+            body += ["## Table", "", f"| {a} | {b} |", "|---|---|", f"| {c} | {a} |", ""]
+        if n % 7 == 0:
+            body += ["## Code", "", "```", f"{a} --{b}", "```", "", f"Ünïcode {b} café {c}."]
+        files[f"f{n % 4}/p{n}.md"] = (
+            f"---\ntype: Guide\ntitle: {a.title()} {n}\n{description}---\n" + "\n".join(body)
+            + "\n")
+    return write(root, files)
+
+
+@pytest.fixture()
+def served(tmp_path: Path) -> tuple[Dispatcher, Snapshot]:
+    root = varied_bundle(tmp_path)
+    dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
+    return dispatcher, dispatcher.served_snapshot(root, CancelToken())
+
+
+@pytest.mark.parametrize("question", [
+    "cache", "prune the download cache", "binary mirror folder", "caching install page",
+    "café", "nothing here at all",
+])
+def test_summed_parts_score_as_each_concept_read_whole(
+    served: tuple[Dispatcher, Snapshot], question: str
+) -> None:
+    _, snapshot = served
+    terms = list(dict.fromkeys(stem(w) for w in question.split()))
+    assert kept(snapshot, terms) == reference(snapshot, terms)  # floats equal to the bit
+    admitted = {cid for n, cid in enumerate(snapshot.concepts) if n % 3}
+    assert kept(snapshot, terms, admitted) == reference(snapshot, terms, admitted)
+
+
+def test_a_stem_part_is_built_once_and_kept_compact(
+    served: tuple[Dispatcher, Snapshot], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dispatcher, snapshot = served
+    built: list[str] = []
+    build = index._term_scores
+
+    def counted(snapshot: Snapshot, term: str, token: CancelToken) -> TermScores:
+        built.append(term)
+        return build(snapshot, term, token)
+
+    monkeypatch.setattr(index, "_term_scores", counted)
+    dispatcher.call("context", {"question": "prune the download cache"})
+    assert sorted(built) == sorted([stem("prune"), stem("download"), stem("cache")])
+    dispatcher.call("context", {"question": "download cache, prune"})  # the same stems
+    dispatcher.call("context", {"question": "caching the mirror"})  # one new stem
+    assert sorted(built) == sorted([stem("prune"), stem("download"), stem("cache"),
+                                    stem("mirror")])
+    part = index.term_scores(snapshot, stem("cache"), CancelToken())
+    arrays: list[Any] = [part.positions, part.concept, part.label_positions, part.label,
+                         part.sections, part.section, part.described, part.headed]
+    assert all(isinstance(a, array) for a in arrays)
+    assert len(part.positions) == len(part.concept) == part.holders > 0
+    assert len(part.sections) == len(part.section) > 0
+
+
+def test_a_warm_question_reads_the_words_of_its_candidates_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 300 pages hold both words in their text (not in a heading or a description, whose
+    # matches are read per page): a warm question reads the words of the concepts it packs
+    # and ranks (at most MAX_CANDIDATE_CONCEPTS, twice: phrases and sections), never of every
+    # page that matched, as the scoring did when it read each concept's words.
+    pages = 300
+    root = write(tmp_path, {
+        f"p{n}.md": f"---\ntype: Guide\ntitle: Page {n}\n---\n# Page {n}\n\n"
+                    f"The download cache holds {n} archives.\n"
+        for n in range(pages)
+    })
+    dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
+    question = {"question": "download cache"}
+    assert not dispatcher.call("context", question).is_error  # builds every part
+    reads: list[str] = []
+    real = index.document_words
+
+    def counted(doc: Any) -> Any:
+        reads.append(doc.path)
+        return real(doc)
+
+    monkeypatch.setattr(index, "document_words", counted)
+    monkeypatch.setattr(context, "document_words", counted)
+    outcome = dispatcher.call("context", question)
+    assert not outcome.is_error
+    assert outcome.structured["total"] > 0
+    assert len(reads) <= 2 * context.MAX_CANDIDATE_CONCEPTS < pages
