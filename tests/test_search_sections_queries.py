@@ -93,6 +93,24 @@ def test_ascii_word_fast_path_agrees_with_the_unicode_class(text: str) -> None:
     assert _section_index.tokens(text) == _section_index.word_pattern().findall(folded)
 
 
+# A snippet of ASCII text finds its words with a small class, never building the full one; both
+# must start the window at the same word.
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet=st.characters(max_codepoint=0x7F)),
+       st.sets(st.sampled_from(["a", "b1", "pipe", "x", "zz", "9"]), min_size=1))
+def test_snippet_ascii_words_agree_with_the_unicode_class(raw: str, wanted: set[str]) -> None:
+    full = [m.span() for m in _section_index.word_pattern().finditer(raw)]
+    assert [m.span() for m in _section_index._ASCII_WORD_ANY_CASE.finditer(raw)] == full
+    assert _section_index.snippet(raw, wanted) == raw[_first_hit(raw, wanted):][:512]
+
+
+def _first_hit(raw: str, wanted: set[str]) -> int:
+    for match in _section_index.word_pattern().finditer(raw):
+        if any(word in wanted for word in _section_index.tokens(match.group())):
+            return max(0, match.start() - 80)
+    return 0
+
+
 # Sections of an ASCII body are counted in the folded body by offsets; other documents keep
 # each section's words. Both must give the same answer, byte for byte.
 _WORDS = st.sampled_from(["alpha", "Beta", "gamma", "pipe", "pipeline", "x1", "Straße", "ǅemal",

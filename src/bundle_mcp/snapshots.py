@@ -200,7 +200,17 @@ class SnapshotCache:
             return
         slot = self._slot(bundle_path)
         clock = time.monotonic()
+        threshold = max(32, len(snapshot.documents) // 20)
         with slot.lock:
+            # The parsed bodies are at most every document: when even that many could not
+            # reach the threshold (the warm-up saved them all), counting could not either. At
+            # the file cap the count costs ~10 ms, which a restarted server's first calls and
+            # every call after an edit paid.
+            persisted = slot.persisted
+            if persisted is not None and len(snapshot.documents) - persisted[1] < threshold:
+                return
+            if slot.saving:
+                return  # a save is under way; it would refuse this one after the count too
             # Counting the parsed bodies looks at every document: at the file cap that costs
             # more than a small call itself, so a busy client pays it once a second at most.
             if not now and slot.looked is not None and slot.looked[0] == snapshot.revision and (
@@ -210,7 +220,6 @@ class SnapshotCache:
             slot.looked = (snapshot.revision, clock)
         # Only the documents built so far: counting must not build the others.
         parsed = sum(1 for doc in snapshot.documents.built() if has_markdown(doc))
-        threshold = max(32, len(snapshot.documents) // 20)
         with slot.lock:
             if slot.saving and not now:
                 return

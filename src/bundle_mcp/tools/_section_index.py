@@ -121,6 +121,8 @@ def word_pattern() -> re.Pattern[str]:
 # In ASCII the letters and digits are the only code points in categories L, N and M, so this
 # small class finds exactly the words the full pattern finds, several times faster.
 _ASCII_WORD = re.compile(r"[0-9a-z]+")
+# The same in ASCII text that is not folded (a snippet is cut from the original text).
+_ASCII_WORD_ANY_CASE = re.compile(r"[0-9A-Za-z]+")
 
 
 def tokens(text: str) -> list[str]:
@@ -536,7 +538,11 @@ def snippet(raw: str, wanted: set[str]) -> str:
     matched only the title), it is the section's start.
     """
     start = 0
-    for match in word_pattern().finditer(raw):
+    # In ASCII the letters and digits are the only word characters: the small class finds the
+    # same words, and an ASCII bundle never builds the full pattern (~0.3 s a process, which the
+    # first section search after every restart paid).
+    words = _ASCII_WORD_ANY_CASE if raw.isascii() else word_pattern()
+    for match in words.finditer(raw):
         if any(word in wanted for word in tokens(match.group())):
             start = max(0, match.start() - SNIPPET_LEAD)
             break
