@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
@@ -163,7 +165,7 @@ def test_a_miss_on_a_large_bundle_is_no_scan_with_difflib(
     }
     big = snapshot_of(files)
     sg.suggest(big, "warm-up")
-    texts = len(sg.index_of(big).texts)
+    texts = len(sg.index_of(big).carriers)
     ratios = 0
 
     class Counting(difflib.SequenceMatcher[str]):
@@ -317,3 +319,95 @@ def test_a_migration_blocker_names_the_suggestions(tmp_bundle: Any) -> None:
     assert [b["message"] for b in blockers] == [
         "generated_at names no concept 'Tables/Orders'; did you mean 'tables/orders'?"
     ]
+
+
+# -- the index after a change ------------------------------------------------------------------
+
+
+_NAMES = st.sampled_from(["a/x", "a/y", "a/x-y", "b/X_y", "b/x", "x", "a/c/x y", "b/index"])
+_TEXTS = st.sampled_from([concept(), concept("X"), concept("x y"), concept("Y"),
+                          "---\ntitle: [unclosed\n---\n", "# A folder index\n"])
+
+
+def _cells(files: dict[str, str]) -> dict[str, Any]:
+    from bundle_mcp.loader import deferred
+
+    return {path: deferred(path, text.encode("utf-8")) for path, text in sorted(files.items())}
+
+
+def _assembled(cells: dict[str, Any], predecessor: Any = None) -> Any:
+    from bundle_mcp.loader import assemble_snapshot
+
+    folders = {""} | {p.rsplit("/", 1)[0] for p in cells if "/" in p} | {"a", "b"}
+    return assemble_snapshot(cells, frozenset(), frozenset(folders), (), predecessor=predecessor)
+
+
+def _comparable(index: sg.SuggestionIndex) -> tuple[Any, ...]:
+    # The postings' order is no part of the index (the close tier counts and sorts its texts).
+    return (dict(index.by_id), dict(index.by_stem), dict(index.by_title), dict(index.carriers),
+            {pair: sorted(texts) for pair, texts in index.postings.items()})
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_NAMES, _TEXTS, max_size=7),
+       st.dictionaries(_NAMES, st.none() | _TEXTS, min_size=1, max_size=4))
+def test_an_updated_index_equals_the_index_built_anew(
+    files: dict[str, str], changes: dict[str, str | None]
+) -> None:
+    """Deleting, creating, editing (a title, a broken file, a reserved name), several at once:
+    the index updated from the previous capture's is the one a build gives, and so is every
+    suggestion."""
+    before = _assembled(_cells({f"{n}.md": t for n, t in files.items()}))
+    cells = dict(before.documents.cells)
+    for name, text in changes.items():
+        if text is None:
+            cells.pop(f"{name}.md", None)
+        else:
+            cells.update(_cells({f"{name}.md": text}))
+    after = _assembled(cells, predecessor=before)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sg, "MAX_UPDATED_SHARE", 100.0)  # update however much changed
+        updated = sg.updated_index(sg.build_index(before), before, after)
+    assert updated is not None
+    assert _comparable(updated) == _comparable(sg.build_index(after))
+    for request in ("a/x", "x", "b/x-y", "a/xy", "Y", "c/x yy"):
+        assert sg.suggest(after, request) == sg.suggest(
+            _assembled(dict(after.documents.cells)), request)
+
+
+def test_a_change_updates_the_previous_index_instead_of_building_one() -> None:
+    """With the previous capture still held and its index built, the next capture's index is
+    that one updated: only the changed concept's texts are folded again."""
+    files = {f"f{n % 5}/item-{n:03d}.md": concept(f"Item {n}") for n in range(200)}
+    before = _assembled(_cells(files))
+    sg.index_of(before)
+    cells = dict(before.documents.cells)
+    del cells["f3/item-013.md"]
+    after = _assembled(cells, predecessor=before)
+    folded: list[str] = []
+    builds: list[int] = []
+    real_loose, real_build = sg.loose, sg.build_index
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sg, "loose", lambda text: folded.append(text) or real_loose(text))
+        patch.setattr(sg, "build_index", lambda s: builds.append(1) or real_build(s))
+        found = sg.suggest(after, "f3/item-013")
+    assert builds == []
+    # The deleted concept's ID, stem and title, then the request and its last segment.
+    assert len(folded) == 5, folded
+    assert [s.concept_id for s in found] == [
+        s.concept_id for s in sg.suggest(_assembled(dict(after.documents.cells)), "f3/item-013")]
+    assert "f3/item-013" not in {s.concept_id for s in found}
+
+
+def test_a_snapshot_does_not_keep_its_predecessor_alive() -> None:
+    import gc
+    import weakref
+
+    before = _assembled(_cells({"a/x.md": concept("X")}))
+    after = _assembled(dict(before.documents.cells), predecessor=before)
+    assert after.predecessor() is before
+    gone = weakref.ref(before)
+    del before
+    gc.collect()
+    assert gone() is None and after.predecessor() is None
+    assert [s.concept_id for s in sg.suggest(after, "a/xx")] == ["a/x"]  # built anew

@@ -34,13 +34,13 @@ import importlib
 import json
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Generic, Literal, TypeVar, cast
 
 from .cancel import CancelToken
 from .model import Document, Snapshot
 
 __all__ = [
-    "OWNERS", "Codec", "Slot", "Warm", "built", "exactly", "kept_values", "of_document",
+    "OWNERS", "Codec", "Slot", "Warm", "built", "exactly", "kept", "kept_values", "of_document",
     "of_snapshot", "slots", "stored_key",
 ]
 
@@ -130,6 +130,16 @@ def of_snapshot(
     if slot.owner != "snapshot":
         raise ValueError(f"{slot.name} is kept per document")
     return snapshot.memo.get((slot, variant), build, check)
+
+
+def kept(snapshot: Snapshot, slot: Slot[T], variant: Hashable = None) -> T | None:
+    """The snapshot's structure ``slot`` for ``variant`` when it is built, else ``None``; builds
+    nothing. For a builder that can update an earlier snapshot's value instead of building
+    its own (:attr:`~bundle_mcp.model.Snapshot.predecessor`)."""
+    if slot.owner != "snapshot":
+        raise ValueError(f"{slot.name} is kept per document")
+    found, value = snapshot.memo.peek((slot, variant))
+    return cast(T, value) if found else None
 
 
 def of_document(

@@ -26,6 +26,7 @@ from ..model import (
     FileRecord,
     InboundHint,
     Snapshot,
+    predecessor_link,
     revision_of,
 )
 from ..observe import Notice
@@ -269,7 +270,7 @@ def refresh_files(
         documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
     snapshot = assemble_snapshot(
         documents, frozenset(assets), previous.directories, previous.skipped,
-        inbound=previous.inbound,
+        inbound=previous.inbound, predecessor=previous,
     )
     kept = previous.attachments
     if kept or attachment_paths(snapshot):
@@ -333,7 +334,7 @@ def build_snapshot(
     # snapshot and the next ones (a file that changed has other bytes: the index does not know it).
     inbound = cached if cached is not None else previous.inbound if previous is not None else None
     return assemble_snapshot(cells, captured.assets, captured.directories, captured.skipped,
-                             inbound=inbound)
+                             inbound=inbound, predecessor=previous)
 
 
 def deferred(
@@ -396,9 +397,11 @@ def assemble_snapshot(
     skipped: tuple[Diagnostic, ...],
     *,
     inbound: InboundHint | None = None,
+    predecessor: Snapshot | None = None,
 ) -> Snapshot:
     """The snapshot of these captured files (in walk order), before attachments are read.
-    ``inbound``: the index that may tell where edges into a concept come from.
+    ``inbound``: the index that may tell where edges into a concept come from; ``predecessor``:
+    the snapshot this capture followed (held weakly, :attr:`Snapshot.predecessor`).
 
     A file that is not built yet counts as the concept its path names: whether it parses is
     decided when it is first looked up (:class:`~bundle_mcp.model.Concepts`).
@@ -420,6 +423,7 @@ def assemble_snapshot(
         directories=directories,
         skipped=skipped,
         inbound=inbound,
+        predecessor=predecessor_link(predecessor),
     )
 
 

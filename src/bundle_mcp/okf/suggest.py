@@ -24,9 +24,11 @@ At most :data:`MAX_SUGGESTIONS`; never the requested text itself; only concepts 
 ``project`` when a call is scoped to one (outside it a scoped caller sees nothing, suggestions
 included).
 
-The index of loose texts and their bigrams is built once per snapshot, on the first miss
-(:data:`CONCEPT_SUGGESTIONS`); a request longer than :data:`MAX_CLOSE_CHARS`
-gets the exact tiers only.
+The index of loose texts and their bigrams is kept per snapshot (:data:`CONCEPT_SUGGESTIONS`),
+built by the warm-up; a request longer than :data:`MAX_CLOSE_CHARS` gets the exact tiers only.
+After a change, the new snapshot's index is the previous snapshot's updated with the files that
+differ (:func:`updated_index`), when that snapshot is still held: asking for a concept just
+deleted is the typical miss, and building the index anew cost 0.3 s at 10,000 concepts.
 """
 
 from __future__ import annotations
@@ -38,11 +40,12 @@ import types
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, filterfalse
 
-from ..derived import Slot, of_snapshot
+from ..cancel import CancelToken
+from ..derived import Slot, kept, of_snapshot
 from ..errors import Diagnostic, did_you_mean
-from ..model import Snapshot
+from ..model import Document, Snapshot
 from .folding import fold
 from .graph import in_project
 from .ids import concept_id_for_path
@@ -56,15 +59,24 @@ __all__ = [
     "MAX_SUGGESTIONS",
     "Suggestion",
     "SuggestionIndex",
+    "build_index",
     "did_you_mean_diagnostics",
     "loose",
     "suggest",
+    "updated_index",
 ]
+
+
+
+def _warm(snapshot: Snapshot, token: CancelToken) -> object:
+    return index_of(snapshot, token.check)
+
 
 CONCEPT_SUGGESTIONS: Slot[SuggestionIndex] = Slot(
     "concept_suggestions", "snapshot",
     "loose IDs, stems and titles of every concept, for 'did you mean' on concept_not_found "
-    "(SuggestionIndex); built on the first miss",
+    "(SuggestionIndex); warmed, and after a change updated from the previous snapshot's",
+    _warm,
 )
 SLOTS = (CONCEPT_SUGGESTIONS,)
 
@@ -103,11 +115,12 @@ class SuggestionIndex:
     by_id: Mapping[str, tuple[str, ...]]
     by_stem: Mapping[str, tuple[str, ...]]
     by_title: Mapping[str, tuple[str, ...]]
-    # Every loose ID, stem and title once (sorted), the IDs carrying each, and which texts hold
-    # each character bigram (:func:`bigrams`), for close matches.
-    texts: tuple[str, ...]
-    carriers: tuple[tuple[str, ...], ...]
-    postings: Mapping[str, tuple[int, ...]]
+    # Every loose ID, stem and title → the IDs carrying it (sorted); and each character bigram
+    # (:func:`bigrams`) → the texts holding it, in no particular order, for close matches.
+    # Keyed by the texts themselves, not by their rank among them: one text added or dropped
+    # then touches only its own bigrams' entries (:func:`updated_index`).
+    carriers: Mapping[str, tuple[str, ...]]
+    postings: Mapping[str, tuple[str, ...]]
 
 
 def bigrams(text: str) -> frozenset[str]:
@@ -117,33 +130,32 @@ def bigrams(text: str) -> frozenset[str]:
     return frozenset(padded[i : i + 2] for i in range(len(padded) - 1))
 
 
+def _keys(concept_id: str, doc: Document) -> tuple[str, str, str]:
+    """The loose ID, stem and title one concept is found by (an empty one finds nothing)."""
+    return (loose(concept_id), loose(concept_id.rsplit("/", 1)[-1]),
+            loose(text_field(doc.fm, "title")))
+
+
 def build_index(snapshot: Snapshot) -> SuggestionIndex:
     by_id: dict[str, list[str]] = {}
     by_stem: dict[str, list[str]] = {}
     by_title: dict[str, list[str]] = {}
     every: dict[str, set[str]] = {}
     for concept_id, doc in snapshot.concepts.items():  # sorted by ID, so each list is too
-        keys = [
-            (by_id, loose(concept_id)),
-            (by_stem, loose(concept_id.rsplit("/", 1)[-1])),
-            (by_title, loose(text_field(doc.fm, "title"))),
-        ]
-        for table, key in keys:
+        for table, key in zip((by_id, by_stem, by_title), _keys(concept_id, doc), strict=True):
             if key:
                 table.setdefault(key, []).append(concept_id)
                 every.setdefault(key, set()).add(concept_id)
-    texts = tuple(sorted(every))
-    postings: dict[str, list[int]] = {}
-    for position, text in enumerate(texts):
+    postings: dict[str, list[str]] = {}
+    for text in every:
         for pair in bigrams(text):
-            postings.setdefault(pair, []).append(position)
+            postings.setdefault(pair, []).append(text)
     return SuggestionIndex(
         by_id=_frozen(by_id),
         by_stem=_frozen(by_stem),
         by_title=_frozen(by_title),
-        texts=texts,
-        carriers=tuple(tuple(sorted(every[text])) for text in texts),
-        postings=types.MappingProxyType({k: tuple(v) for k, v in postings.items()}),
+        carriers=types.MappingProxyType({t: tuple(sorted(ids)) for t, ids in every.items()}),
+        postings=_frozen(postings),
     )
 
 
@@ -151,12 +163,102 @@ def _frozen(table: dict[str, list[str]]) -> Mapping[str, tuple[str, ...]]:
     return types.MappingProxyType({k: tuple(v) for k, v in table.items()})
 
 
+# An update touches each changed concept's texts and their bigrams; past this share of the
+# documents changed, building the index anew is as quick.
+MAX_UPDATED_SHARE = 0.1
+
+
+def updated_index(
+    earlier: SuggestionIndex, before: Snapshot, after: Snapshot
+) -> SuggestionIndex | None:
+    """``after``'s index from ``before``'s (``earlier``), touching only the concepts of the
+    files that differ between the two captures: equal to :func:`build_index` of ``after``.
+    ``None`` when too much changed to gain anything (the caller builds it anew)."""
+    changed = after.documents.differing(before.documents)
+    size = max(len(before.documents), len(after.documents))
+    if len(changed) > max(1, int(size * MAX_UPDATED_SHARE)):
+        return None
+    gone = [(cid, _keys(cid, before.concepts[cid])) for cid in _concepts_at(before, changed)]
+    new = [(cid, _keys(cid, after.concepts[cid])) for cid in _concepts_at(after, changed)]
+    tables = [dict(earlier.by_id), dict(earlier.by_stem), dict(earlier.by_title)]
+    carriers = dict(earlier.carriers)
+    for concept_id, keys in gone:
+        for table, key in zip(tables, keys, strict=True):
+            if key:
+                _without(table, key, concept_id)
+        for key in set(keys) - {""}:
+            _without(carriers, key, concept_id)
+    for concept_id, keys in new:
+        for table, key in zip(tables, keys, strict=True):
+            if key:
+                _with(table, key, concept_id)
+        for key in set(keys) - {""}:
+            _with(carriers, key, concept_id)
+    dropped = {t for _, keys in gone for t in keys if t and t not in carriers}
+    added = {t for _, keys in new for t in keys if t and t not in earlier.carriers}
+    postings = dict(earlier.postings)
+    touched: dict[str, list[str]] = {}
+    for text in dropped:
+        for pair in bigrams(text):
+            touched.setdefault(pair, [])
+    for text in added:
+        for pair in bigrams(text):
+            touched.setdefault(pair, []).append(text)
+    for pair, more in touched.items():
+        kept = tuple(filterfalse(dropped.__contains__, postings.get(pair, ())))
+        if kept or more:
+            postings[pair] = (*kept, *more)
+        else:
+            postings.pop(pair, None)
+    return SuggestionIndex(
+        by_id=types.MappingProxyType(tables[0]),
+        by_stem=types.MappingProxyType(tables[1]),
+        by_title=types.MappingProxyType(tables[2]),
+        carriers=types.MappingProxyType(carriers),
+        postings=types.MappingProxyType(postings),
+    )
+
+
+def _concepts_at(snapshot: Snapshot, paths: Iterable[str]) -> list[str]:
+    """The concepts of ``snapshot`` at these paths (a file that is no concept, or that does not
+    parse, has none)."""
+    out = []
+    for path in paths:
+        concept_id = concept_id_for_path(path)
+        if concept_id in snapshot.concepts and snapshot.concepts[concept_id].path == path:
+            out.append(concept_id)
+    return out
+
+
+def _without(table: dict[str, tuple[str, ...]], key: str, concept_id: str) -> None:
+    rest = tuple(c for c in table.get(key, ()) if c != concept_id)
+    if rest:
+        table[key] = rest
+    else:
+        table.pop(key, None)
+
+
+def _with(table: dict[str, tuple[str, ...]], key: str, concept_id: str) -> None:
+    table[key] = tuple(sorted({*table.get(key, ()), concept_id}))
+
+
 def index_of(snapshot: Snapshot, check: Callable[[], None] | None = None) -> SuggestionIndex:
-    """The snapshot's suggestion index, built on first use and kept with the snapshot."""
+    """The snapshot's suggestion index, built on first use and kept with the snapshot: updated
+    from its predecessor's when that one is still held and has its index."""
     index: SuggestionIndex = of_snapshot(
-        snapshot, CONCEPT_SUGGESTIONS, lambda: build_index(snapshot), check=check
+        snapshot, CONCEPT_SUGGESTIONS, lambda: _build_or_update(snapshot), check=check
     )
     return index
+
+
+def _build_or_update(snapshot: Snapshot) -> SuggestionIndex:
+    before = snapshot.predecessor()
+    earlier = kept(before, CONCEPT_SUGGESTIONS) if before is not None else None
+    if before is not None and earlier is not None:
+        updated = updated_index(earlier, before, snapshot)
+        if updated is not None:
+            return updated
+    return build_index(snapshot)
 
 
 def suggest(
@@ -246,10 +348,9 @@ def _close(
         longest = size * (2 - CLOSE_CUTOFF) / CLOSE_CUTOFF
         # SequenceMatcher caches what it learns about its second sequence: the query.
         matcher.set_seq2(query)
-        for seen, position in enumerate(sorted(p for p, n in shared.items() if n >= need)):
+        for seen, text in enumerate(sorted(t for t, n in shared.items() if n >= need)):
             if check is not None and seen % _CHECK_EVERY == 0:
                 check()
-            text = index.texts[position]
             if not shortest <= len(text) <= longest:
                 continue
             matcher.set_seq1(text)
@@ -258,7 +359,7 @@ def _close(
             ratio = matcher.ratio()
             if ratio < CLOSE_CUTOFF:
                 continue
-            for concept_id in index.carriers[position]:
+            for concept_id in index.carriers[text]:
                 if ratio > best.get(concept_id, 0.0):
                     best[concept_id] = ratio
     return best
