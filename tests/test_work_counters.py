@@ -252,3 +252,32 @@ def test_after_one_file_is_deleted_a_miss_builds_nothing_anew(
     monkeypatch.undo()
     fresh = Cold(Path(cold.bundle)).dispatcher.call("read_concept", {"concept_id": "f5/c555"})
     assert outcome.structured == fresh.structured
+
+
+def test_after_one_file_is_edited_only_that_file_is_asked_whether_it_parses(
+    cold: Cold, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every call asks which files do not parse (the parse policy). After an edit the answer of
+    the previous capture stands for every file whose bytes did not change: the next call asks
+    the edited file alone, and lists the concepts by patching the previous list."""
+    from bundle_mcp import model
+
+    assert not cold.dispatcher.call("read_concept", {"concept_id": "f0/c10"}).is_error
+    before = cold.snapshot()
+    path = Path(cold.bundle, "f3", "c13.md")
+    path.write_text(path.read_text(encoding="utf-8") + "\nEdited.\n", encoding="utf-8")
+    asked: list[str] = []
+    real = model.Deferred.parse_error
+
+    def counting(cell: model.Deferred) -> object:
+        asked.append(cell.record.path)
+        return real(cell)
+
+    monkeypatch.setattr(model.Deferred, "parse_error", counting)
+    outcome = cold.dispatcher.call("read_concept", {"concept_id": "f3/c13"})
+    assert not outcome.is_error, outcome.structured
+    assert "Edited." in outcome.text
+    after = cold.snapshot()
+    assert after.predecessor() is before
+    assert set(asked) <= {"f3/c13.md", "f4/c14.md", "index.md"}, len(asked)
+    assert list(after.concepts) == list(before.concepts)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import functools
 import hashlib
@@ -406,25 +407,72 @@ def assemble_snapshot(
     A file that is not built yet counts as the concept its path names: whether it parses is
     decided when it is first looked up (:class:`~bundle_mcp.model.Concepts`).
     """
-    paths: dict[str, str] = {}
-    for path, cell in cells.items():
-        doc = cell.peek()
-        if doc is not None:
-            if doc.concept_id is not None and doc.parse_error is None:
-                paths[doc.concept_id] = path
-        elif document_kind(path) == CONCEPT:
-            paths[concept_id_for_path(path)] = path
     documents = Documents(cells)
+    paths = _concept_paths_after(predecessor, documents) if predecessor is not None else None
+    if paths is None:
+        paths = {}
+        for path, cell in cells.items():
+            concept_id = _concept_at(path, cell)
+            if concept_id is not None:
+                paths[concept_id] = path
+        if not _keys_sorted(paths):
+            paths = dict(sorted(paths.items()))
     return Snapshot(
         revision=revision_of(documents.records()),
         documents=documents,
-        concepts=Concepts(documents, paths if _keys_sorted(paths) else dict(sorted(paths.items()))),
+        concepts=Concepts(documents, paths),
         assets=assets,
         directories=directories,
         skipped=skipped,
         inbound=inbound,
         predecessor=predecessor_link(predecessor),
     )
+
+
+def _concept_at(path: str, cell: Deferred) -> str | None:
+    """The concept ID a captured file is listed under (``Concepts``' paths), if any: a built
+    document's own when it parses, else the one its path names when it would be a concept."""
+    doc = cell.peek()
+    if doc is not None:
+        return doc.concept_id if doc.concept_id is not None and doc.parse_error is None else None
+    return concept_id_for_path(path) if document_kind(path) == CONCEPT else None
+
+
+# Past this many files changed since the predecessor, its concept paths are not patched: the
+# whole list is made again (as quick by then).
+MAX_PATCHED_FILES = 64
+
+
+def _concept_paths_after(predecessor: Snapshot, documents: Documents) -> dict[str, str] | None:
+    """The concept paths of ``documents`` (ID → path, sorted by ID), from ``predecessor``'s
+    with the files that differ patched in; ``None`` when it cannot tell cheaply (the caller
+    lists every file). Listing 10,000 files cost ~10 ms on every capture after an edit."""
+    earlier = predecessor.concepts
+    if not isinstance(earlier, Concepts):
+        return None
+    changed = documents.differing(predecessor.documents)
+    if len(changed) > MAX_PATCHED_FILES:
+        return None
+    paths = dict(earlier.paths)
+    before = predecessor.documents.cells
+    added: list[str] = []
+    for path in changed:
+        old = before.get(path)
+        for concept_id in {concept_id_for_path(path),
+                           _concept_at(path, old) if old is not None else None}:
+            if concept_id is not None and paths.get(concept_id) == path:
+                del paths[concept_id]
+        cell = documents.cells.get(path)
+        concept_id = _concept_at(path, cell) if cell is not None else None
+        if concept_id is not None:
+            paths[concept_id] = path
+            added.append(concept_id)
+    if not added:
+        return paths  # entries removed from a sorted mapping leave it sorted
+    order = [concept_id for concept_id in paths if concept_id not in added]
+    for concept_id in added:
+        bisect.insort(order, concept_id)
+    return {concept_id: paths[concept_id] for concept_id in order}
 
 
 def _keys_sorted(mapping: Mapping[str, Any]) -> bool:
