@@ -281,3 +281,32 @@ def test_after_one_file_is_edited_only_that_file_is_asked_whether_it_parses(
     assert after.predecessor() is before
     assert set(asked) <= {"f3/c13.md", "f4/c14.md", "index.md"}, len(asked)
     assert list(after.concepts) == list(before.concepts)
+
+
+def test_a_second_validation_walks_no_document_again(
+    cold: Cold, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk over every file's kept findings is kept with the snapshot (issue 29: ~100 ms at
+    10,000 files, on the first call of each variant after a restart): another ``as_of`` (an
+    answer not kept) looks up no document's findings again, and still reports staleness."""
+    from bundle_mcp import validation
+
+    stale = Path(cold.bundle, "f2", "c2.md")
+    stale.write_text("---\ntype: Metric\ntitle: Concept 2\nstale_after: 2026-01-01\n---\n# C\n",
+                     encoding="utf-8")
+    first = cold.dispatcher.call("validate_bundle", {"check_links": True})
+    assert not first.is_error, first.structured
+    looked: list[str] = []
+    real = validation.of_document
+
+    def counting(doc: object, *args: object, **kwargs: object) -> object:
+        looked.append(getattr(doc, "path", "?"))
+        return real(doc, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(validation, "of_document", counting)
+    again = cold.dispatcher.call("validate_bundle", {"check_links": True, "as_of": "2026-06-01"})
+    assert not again.is_error, again.structured
+    assert looked == []
+    codes = [d["code"] for d in again.structured["diagnostics"]]
+    assert "stale_concept" in codes
+    assert "stale_concept" not in [d["code"] for d in first.structured["diagnostics"]]

@@ -74,6 +74,13 @@ def guidance(doc: Document) -> Iterator[Diagnostic]:
                            footnote.line, field="sources")
 
 
+def may_be_stale(doc: Document) -> bool:
+    """Whether :func:`staleness` can find anything in ``doc`` at some ``as_of``: it parses and
+    has a string ``stale_after`` (any other is never stale)."""
+    return (doc.parse_error is None and doc.frontmatter is not None
+            and isinstance(doc.fm.get("stale_after"), str))
+
+
 def staleness(doc: Document, ref: Reference) -> Iterator[Diagnostic]:
     """INFO for a concept that is stale at the request's ``as_of`` (never the clock)."""
     if doc.parse_error is not None or doc.frontmatter is None:
