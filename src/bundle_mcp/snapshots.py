@@ -209,7 +209,7 @@ class SnapshotCache:
             persisted = slot.persisted
             if persisted is not None and len(snapshot.documents) - persisted[1] < threshold:
                 return
-            if slot.saving:
+            if slot.saving and not now:
                 return  # a save is under way; it would refuse this one after the count too
             # Counting the parsed bodies looks at every document: at the file cap that costs
             # more than a small call itself, so a busy client pays it once a second at most.
