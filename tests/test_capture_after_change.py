@@ -67,3 +67,25 @@ def test_a_capture_after_a_change_equals_one_without_a_predecessor(
     alone = _assembled(dict(cells))
     assert after.predecessor() is before
     assert _seen(after) == _seen(alone)
+
+
+_PATHS = st.sampled_from(["a.md", "a-b.md", "a/b.md", "a/index.md", "a b.md", "b.md", "A.md",
+                          "a/b/c.md", "a.b/c.md", "é.md", "z/a.md", "index.md", "a_/x.md"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sets(_PATHS), st.sets(_PATHS, min_size=1))
+def test_created_files_take_their_place_in_the_walk_order(
+    known: set[str], created: set[str]
+) -> None:
+    """A refresh puts each created file where the walk would list it, as sorting every path
+    again would (``loader.in_walk_order``)."""
+    from bundle_mcp.loader import in_walk_order
+
+    def walk(paths: set[str]) -> list[str]:
+        return sorted(paths, key=lambda p: p.split("/"))
+
+    before = {p: deferred(p, b"") for p in walk(known)}
+    cells = dict(before)
+    cells.update({p: deferred(p, b"new") for p in created - known})
+    assert list(in_walk_order(cells, before)) == walk(known | created)

@@ -55,6 +55,7 @@ __all__ = [
     "assemble_snapshot",
     "build_snapshot",
     "capture",
+    "in_walk_order",
     "load_bundle",
     "parse_document",
     "read_attachments",
@@ -267,8 +268,7 @@ def refresh_files(
         return None  # the walk reports the cap
     check_total(sum(c.record.size for c in documents.values()), caps.max_bytes)
     if added:
-        # The walk's order: each folder's entries sorted by name, depth first.
-        documents = {p: documents[p] for p in sorted(documents, key=lambda p: p.split("/"))}
+        documents = in_walk_order(documents, previous.documents.cells)
     snapshot = assemble_snapshot(
         documents, frozenset(assets), previous.directories, previous.skipped,
         inbound=previous.inbound, predecessor=previous,
@@ -280,6 +280,21 @@ def refresh_files(
             return None
         snapshot = with_attachments(snapshot, kept, max_bytes=caps.max_bytes)
     return snapshot, stats
+
+
+def _walk_key(path: str) -> list[str]:
+    # The walk's order: each folder's entries sorted by name, depth first.
+    return path.split("/")
+
+
+def in_walk_order(cells: dict[str, Deferred], known: Mapping[str, Deferred]) -> dict[str, Deferred]:
+    """``cells`` in the walk's order, where the ones ``known`` also holds are in that order
+    already: each other one is put in its place by bisection. Sorting all 10,000 paths again
+    cost ~10 ms on every capture that followed a created file."""
+    order = [path for path in cells if path in known]
+    for path in sorted((p for p in cells if p not in known), key=_walk_key):
+        order.insert(bisect.bisect_left(order, _walk_key(path), key=_walk_key), path)
+    return {path: cells[path] for path in order}
 
 
 def _plain_name(path: str) -> bool:

@@ -67,7 +67,6 @@ __all__ = [
 ]
 
 
-
 def _warm(snapshot: Snapshot, token: CancelToken) -> object:
     return index_of(snapshot, token.check)
 
