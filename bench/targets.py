@@ -115,8 +115,17 @@ class Session:
         start = time.perf_counter()
         self._send({"jsonrpc": "2.0", "id": self.ids, "method": "tools/call",
                     "params": {"name": tool, "arguments": arguments}})
-        line = self._receive()
+        line = self._reply_to(self.ids)
         return time.perf_counter() - start, line
+
+    def _reply_to(self, request_id: int) -> bytes:
+        """The response line to ``request_id``. Notifications the server sends meanwhile (a
+        resource list that changed after an edit, a log message) are skipped: taken for the
+        answer, they would time the wrong line and shift every later figure by one."""
+        while True:
+            line = self._receive()
+            if json.loads(line).get("id") == request_id:
+                return line
 
     def wait_ready(self) -> float:
         """Seconds from the spawn until the log said the bundle is warm."""

@@ -6,6 +6,7 @@ Pure functions of bench/targets.py over results dicts; nothing is measured or ti
 from __future__ import annotations
 
 import copy
+import io
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -120,3 +121,18 @@ def test_the_table_names_the_previous_file_and_each_regression(targets: ModuleTy
     assert "Regressions against 2026-12-03-targets.json" in text and "20%" in text
     assert "- **regression**: spawn → first answer (read_concept), no cache: 3.00 s " \
            "(previous 1.00 s, +200%)" in text
+
+
+def test_a_call_times_its_own_reply_not_a_notification_before_it(targets: ModuleType) -> None:
+    # After an edit the server may announce a changed resource list before it answers.
+    lines = [{"jsonrpc": "2.0", "method": "notifications/resources/list_changed"},
+             {"jsonrpc": "2.0", "id": 1, "result": {"isError": False}}]
+
+    class Process:
+        stdin = io.BytesIO()
+        stdout = io.BytesIO(b"".join(json.dumps(line).encode() + b"\n" for line in lines))
+
+    session = targets.Session(bundle="b", cache_dir="c", log_dir="l")
+    session.process = Process()
+    _elapsed, body = session.call("read_concept", {"concept_id": "x"})
+    assert json.loads(body)["id"] == 1
