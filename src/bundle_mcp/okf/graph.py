@@ -186,6 +186,33 @@ class Step:
     kind: str
 
 
+# How a walk ranks the edges into one node (see :class:`_Level`): the strongest, then by
+# relationship, direction, predecessor ID and edge ends, a total order.
+Key = tuple[float, str, str, str, str, str]  # (-weight, relationship, direction, from, ends)
+# One edge of a concept as its walk sees it: (key, the other concept's ID, kind, whether it is
+# walked against its stored direction, whether it is the concept's edge to itself). Built once
+# per concept (:meth:`BundleGraph.arcs`): a walk then ranks an edge without building a Step.
+Arc = tuple[Key, str, str, bool, bool]
+SectionArc = tuple[Key, Entity]  # (key, the section) of a concept's PART_OF edges
+
+
+def _arcs(concept_id: str, edges: Iterable[Edge]) -> tuple[Arc, ...]:
+    arcs: list[Arc] = []
+    for edge in edges:
+        weight = -EDGE_WEIGHT[edge.kind]
+        refs = (edge.source_ref, edge.target_ref)
+        if edge.source_id == edge.target_id:
+            key: Key = (weight, edge.relationship, OUTGOING, concept_id, *refs)
+            arcs.append((key, concept_id, edge.kind, False, True))
+        elif edge.source_id == concept_id:
+            key = (weight, edge.relationship, OUTGOING, concept_id, *refs)
+            arcs.append((key, edge.target_id, edge.kind, False, False))
+        else:
+            key = (weight, edge.relationship, INCOMING, concept_id, *refs)
+            arcs.append((key, edge.source_id, edge.kind, True, False))
+    return tuple(arcs)
+
+
 @dataclass(frozen=True, slots=True)
 class Selection:
     """Which part of the graph one call walks: edge kinds, direction and project.
@@ -271,6 +298,11 @@ class Budget(Protocol):
         """Spend one unit; ``False`` (spending nothing) once none is left."""
         ...
 
+    def grant(self, wanted: int) -> int:
+        """Spend up to ``wanted`` units at once; how many were spent (what ``wanted`` calls of
+        :meth:`take` would have granted)."""
+        ...
+
 
 class EdgeBudget:
     """At most ``edges`` examined edges; the walk stops when they are spent.
@@ -294,6 +326,11 @@ class EdgeBudget:
         self.remaining -= 1
         return True
 
+    def grant(self, wanted: int) -> int:
+        granted = max(0, min(wanted, self.remaining))
+        self.remaining -= granted
+        return granted
+
 
 class _Unbounded:
     """A budget that never runs out (it holds no state, so one instance serves every call)."""
@@ -306,6 +343,9 @@ class _Unbounded:
 
     def take(self) -> bool:
         return True
+
+    def grant(self, wanted: int) -> int:
+        return wanted
 
 
 UNBOUNDED: Budget = _Unbounded()
@@ -371,6 +411,11 @@ class BundleGraph:
         self._concepts: dict[str, Entity] = {}
         self._sections: dict[str, tuple[Entity, ...]] = {}
         self._tags: dict[str, tuple[str, ...]] = {}
+        # The walk's per-concept adjacency (:meth:`arcs`), built when a walk first expands the
+        # concept: nothing here is built for a concept no walk reached.
+        self._arcs: dict[str, tuple[Arc, ...]] = {}
+        self._field_arcs: dict[str, tuple[Arc, ...]] = {}
+        self._section_arcs: dict[str, tuple[SectionArc, ...]] = {}
         self._field_edges: Mapping[str, tuple[Edge, ...]] | None = None
         self._memo = Memo()
 
@@ -511,6 +556,35 @@ class BundleGraph:
 
     # adjacency
 
+    def arcs(self, concept_id: str) -> tuple[Arc, ...]:
+        """The walk's view of a concept's links and relations (:attr:`Snapshot.edges_by_concept`,
+        in its order), each with its ranking key already built (see :data:`Arc`)."""
+        found = self._arcs.get(concept_id)
+        if found is None:
+            edges = self.snapshot.edges_by_concept.get(concept_id, ())
+            found = self._arcs.setdefault(concept_id, _arcs(concept_id, edges))
+        return found
+
+    def field_arcs(self, concept_id: str, token: CancelToken) -> tuple[Arc, ...]:
+        """:meth:`arcs` for the concept's field edges (:meth:`field_edges_of`)."""
+        found = self._field_arcs.get(concept_id)
+        if found is None:
+            edges = self.field_edges_of(concept_id, token)
+            found = self._field_arcs.setdefault(concept_id, _arcs(concept_id, edges))
+        return found
+
+    def section_arcs(self, concept_id: str) -> tuple[SectionArc, ...]:
+        """The ``PART_OF`` edges from a concept's sections, as the concept's walk sees them
+        (incoming), in :meth:`sections_of` order."""
+        found = self._section_arcs.get(concept_id)
+        if found is None:
+            found = self._section_arcs.setdefault(concept_id, tuple(
+                ((-PART_OF_WEIGHT, PART_OF, INCOMING, concept_id, section.id, concept_id),
+                 section)
+                for section in self.sections_of(concept_id)
+            ))
+        return found
+
     def field_edges_of(self, concept_id: str, token: CancelToken) -> tuple[Edge, ...]:
         """The field edges touching a concept, in :func:`field_edges` order."""
         index = self._field_edges
@@ -624,31 +698,64 @@ class Found:
     edge_count: int
 
 
+# What a walk keeps of each node it reached, at these positions: its ID, the key of its best
+# edge, that edge's kind, the predecessor, the node itself when it is a section (None: the
+# concept of that ID) and how many admitted edges from the previous level reach it. A list, not a
+# tuple: while its level is walked, another edge into the node counts one more and may become
+# the best (a tuple would be built again per edge); it is not changed once its level is done.
+TARGET, KEY, KIND, PREDECESSOR, SECTION, EDGES = range(6)
+Reach = list[Any]
+
+
 @dataclass(frozen=True, slots=True)
 class Walk:
-    found: tuple[Found, ...]  # by distance, then ID
+    """What a walk reached, level by level (``levels[d - 1]``: the nodes first reached at ``d``
+    hops, by ID). Kept compact: a walk reaches thousands of nodes where a caller reports a few,
+    so a :class:`Found` is built only for a node a caller asks about (:meth:`finding`);
+    :attr:`found` builds them all."""
+
+    graph: BundleGraph
+    levels: tuple[tuple[Reach, ...], ...]
     cut: bool  # the budget ran out before the walk finished
+
+    @property
+    def total(self) -> int:
+        """How many nodes the walk reached (seeds are never found)."""
+        return sum(map(len, self.levels))
+
+    @property
+    def found(self) -> tuple[Found, ...]:
+        """Every node reached, by distance, then ID."""
+        return tuple(
+            self.finding(reach, distance)
+            for distance, level in enumerate(self.levels, 1)
+            for reach in level
+        )
+
+    def entity(self, reach: Reach) -> Entity:
+        section: Entity | None = reach[SECTION]
+        return section if section is not None else self.graph.concept(reach[TARGET])
+
+    def finding(self, reach: Reach, distance: int) -> Found:
+        """The node ``reach`` of level ``distance`` with its best edge as a :class:`Step`."""
+        key: Key = reach[KEY]
+        entity = self.entity(reach)
+        step = Step(entity, key[1], key[2], -key[0], key[4], key[5], reach[KIND])
+        return Found(entity, distance, step, reach[PREDECESSOR], reach[EDGES])
 
 
 class _Level:
-    """The best edge into each entity reached at one distance, and how many edges reach it."""
+    """Each entity reached at one distance (its :data:`Reach`), by ID.
 
-    __slots__ = ("best", "counts")
+    The best edge into it is the one of smallest :data:`Key` (the strongest, then by
+    relationship, direction, predecessor ID and edge ends: a total order, so the choice never
+    depends on iteration order).
+    """
+
+    __slots__ = ("best",)
 
     def __init__(self) -> None:
-        self.best: dict[str, tuple[tuple[Any, ...], Step, Entity]] = {}
-        self.counts: dict[str, int] = {}
-
-    def offer(self, step: Step, node: Entity, edges: int = 1) -> None:
-        # The best edge is the strongest, then by relationship, direction, predecessor ID and
-        # edge ends: a total order, so the choice never depends on iteration order.
-        target = step.target.id
-        key = (-step.weight, step.relationship, step.direction, node.id,
-               step.edge_from, step.edge_to)
-        self.counts[target] = self.counts.get(target, 0) + edges
-        current = self.best.get(target)
-        if current is None or key < current[0]:
-            self.best[target] = (key, step, node)
+        self.best: dict[str, Reach] = {}
 
 
 def walk(
@@ -667,30 +774,123 @@ def walk(
     ends at ``depth``, when a level reaches nothing new, or when the budget runs out; it then
     keeps what it found and reports ``cut`` (also when nothing new remained: the conservative
     direction).
+
+    A node's edges are those :meth:`BundleGraph.steps` lists (without loops), in its order and
+    for the same budget, but read from the concept's :meth:`~BundleGraph.arcs`: a walk of a
+    dense neighbourhood looks at tens of thousands of edges and keeps a few thousand nodes, so
+    it builds no object per edge (``tests/test_walk_agrees.py`` holds it to ``steps``).
     """
     visited = {seed.id for seed in seeds}
     frontier = sorted(seeds, key=lambda e: e.id)
-    found: list[Found] = []
+    levels: list[tuple[Reach, ...]] = []
     for distance in range(1, depth + 1):
         level = _Level()
         for node in frontier:
-            for step in graph.steps(node, selection, budget, token, visited):
-                if step.target.id not in visited:
-                    level.offer(step, node)
+            token.check()
+            _expand(graph, node, selection, budget, token, visited, level)
             if budget.exhausted:
                 break
         if selection.community and not budget.exhausted:
             _offer_communities(graph, selection, frontier, visited, budget, token, level)
-        reached = []
-        for target, (_key, step, node) in sorted(level.best.items()):
-            token.check()
-            reached.append(Found(step.target, distance, step, node, level.counts[target]))
-        found.extend(reached)
-        visited.update(level.best)
-        frontier = [f.entity for f in reached]
-        if budget.exhausted or not frontier:
+        token.check()
+        best = level.best
+        reached = tuple(map(best.__getitem__, sorted(best)))
+        levels.append(reached)
+        visited.update(best)
+        if budget.exhausted or not reached or distance == depth:
             break
-    return Walk(tuple(found), budget.exhausted)
+        frontier = [r[SECTION] if r[SECTION] is not None else graph.concept(r[TARGET])
+                    for r in reached]
+    return Walk(graph, tuple(levels), budget.exhausted)
+
+
+def _expand(
+    graph: BundleGraph,
+    node: Entity,
+    selection: Selection,
+    budget: Budget,
+    token: CancelToken,
+    visited: AbstractSet[str],
+    level: _Level,
+) -> None:
+    """Offer ``level`` every edge of ``node`` the selection admits to a node not ``visited``."""
+    best = level.best
+    if node.section is not None:
+        # A section's only edge is PART_OF to the concept it was cut from.
+        if budget.grant(1) and selection.part_of:
+            target = node.concept_id
+            if target not in visited:
+                key: Key = (-PART_OF_WEIGHT, PART_OF, OUTGOING, node.id, node.id, target)
+                _offer(best, target, key, PART_OF_KIND, node, None, 1)
+        return
+    concept_id = node.id
+    incoming, project = selection.incoming, selection.project
+    # Selection.every() without a project admits every edge: no per-edge test of its kind.
+    every_edge = (selection.links and selection.typed is None and selection.fields is None
+                  and project is None)
+    concepts = graph.snapshot.concepts
+    best_of = best.get
+    groups = 2 if selection.fields is None or selection.fields else 1
+    for group in range(groups):
+        # Field edges come after links and relations, and are fetched only when reached.
+        arcs = graph.arcs(concept_id) if group == 0 else graph.field_arcs(concept_id, token)
+        granted = budget.grant(len(arcs))
+        for key, other, kind, backwards, loop in arcs[:granted] if granted < len(arcs) else arcs:
+            if loop or other in visited or (backwards and not incoming):
+                continue
+            if not every_edge:
+                if kind == NAVIGATION:
+                    if not selection.links:
+                        continue
+                elif kind == RELATION:
+                    if not selection.allows_relation(key[1]):
+                        continue
+                elif not selection.allows_field(key[1]):
+                    continue
+                if project is not None and not in_project(concepts[other].path, project):
+                    continue
+            current = best_of(other)
+            if current is None:
+                best[other] = [other, key, kind, node, None, 1]
+            else:
+                current[EDGES] += 1
+                if key < current[KEY]:
+                    current[KEY:SECTION + 1] = key, kind, node, None
+        if granted < len(arcs):
+            return
+    # PART_OF points from a section to its concept, so a concept reaches its sections only
+    # over incoming edges.
+    if not (incoming and selection.part_of):
+        return
+    if not (selection.unsliced_sections or is_sliced(node.doc)):
+        return
+    sections = graph.section_arcs(concept_id)
+    granted = budget.grant(len(sections))
+    for key, section in sections[:granted]:
+        target = section.id
+        if target in visited:
+            continue
+        _offer(best, target, key, PART_OF_KIND, node, section, 1)
+
+
+def _offer(
+    best: dict[str, Reach],
+    target: str,
+    key: Key,
+    kind: str,
+    node: Entity,
+    section: Entity | None,
+    edges: int,
+) -> None:
+    """``edges`` edges of ``key`` from ``node`` reach ``target`` (``_expand`` inlines this for
+    a concept's own edges, the bulk of a walk)."""
+    current = best.get(target)
+    if current is None:
+        best[target] = [target, key, kind, node, section, edges]
+    else:
+        current[EDGES] += edges
+        if key < current[KEY]:
+            current[KEY:SECTION + 1] = key, kind, node, section
 
 
 def _offer_communities(
@@ -715,17 +915,19 @@ def _offer_communities(
             first, count = carriers.get(tag, (node, 0))
             carriers[tag] = (first, count + 1)
     members = graph.tag_members(selection.project, token) if carriers else {}
+    best = level.best
     for tag in sorted(carriers):
+        token.check()
         node, carriers_count = carriers[tag]
-        for other in members.get(tag, ()):
-            token.check()
-            if not budget.take():
-                return
+        tagged = members.get(tag, ())
+        granted = budget.grant(len(tagged))
+        for other in tagged[:granted] if granted < len(tagged) else tagged:
             if other in visited:
                 continue
-            step = Step(graph.concept(other), SHARES_COMMUNITY, OUTGOING, COMMUNITY_WEIGHT,
-                        node.id, other, COMMUNITY_KIND)
-            level.offer(step, node, carriers_count)
+            key: Key = (-COMMUNITY_WEIGHT, SHARES_COMMUNITY, OUTGOING, node.id, node.id, other)
+            _offer(best, other, key, COMMUNITY_KIND, node, None, carriers_count)
+        if granted < len(tagged):
+            return
 
 
 # --------------------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from ..okf.graph import (
     COMMUNITY_KIND,
     OUTGOING,
     SHARES_COMMUNITY,
+    TARGET,
     UNBOUNDED,
     BundleGraph,
     Entity,
@@ -324,7 +325,10 @@ def extract(
         # The walk is bounded by depth alone: total_found_nodes counts everything within it.
         found = walk(graph, seeds, query.selection, query.depth, UNBOUNDED, token)
         reached.update((e.id, (e, 0)) for e in seeds)
-        reached.update((f.entity.id, (f.entity, f.distance)) for f in found.found)
+        for distance, level in enumerate(found.levels, 1):
+            token.check()
+            for reach in level:
+                reached[reach[TARGET]] = (found.entity(reach), distance)
 
     seed_ids = {e.id for e in seeds}
     candidates: list[_Candidate] = []

@@ -8,11 +8,15 @@ from ..cancel import CancelToken
 from ..model import Snapshot
 from ..okf.folding import fold
 from ..okf.graph import (
+    KEY,
     SHARES_COMMUNITY,
+    TARGET,
     EdgeBudget,
     Entity,
     Found,
+    Reach,
     Selection,
+    Walk,
     entity_name,
     entity_type,
     graph_of,
@@ -58,7 +62,11 @@ DEPTH_DECAY = 0.5
 
 
 def score(found: Found) -> float:
-    return round(found.step.weight * DEPTH_DECAY ** (found.distance - 1), 6)
+    return score_of(found.step.weight, found.distance)
+
+
+def score_of(weight: float, distance: int) -> float:
+    return round(weight * DEPTH_DECAY ** (distance - 1), 6)
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -81,24 +89,19 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     found = walk(graph_of(snapshot), seeds, selection, depth, EdgeBudget(MAX_WALK_EDGES), token)
 
     folded = {fold(t) for t in wanted_types}
-    matches = []
-    for reached in found.found:
-        token.check()
-        if not folded or fold(entity_type(reached.entity)) in folded:
-            matches.append(reached)
-    matches.sort(key=lambda f: (-score(f), f.distance, f.entity.id))
+    best, total = _best(found, folded, limit, token)
     neighbors = []
-    for reached in matches[:limit]:
+    for reached in best:
         token.check()
         neighbors.append(_neighbor(snapshot, reached, content_max))
     return {
         "origins": origins,
         "unresolved": unresolved,
         "neighbors": neighbors,
-        "total": len(matches),
+        "total": total,
         "depth": depth,
         "limit": limit,
-        "truncated": len(matches) > limit or found.cut,
+        "truncated": total > limit or found.cut,
         "filters": {
             "relationship_types": relationship_types,
             "types": wanted_types,
@@ -107,6 +110,44 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
             "content_max_chars": content_max,
         },
     }
+
+
+def _best(
+    found: Walk, folded: set[str], limit: int, token: CancelToken
+) -> tuple[list[Found], int]:
+    """The ``limit`` best nodes of the walk whose type is in ``folded`` (all when empty),
+    ordered by score, distance and ID, and how many nodes there are of those types.
+
+    Only the returned nodes become :class:`Found`. Within one level a node's score depends on
+    its edge's weight alone, and a level lists its nodes by ID, so the nodes of one level and
+    weight are a run already in order: the runs are ranked, not every node.
+    """
+    runs: dict[tuple[float, int], list[Reach]] = {}
+    merged: set[tuple[float, int]] = set()  # runs of two weights with one score: re-sorted
+    total = 0
+    for distance, level in enumerate(found.levels, 1):
+        token.check()
+        by_weight: dict[float, list[Reach]] = {}
+        for reach in level:
+            if folded and fold(entity_type(found.entity(reach))) not in folded:
+                continue
+            by_weight.setdefault(reach[KEY][0], []).append(reach)  # key[0]: -weight
+        for negative_weight, members in by_weight.items():
+            total += len(members)
+            run = (-score_of(-negative_weight, distance), distance)
+            if run in runs:
+                merged.add(run)
+            runs.setdefault(run, []).extend(members)
+    best: list[Found] = []
+    for run in sorted(runs):
+        members = runs[run]
+        if run in merged:
+            members.sort(key=lambda reach: reach[TARGET])
+        for reach in members[: limit - len(best)]:
+            best.append(found.finding(reach, run[1]))
+        if len(best) >= limit:
+            break
+    return best, total
 
 
 def _seeds(

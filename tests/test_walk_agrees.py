@@ -1,0 +1,177 @@
+"""The walk reads each concept's precomputed arcs (okf/graph.py ``walk``); these tests hold it to
+the edges :meth:`BundleGraph.steps` lists, walked node by node as the rule in ``walk``'s
+docstring states it: the same nodes, best edges, edge counts and cut, for every kind of
+selection, budget and depth, on a random bundle with links, relations, field edges, sections,
+shared tags, loops and projects.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.okf.graph import (
+    COMMUNITY_KIND,
+    COMMUNITY_WEIGHT,
+    OUTGOING,
+    SHARES_COMMUNITY,
+    UNBOUNDED,
+    Budget,
+    BundleGraph,
+    EdgeBudget,
+    Entity,
+    Found,
+    Selection,
+    Step,
+    graph_of,
+    walk,
+)
+from bundle_mcp.tools._walk_params import subgraph_selection
+from toolcall import snapshot_of
+
+FOLDERS = ("p0", "p1", "p2")
+COUNT = 36
+
+
+def _bundle(seed: int) -> dict[str, str]:
+    rng = random.Random(seed)
+    ids = [f"{FOLDERS[n % 3]}/c{n:02d}" for n in range(COUNT)]
+    files = {"index.md": '---\nokf_version: "0.2"\n---\n# Bundle\n'}
+    for n, concept_id in enumerate(ids):
+        links = "".join(f"[x](/{rng.choice(ids)}.md) " for _ in range(rng.randrange(5)))
+        if n % 7 == 0:
+            links += f"[me](/{concept_id}.md) "  # a loop
+        relations = ""
+        if n % 2 == 0:
+            targets = "".join(f"    - target: /{rng.choice(ids)}.md\n" for _ in range(2))
+            relations = f"relations:\n  {rng.choice(['uses', 'Feeds', 'uses'])}:\n{targets}"
+        field = f"resource: /{rng.choice(ids)}.md\n" if n % 3 == 0 else ""
+        tags = ", ".join(rng.sample(["a", "b", "c", "d"], rng.randrange(3)))
+        headings = "".join(f"\n# Part {h}\n\ntext {h}\n" for h in range(rng.randrange(4)))
+        files[f"{concept_id}.md"] = (
+            f"---\ntype: {rng.choice(['Note', 'Table'])}\ntags: [{tags}]\n{relations}{field}---\n"
+            f"intro {links}\n{headings}"
+        )
+    return files
+
+
+def _offer(
+    best: dict[str, tuple[Any, Step, Entity]],
+    counts: dict[str, int],
+    step: Step,
+    node: Entity,
+    edges: int = 1,
+) -> None:
+    key = (-step.weight, step.relationship, step.direction, node.id, step.edge_from,
+           step.edge_to)
+    target = step.target.id
+    counts[target] = counts.get(target, 0) + edges
+    if target not in best or key < best[target][0]:
+        best[target] = (key, step, node)
+
+
+def _budget(edges: int | None) -> Budget:
+    return UNBOUNDED if edges is None else EdgeBudget(edges)
+
+
+def _reference(
+    graph: BundleGraph,
+    seeds: Sequence[Entity],
+    selection: Selection,
+    depth: int,
+    budget: Budget,
+    token: CancelToken,
+) -> tuple[list[Found], bool]:
+    """The walk, node by node over ``graph.steps``, one Step per edge."""
+    visited = {seed.id for seed in seeds}
+    frontier = sorted(seeds, key=lambda e: e.id)
+    found: list[Found] = []
+    for distance in range(1, depth + 1):
+        best: dict[str, tuple[Any, Step, Entity]] = {}
+        counts: dict[str, int] = {}
+        for node in frontier:
+            for step in graph.steps(node, selection, budget, token, visited):
+                if step.target.id not in visited:
+                    _offer(best, counts, step, node)
+            if budget.exhausted:
+                break
+        if selection.community and not budget.exhausted:
+            carriers: dict[str, tuple[Entity, int]] = {}
+            for node in frontier:
+                for tag in graph.tags_of(node):
+                    first, seen = carriers.get(tag, (node, 0))
+                    carriers[tag] = (first, seen + 1)
+            members = graph.tag_members(selection.project, token)
+            spent = False
+            for tag in sorted(carriers):
+                node, seen = carriers[tag]
+                for other in members.get(tag, ()):
+                    if not budget.take():
+                        spent = True
+                        break
+                    if other not in visited:
+                        step = Step(graph.concept(other), SHARES_COMMUNITY, OUTGOING,
+                                    COMMUNITY_WEIGHT, node.id, other, COMMUNITY_KIND)
+                        _offer(best, counts, step, node, seen)
+                if spent:
+                    break
+        reached = [Found(step.target, distance, step, node, counts[target])
+                   for target, (_key, step, node) in sorted(best.items())]
+        found.extend(reached)
+        visited.update(best)
+        frontier = [f.entity for f in reached]
+        if budget.exhausted or not frontier:
+            break
+    return found, budget.exhausted
+
+
+SELECTIONS = {
+    "every": Selection.every(),
+    "outgoing": Selection.every(incoming=False),
+    "project": Selection.every(project="p1"),
+    "links": Selection.named(["LINKS_TO"]),
+    "typed-folded": Selection.named(["USES", "part_of"], fold_case=True),
+    "typed-exact": Selection.named(["Feeds", "SHARES_COMMUNITY"]),
+    "fields": Selection.named(["DESCRIBES", "LINKS_TO"], project="p0"),
+    "subgraph": subgraph_selection(None),
+    "subgraph-sections": subgraph_selection(["PART_OF", "uses"]),
+}
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("name", sorted(SELECTIONS))
+def test_the_walk_agrees_with_its_steps(seed: int, name: str) -> None:
+    snapshot = snapshot_of(_bundle(seed))
+    graph = graph_of(snapshot)
+    selection = SELECTIONS[name]
+    token = CancelToken()
+    concept_ids = sorted(snapshot.concepts)
+    first = graph.concept(concept_ids[seed])
+    sections = [s for c in concept_ids for s in graph.sections_of(c)]
+    seed_sets = [[first], [first, graph.concept(concept_ids[-1 - seed])]]
+    if sections:
+        seed_sets.append([sections[seed % len(sections)]])
+    for seeds in seed_sets:
+        for depth in (1, 2, 3):
+            for edges in (None, 1, 5, 17, 60, 400):
+                expected, cut = _reference(graph, seeds, selection, depth, _budget(edges), token)
+                walked = walk(graph, seeds, selection, depth, _budget(edges), token)
+                assert walked.found == tuple(expected), (seeds, depth, edges)
+                assert walked.cut == cut
+                assert walked.total == len(expected)
+
+
+def test_a_walk_builds_arcs_only_for_the_concepts_it_expands() -> None:
+    """The arcs are kept per concept, built when a walk first expands one: a walk from one
+    concept of a chain builds none for the concepts beyond its depth."""
+    files = {f"c{n:02d}.md": f"---\ntype: Note\n---\n[next](c{n + 1:02d}.md)\n"
+             for n in range(20)}
+    snapshot = snapshot_of(files)
+    graph = graph_of(snapshot)
+    walk(graph, [graph.concept("c05")], Selection.every(), 2, UNBOUNDED, CancelToken())
+    expanded = {concept_id for concept_id in snapshot.concepts if concept_id in graph._arcs}
+    assert expanded == {"c04", "c05", "c06"}
