@@ -175,3 +175,26 @@ def test_a_walk_builds_arcs_only_for_the_concepts_it_expands() -> None:
     walk(graph, [graph.concept("c05")], Selection.every(), 2, UNBOUNDED, CancelToken())
     expanded = {concept_id for concept_id in snapshot.concepts if concept_id in graph._arcs}
     assert expanded == {"c04", "c05", "c06"}
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("name", sorted(SELECTIONS))
+def test_steps_among_are_the_steps_to_those_entities(seed: int, name: str) -> None:
+    snapshot = snapshot_of(_bundle(seed))
+    graph = graph_of(snapshot)
+    selection = SELECTIONS[name]
+    token = CancelToken()
+    rng = random.Random(seed)
+    concepts = [graph.concept(c) for c in sorted(snapshot.concepts)]
+    entities = concepts + [s for c in concepts for s in graph.sections_of(c.id)]
+    ids = [e.id for e in entities]
+    for entity in entities:
+        for size in (0, 3, len(ids) // 2, len(ids)):
+            among = set(rng.sample(ids, size))
+            for loops in (False, True):
+                expected = [
+                    s for s in graph.steps(entity, selection, UNBOUNDED, token, loops=loops)
+                    if s.target.id in among or s.target.id == entity.id
+                ]
+                found = graph.steps_among(entity, selection, among, token, loops=loops)
+                assert list(found) == expected, (entity.id, size, loops)

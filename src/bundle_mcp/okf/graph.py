@@ -603,6 +603,57 @@ class BundleGraph:
         if selection.fields is None or selection.fields:
             yield from self.field_edges_of(concept_id, token)
 
+    def steps_among(
+        self,
+        entity: Entity,
+        selection: Selection,
+        among: AbstractSet[str],
+        token: CancelToken,
+        *,
+        loops: bool = False,
+    ) -> Iterator[Step]:
+        """:meth:`steps` (unbudgeted) to the entities in ``among`` only, in the same order:
+        read from the concept's :meth:`arcs`, so the edges to any other entity cost a set lookup
+        and no Step (an extraction asks this of every candidate it prices, hub or not)."""
+        if entity.section is not None:
+            # A section's only edge is PART_OF to its concept.
+            if entity.concept_id in among:
+                yield from self.steps(entity, selection, UNBOUNDED, token, loops=loops)
+            return
+        concept_id = entity.id
+        incoming, project = selection.incoming, selection.project
+        concepts = self.snapshot.concepts
+        groups = 2 if selection.fields is None or selection.fields else 1
+        for group in range(groups):
+            token.check()
+            arcs = self.arcs(concept_id) if group == 0 else self.field_arcs(concept_id, token)
+            for key, other, kind, backwards, loop in arcs:
+                if loop:
+                    if not loops:
+                        continue
+                elif other not in among or (backwards and not incoming):
+                    continue
+                name = key[1]
+                if kind == NAVIGATION:
+                    if not selection.links:
+                        continue
+                elif kind == RELATION:
+                    if not selection.allows_relation(name):
+                        continue
+                elif not selection.allows_field(name):
+                    continue
+                if project is not None and not in_project(concepts[other].path, project):
+                    continue
+                yield Step(self.concept(other), name, key[2], -key[0], key[4], key[5], kind)
+        if not (incoming and selection.part_of):
+            return
+        if not (selection.unsliced_sections or is_sliced(entity.doc)):
+            return
+        for key, section in self.section_arcs(concept_id):
+            if section.id in among:
+                yield Step(section, PART_OF, INCOMING, PART_OF_WEIGHT, key[4], concept_id,
+                           PART_OF_KIND)
+
     def steps(
         self,
         entity: Entity,

@@ -106,7 +106,7 @@ def relations(
     With ``loops``, a relation from the object to itself counts too (it is returned once the
     object is kept); adjacency checks leave it out.
     """
-    for step in graph.steps(entity, selection, UNBOUNDED, token, loops=loops):
+    for step in graph.steps_among(entity, selection, kept.ids, token, loops=loops):
         other = step.target.id
         if other in kept.ids or other == entity.id:
             if step.direction == OUTGOING:
@@ -331,11 +331,15 @@ def extract(
                 reached[reach[TARGET]] = (found.entity(reach), distance)
 
     seed_ids = {e.id for e in seeds}
+    # Without filters every object passes, and without weights each weighs the default: the
+    # usual request reads no object's frontmatter here.
+    filtered = query.object_types is not None or query.admitted is not None or query.filters
     candidates: list[_Candidate] = []
     for object_id, (entity, hops) in reached.items():
         token.check()
-        if object_id in seed_ids or passes(entity, query):
-            weight = weights.get(entity_type(entity), DEFAULT_TYPE_WEIGHT)
+        if object_id in seed_ids or not filtered or passes(entity, query):
+            weight = (weights.get(entity_type(entity), DEFAULT_TYPE_WEIGHT) if weights
+                      else DEFAULT_TYPE_WEIGHT)
             candidates.append(_Candidate(entity, hops, object_id in seed_ids, weight))
     candidates.sort(key=_Candidate.rank)
 
