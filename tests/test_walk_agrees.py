@@ -27,11 +27,13 @@ from bundle_mcp.okf.graph import (
     Found,
     Selection,
     Step,
+    entity_type,
     graph_of,
     walk,
 )
+from bundle_mcp.tools import expand_neighbors
 from bundle_mcp.tools._walk_params import subgraph_selection
-from toolcall import snapshot_of
+from toolcall import run_tool, snapshot_of
 
 FOLDERS = ("p0", "p1", "p2")
 COUNT = 36
@@ -198,3 +200,27 @@ def test_steps_among_are_the_steps_to_those_entities(seed: int, name: str) -> No
                 ]
                 found = graph.steps_among(entity, selection, among, token, loops=loops)
                 assert list(found) == expected, (entity.id, size, loops)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_expand_neighbors_ranks_every_node_it_found(seed: int) -> None:
+    """expand_neighbors builds Found only for the nodes it returns; it returns the best of all
+    of them by score, distance and ID, and counts every one of the wanted types."""
+    snapshot = snapshot_of(_bundle(seed))
+    graph = graph_of(snapshot)
+    start = sorted(snapshot.concepts)[seed]
+    for depth in (1, 2, 3):
+        found = walk(graph, [graph.concept(start)], Selection.every(), depth,
+                     EdgeBudget(expand_neighbors.MAX_WALK_EDGES), CancelToken()).found
+        for types in ([], ["note"], ["Table", "section"]):
+            wanted = [f for f in found
+                      if not types or entity_type(f.entity).lower() in {t.lower() for t in types}]
+            wanted.sort(key=lambda f: (-expand_neighbors.score(f), f.distance, f.entity.id))
+            for limit in (1, 5, 24):
+                answer = run_tool(expand_neighbors, snapshot, {
+                    "entity_ids": [start], "depth": depth, "limit": limit, "types": types,
+                }, CancelToken())
+                assert answer["total"] == len(wanted)
+                assert [n["id"] for n in answer["neighbors"]] == [
+                    f.entity.id for f in wanted[:limit]
+                ]

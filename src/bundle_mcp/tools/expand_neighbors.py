@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any
 
 from ..cancel import CancelToken
@@ -10,11 +11,9 @@ from ..okf.folding import fold
 from ..okf.graph import (
     KEY,
     SHARES_COMMUNITY,
-    TARGET,
     EdgeBudget,
     Entity,
     Found,
-    Reach,
     Selection,
     Walk,
     entity_name,
@@ -118,35 +117,32 @@ def _best(
     """The ``limit`` best nodes of the walk whose type is in ``folded`` (all when empty),
     ordered by score, distance and ID, and how many nodes there are of those types.
 
-    Only the returned nodes become :class:`Found`. Within one level a node's score depends on
-    its edge's weight alone, and a level lists its nodes by ID, so the nodes of one level and
-    weight are a run already in order: the runs are ranked, not every node.
+    Only the returned nodes become :class:`Found`. A node's score is its edge's weight decayed
+    by its distance, and a level lists its nodes by ID, so the nodes of one distance and score
+    are already in order: the few (distance, weight) runs are ranked, not the nodes, and a
+    level is read again only until the answer is full.
     """
-    runs: dict[tuple[float, int], list[Reach]] = {}
-    merged: set[tuple[float, int]] = set()  # runs of two weights with one score: re-sorted
-    total = 0
-    for distance, level in enumerate(found.levels, 1):
+    levels = found.levels
+    if folded:
+        levels = tuple(
+            tuple(r for r in level if fold(entity_type(found.entity(r))) in folded)
+            for level in levels
+        )
+    total = sum(map(len, levels))
+    runs: dict[tuple[float, int], set[float]] = {}  # (-score, distance) -> its -weights
+    for distance, level in enumerate(levels, 1):
         token.check()
-        by_weight: dict[float, list[Reach]] = {}
-        for reach in level:
-            if folded and fold(entity_type(found.entity(reach))) not in folded:
-                continue
-            by_weight.setdefault(reach[KEY][0], []).append(reach)  # key[0]: -weight
-        for negative_weight, members in by_weight.items():
-            total += len(members)
+        for negative_weight in {reach[KEY][0] for reach in level}:
             run = (-score_of(-negative_weight, distance), distance)
-            if run in runs:
-                merged.add(run)
-            runs.setdefault(run, []).extend(members)
+            runs.setdefault(run, set()).add(negative_weight)
     best: list[Found] = []
     for run in sorted(runs):
-        members = runs[run]
-        if run in merged:
-            members.sort(key=lambda reach: reach[TARGET])
-        for reach in members[: limit - len(best)]:
-            best.append(found.finding(reach, run[1]))
         if len(best) >= limit:
             break
+        weights, distance = runs[run], run[1]
+        members = (reach for reach in levels[distance - 1] if reach[KEY][0] in weights)
+        for reach in islice(members, limit - len(best)):
+            best.append(found.finding(reach, distance))
     return best, total
 
 
