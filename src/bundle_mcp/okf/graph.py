@@ -30,9 +30,10 @@ its walk and its object and token budgets apply to the ranked result, whose tota
 everything within depth.
 
 Caching. What depends on the snapshot alone (the concept entities, each concept's sections, each
-concept's tags, the tag index and the inbound-link counts per project, the known types) lives
-in one :class:`BundleGraph` per snapshot, kept in the snapshot index
-(the slot :data:`GRAPH`, :func:`graph_of`) and built part by part on first use. Every
+concept's tags, the arcs of each concept a walk expanded (its edges with their ranking keys
+built, :meth:`BundleGraph.arcs`), the tag index and the inbound-link counts per project, the
+known types) lives in one :class:`BundleGraph` per snapshot, kept in the snapshot index (the
+slot :data:`GRAPH`, :func:`graph_of`) and built part by part on first use. Every
 call on that snapshot shares it and it goes with the snapshot: a new snapshot builds its own, so
 no call ever sees another snapshot's graph. What depends on a call's arguments (the selection,
 the budget, the visited set) lives in that call only.
