@@ -118,8 +118,11 @@ def server_mode(bundle: Path, repeat: int, semantic: bool, edits: bool) -> None:
             row("after every read tool", status(pid))
             if edits:
                 edited = all_cases[0].arguments["concept_id"]
-                measure_edits(session, bundle, edited)
+                timings = measure_edits(session, bundle, edited)
                 row("after an edit, a deletion, a creation", status(pid))
+                print("  next answer: " + ", ".join(
+                    f"{name.removesuffix('_s')} {seconds * 1000:.0f} ms"
+                    for name, seconds in timings.items()))
             if semantic:
                 semantic_calls(session, pid)
         finally:

@@ -294,7 +294,6 @@ class Readiness:
                 if self._warmed.get((bundle, reader.access.read)) is not view]
         if not cold:
             return True  # the steps of the last warm-up captured nothing new
-        self._release_replaced(bundle, cold)
         started = time.perf_counter()
         for reader, view in cold:
             for step in self._steps(self._dispatcher, bundle, reader, view):
@@ -334,22 +333,6 @@ class Readiness:
         if first:
             self._note_read_only(bundle)
         return True
-
-    def _release_replaced(self, bundle: str, cold: Sequence[tuple[Reader, Snapshot]]) -> None:
-        """Let the views this warm-up replaces go before it builds their successors.
-
-        A warm view's structures are about as large as its documents' (the graph, the findings,
-        the kept answers), and most of them hold reference cycles back to their snapshot, so
-        only a full collection frees them. Left to the collection at the end of the warm-up,
-        an edit would keep two sets alive while the second is built: the server's peak memory
-        after an edit (issue 29). So the warm-up forgets the views it replaces, and when it
-        freezes memory, it collects them first (frozen objects are never collected otherwise).
-        """
-        replaced = False
-        for reader, _view in cold:
-            replaced |= self._warmed.pop((bundle, reader.access.read), None) is not None
-        if replaced and self._freeze_memory and self._callers_done():
-            _freeze_memory()
 
     def _callers_done(self) -> bool:
         """Wait while any caller's call is in flight (for as long as calls keep coming: the
