@@ -298,6 +298,31 @@ def test_without_readers_the_configured_readers_view_is_warmed(
         readiness.stop()
 
 
+def test_the_warm_up_never_loads_the_embedding_model(tmp_bundle: Callable[..., str]) -> None:
+    """Issue 29: only a search_semantic call starts the model and the embedding of a bundle
+    (about 620 MiB at the bench size); a warm server that is never asked one never pays it."""
+    from bundle_mcp.semantic import SemanticIndex
+    from bundle_mcp.semantic.embedder import EmbedderSource
+
+    loads: list[str] = []
+
+    def load() -> Any:
+        loads.append("loaded")
+        raise AssertionError("the warm-up loaded the embedding model")
+
+    source = EmbedderSource("spy", 3, 100, available=lambda: True, load=load)
+    semantic = SemanticIndex(source, None)
+    bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
+    readiness = Readiness(Dispatcher(ServeConfig(bundles=(bundle,)), semantic=semantic))
+    readiness.start()
+    try:
+        assert readiness.wait_idle(WAIT_SECONDS)
+        assert loads == []
+    finally:
+        readiness.stop()
+        semantic.close()
+
+
 def test_the_warm_up_reserves_a_semantic_entry_per_served_view(
     tmp_bundle: Callable[..., str]
 ) -> None:

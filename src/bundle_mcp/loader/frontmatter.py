@@ -16,9 +16,10 @@ from __future__ import annotations
 import base64
 import math
 import re
+import sys
 import types
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -54,12 +55,19 @@ class Split:
     """``raw`` is the text between the delimiter lines; ``body_line`` is 1-based."""
 
     raw: str | None
-    body: str
+    # The whole text, not the body: a body copy would double each file's memory until its
+    # document is built (every file of a bundle is checked before any is built).
+    text: str = field(repr=False)
     body_line: int
     raw_line: int
     body_start: int
     raw_start: int = 0
     raw_end: int = 0
+
+    @property
+    def body(self) -> str:
+        """The text after the frontmatter block (cut when asked for, not kept)."""
+        return self.text[self.body_start:]
 
 
 def split_frontmatter(text: str) -> Split:
@@ -71,7 +79,7 @@ def split_frontmatter(text: str) -> Split:
     start = 1 if text.startswith(BOM) else 0
     opening = DELIMITER_LINE.match(text, start)
     if opening is None:
-        return Split(None, text[start:], 1, 0, start)
+        return Split(None, text, 1, 0, start)
     raw_start = opening.end()
     empty = DELIMITER_LINE.match(text, raw_start)
     if empty is not None:
@@ -86,7 +94,7 @@ def split_frontmatter(text: str) -> Split:
             )
         raw_end, body_start = closing.start() + len(closing.group(1)), closing.end()
     raw = text[raw_start:raw_end]
-    return Split(raw, text[body_start:], count_breaks(raw) + 3, 2, body_start, raw_start, raw_end)
+    return Split(raw, text, count_breaks(raw) + 3, 2, body_start, raw_start, raw_end)
 
 
 # A delimiter line is exactly ``---`` plus optional spaces or tabs, ended by a line break or the
@@ -267,7 +275,8 @@ def _plain_value(loader: Any, node: yaml.Node, raw_line: int, raw: str, depth: i
                     _mark(key_node, raw_line, raw),
                 )
             if inline and key_node.tag == _STR_TAG:
-                key = key_node.value
+                # Interned: every document spells the same few keys, and each keeps its own.
+                key = sys.intern(key_node.value)
             else:
                 key = _key_text(_plain_value(loader, key_node, raw_line, raw, inner))
             if key in out:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import posixpath
 import re
+import sys
 import unicodedata
 from urllib.parse import unquote
 
@@ -116,10 +117,12 @@ def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
         segments = (source_dir.split("/") if source_dir else []) + path.split("/")
     target = normalise_path(segments)
     concept_id = None
-    if target is not None and not is_directory:
-        concept_id = concept_id_for_path(target)
-        if not concept_id:
-            concept_id = None
+    if target is not None:
+        # Interned: a bundle's links name the same few thousand files over and over (a hub
+        # concept is the target of a tenth of them), and every link's document keeps its links.
+        target = sys.intern(target)
+        if not is_directory:
+            concept_id = sys.intern(concept_id_for_path(target)) or None
     return Link(
         raw=raw,
         line=line,

@@ -126,9 +126,13 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
 def _nodes(snapshot: Snapshot, ref: Reference, token: CancelToken) -> Nodes:
     cards = Cards(snapshot, ref)
     out = []
+    # One reference item per (target, exists), shared by every node naming it: the kept nodes
+    # hold one per link otherwise (a tenth of a bundle may name its hub). Nothing changes an
+    # item once built (run copies the node it adds `stale` to), and JSON repeats a shared one.
+    references: dict[tuple[str, bool], dict[str, Any]] = {}
     for concept_id, doc in snapshot.concepts.items():
         token.check()
-        node = concept_node(snapshot, doc, cards.get(concept_id), token)
+        node = concept_node(snapshot, doc, cards.get(concept_id), token, references)
         after = node["stale_after"]
         out.append((node, None if after is None else parse_value(after, ref.profile)))
     return tuple(out)
@@ -156,8 +160,16 @@ def bundle_node(snapshot: Snapshot, ref: Reference) -> dict[str, Any]:
 
 
 def concept_node(
-    snapshot: Snapshot, doc: Document, card: dict[str, Any], token: CancelToken
+    snapshot: Snapshot,
+    doc: Document,
+    card: dict[str, Any],
+    token: CancelToken,
+    shared: dict[tuple[str, bool], dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
+    """One concept's JSON-LD node; ``shared`` keeps the reference items of one build, each
+    ``{"target", "exists"}`` built once and reused by every node that names it."""
+    if shared is None:
+        shared = {}
     concept_id = card["id"]
     references: dict[str, bool] = {}
     for link in doc.markdown.links:
@@ -191,11 +203,18 @@ def concept_node(
         "trust": card["trust"],
         "stale_after": card["stale_after"],
         "stale": card["stale"],
-        "references": [
-            {"target": t, "exists": references[t]} for t in sorted(references)
-        ],
+        "references": [_reference(shared, t, references[t]) for t in sorted(references)],
         "relations": relations,
     }
+
+
+def _reference(
+    shared: dict[tuple[str, bool], dict[str, Any]], target: str, exists: bool
+) -> dict[str, Any]:
+    item = shared.get((target, exists))
+    if item is None:
+        item = shared[(target, exists)] = {"target": target, "exists": exists}
+    return item
 
 
 SPEC = ToolSpec(
@@ -208,3 +227,4 @@ SPEC = ToolSpec(
     run=run,
     cache_results=True,
 )
+
