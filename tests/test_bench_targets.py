@@ -136,3 +136,9 @@ def test_a_call_times_its_own_reply_not_a_notification_before_it(targets: Module
     session.process = Process()
     _elapsed, body = session.call("read_concept", {"concept_id": "x"})
     assert json.loads(body)["id"] == 1
+
+
+def test_a_reply_is_known_by_the_head_the_sdk_writes(targets: ModuleType) -> None:
+    head = targets._REPLY_HEAD.match(b'{"jsonrpc":"2.0","id":12,"result":{"content":[]}}\n')
+    assert head is not None and int(head.group(1)) == 12
+    assert targets._REPLY_HEAD.match(b'{"jsonrpc":"2.0","method":"notifications/x"}\n') is None
