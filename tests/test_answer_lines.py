@@ -7,14 +7,10 @@ once held, and compares the lines byte for byte.
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import anyio
-import anyio.to_thread
 import mcp.types as types
 import pytest
 from mcp.server import Server, ServerRequestContext
@@ -23,60 +19,16 @@ from pydantic_core import to_json
 from bundle_mcp.answer_lines import MAX_PENDING, AnswerLines, plain_result
 from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig, WireJson
 from bundle_mcp.server import build_server
-from bundle_mcp.stdio import stdio_transport
+from stdio_pipes import Pipes, in_process
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "coffee-roastery"
 
 
-class RawPipes:
-    """The client's side: JSON lines out, the server's lines in as bytes."""
-
-    def __init__(self, client_out: IO[bytes], client_in: IO[bytes]) -> None:
-        self._out = client_out
-        self._in = client_in
-        self._limiter = anyio.CapacityLimiter(1)
-
-    def send(self, message: dict[str, Any]) -> None:
-        self._out.write(json.dumps(message).encode() + b"\n")
-        self._out.flush()
-
-    async def line(self) -> bytes:
-        return await anyio.to_thread.run_sync(
-            self._in.readline, abandon_on_cancel=True, limiter=self._limiter
-        )
-
-    async def call(self, request_id: int, name: str, arguments: dict[str, Any]) -> bytes:
-        self.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
-                   "params": {"name": name, "arguments": arguments}})
-        return await self.line()
-
-
-@asynccontextmanager
-async def served(server: Server[Any], answer_lines: AnswerLines | None) -> AsyncIterator[RawPipes]:
-    """``server`` on the stdio transport over two OS pipes, initialized."""
-    in_read, in_write = os.pipe()
-    out_read, out_write = os.pipe()
-    with (
-        os.fdopen(in_read, "rb") as wire_in,
-        os.fdopen(in_write, "wb") as client_out,
-        os.fdopen(out_read, "rb") as client_in,
-        os.fdopen(out_write, "wb") as wire_out,
-    ):
-        pipes = RawPipes(client_out, client_in)
-        async with (
-            stdio_transport(wire_in, wire_out, answer_lines=answer_lines) as (reading, writing),
-            anyio.create_task_group() as tg,
-        ):
-            tg.start_soon(server.run, reading, writing, server.create_initialization_options())
-            pipes.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-                "protocolVersion": "2025-11-25", "capabilities": {},
-                "clientInfo": {"name": "t", "version": "0"}}})
-            await pipes.line()
-            pipes.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-            try:
-                yield pipes
-            finally:
-                client_out.close()
+async def _call(pipes: Pipes, request_id: int, name: str, arguments: dict[str, Any]) -> bytes:
+    """The line the server wrote in answer to one ``tools/call``."""
+    pipes.send({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                "params": {"name": name, "arguments": arguments}})
+    return await pipes.line()
 
 
 def _answering(outcomes: list[Outcome], answer_lines: AnswerLines | None) -> Server[Any]:
@@ -119,8 +71,8 @@ async def test_a_held_answer_is_the_line_the_sdk_writes() -> None:
     for held in (False, True):
         answer_lines = AnswerLines(min_chars=0) if held else None
         with anyio.fail_after(30):
-            async with served(_answering(TRICKY, answer_lines), answer_lines) as pipes:
-                lines[held] = [await pipes.call(n, str(n), {}) for n in range(len(TRICKY))]
+            async with in_process(_answering(TRICKY, answer_lines), answer_lines) as pipes:
+                lines[held] = [await _call(pipes, n, str(n), {}) for n in range(len(TRICKY))]
     assert lines[True] == lines[False]
     first = json.loads(lines[True][0])
     assert first["result"]["structuredContent"]["score"] == 1e-05
@@ -131,8 +83,8 @@ async def test_an_unencodable_answer_takes_the_sdks_path_to_an_internal_error() 
     outcomes = [_outcome({"text": "x\ud800"}, text="x\ud800")]
     answer_lines = AnswerLines(min_chars=0)
     with anyio.fail_after(30):
-        async with served(_answering(outcomes, answer_lines), answer_lines) as pipes:
-            reply = json.loads(await pipes.call(1, "0", {}))
+        async with in_process(_answering(outcomes, answer_lines), answer_lines) as pipes:
+            reply = json.loads(await _call(pipes, 1, "0", {}))
     assert reply["id"] == 1 and reply["error"]["code"] == types.INTERNAL_ERROR
 
 
@@ -156,8 +108,8 @@ async def test_every_tool_answer_is_the_same_line_held_or_not() -> None:
         dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)))
         server = build_server(dispatcher, answer_lines=answer_lines)
         with anyio.fail_after(60):
-            async with served(server, answer_lines) as pipes:
-                lines[held] = [await pipes.call(n, name, arguments)
+            async with in_process(server, answer_lines) as pipes:
+                lines[held] = [await _call(pipes, n, name, arguments)
                                for n, (name, arguments) in enumerate(_tool_calls())]
     assert lines[True] == lines[False]
     assert all(b"bundle-mcp-answer-" not in line for line in lines[True])

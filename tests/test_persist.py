@@ -16,11 +16,17 @@ from bundle_mcp.snapshots import SnapshotCache
 from toolcall import every_document_built
 
 
-def test_a_served_snapshot_is_saved_and_reused(tmp_path: Path) -> None:
+def _notes(tmp_path: Path, count: int) -> Path:
+    """A bundle of ``count`` small notes, c0.md, c1.md, …"""
     root = tmp_path / "b"
     root.mkdir()
-    for n in range(3):
+    for n in range(count):
         (root / f"c{n}.md").write_text(f"---\ntype: Note\ntitle: C{n}\n---\n# C{n}\n\nBody.\n")
+    return root
+
+
+def test_a_served_snapshot_is_saved_and_reused(tmp_path: Path) -> None:
+    root = _notes(tmp_path, 3)
     cache = ParseCache(tmp_path / "cache")
     served = SnapshotCache(parse_cache=cache)
     snapshot = served.get(str(root), CancelToken())
@@ -40,10 +46,7 @@ def test_a_served_snapshot_is_saved_and_reused(tmp_path: Path) -> None:
 def test_a_save_asked_for_now_is_done_when_persist_returns(tmp_path: Path) -> None:
     # The warm-up saves this way before it says the bundle is warm: a server that says so has
     # no save running behind the calls that follow.
-    root = tmp_path / "b"
-    root.mkdir()
-    for n in range(3):
-        (root / f"c{n}.md").write_text(f"---\ntype: Note\ntitle: C{n}\n---\n# C{n}\n\nBody.\n")
+    root = _notes(tmp_path, 3)
     cache = ParseCache(tmp_path / "cache")
     served = SnapshotCache(parse_cache=cache)
     snapshot = served.get(str(root), CancelToken())
@@ -75,10 +78,7 @@ def test_a_save_asked_for_now_waits_for_one_in_progress_and_then_saves(
     # The warm-up's own calls start a background save early; the warm-up's last save must not
     # be skipped because that one is still running (it saw only some documents built).
     monkeypatch.setattr(snapshots, "PERSIST_DELAY_SECONDS", 0.0)
-    root = tmp_path / "b"
-    root.mkdir()
-    for n in range(40):
-        (root / f"c{n}.md").write_text(f"---\ntype: Note\ntitle: C{n}\n---\n# C{n}\n\nBody.\n")
+    root = _notes(tmp_path, 40)
     cache = _HeldFirstSave(tmp_path / "cache")
     served = SnapshotCache(parse_cache=cache)
     snapshot = served.get(str(root), CancelToken())

@@ -9,13 +9,11 @@ read), and the next ``ping`` must still be answered. Every read is bounded.
 from __future__ import annotations
 
 import json
-import os
 import queue
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -26,7 +24,8 @@ import pytest
 from mcp.server import Server, ServerRequestContext
 
 from bundle_mcp.server import build_server
-from bundle_mcp.stdio import encode_message, read_line, stdio_transport
+from bundle_mcp.stdio import encode_message, read_line
+from stdio_pipes import in_process
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import FakeTools
@@ -258,60 +257,6 @@ def test_read_line_verdicts() -> None:
     bad = read_line(b'{"jsonrpc":"2.0","id":3,"method":"x","params":{"a":"\\udfff"}}')
     assert bad.reply is not None and bad.reply.id == 3
     assert bad.reply.error.code == INVALID_PARAMS
-
-
-class Pipes:
-    """The client's side of an in-process transport: JSON lines out, JSON lines in."""
-
-    def __init__(self, client_out: IO[bytes], client_in: IO[bytes]) -> None:
-        self._out = client_out
-        self._in = client_in
-        self._limiter = anyio.CapacityLimiter(1)  # the client must not wait for tool workers
-
-    def send(self, message: dict[str, Any]) -> None:
-        self._out.write(json.dumps(message).encode() + b"\n")
-        self._out.flush()
-
-    async def receive(self) -> dict[str, Any]:
-        line = await anyio.to_thread.run_sync(
-            self._in.readline, abandon_on_cancel=True, limiter=self._limiter
-        )
-        reply = json.loads(line.decode("utf-8"))
-        assert isinstance(reply, dict)
-        return reply
-
-    async def initialize(self) -> None:
-        self.send({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"}}})
-        assert (await self.receive())["id"] == "init"
-        self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-
-    def close(self) -> None:
-        self._out.close()  # EOF: the session ends and the transport drains
-
-
-@asynccontextmanager
-async def in_process(server: Server[Any]) -> AsyncIterator[Pipes]:
-    """``server`` on stdio_transport over two OS pipes, run in this event loop."""
-    in_read, in_write = os.pipe()
-    out_read, out_write = os.pipe()
-    with (
-        os.fdopen(in_read, "rb") as wire_in,
-        os.fdopen(in_write, "wb") as client_out,
-        os.fdopen(out_read, "rb") as client_in,
-        os.fdopen(out_write, "wb") as wire_out,
-    ):
-        pipes = Pipes(client_out, client_in)
-        async with stdio_transport(wire_in, wire_out) as (read_stream, write_stream):
-            async with anyio.create_task_group() as tg:
-                options = server.create_initialization_options()
-                tg.start_soon(server.run, read_stream, write_stream, options)
-                await pipes.initialize()
-                try:
-                    yield pipes
-                finally:
-                    pipes.close()
 
 
 @pytest.mark.anyio
