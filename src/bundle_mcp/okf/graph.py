@@ -271,6 +271,15 @@ class Selection:
             fields=field_edge_names(names),
         )
 
+    def allows(self, kind: str, name: str) -> bool:
+        """Whether an edge of this kind and name is followed: links when asked for, relations
+        of the selected types, the selected field edges."""
+        if kind == NAVIGATION:
+            return self.links
+        if kind == RELATION:
+            return self.allows_relation(name)
+        return self.allows_field(name)
+
     def allows_relation(self, relation_type: str) -> bool:
         if self.typed is None:
             return True
@@ -635,13 +644,7 @@ class BundleGraph:
                 elif other not in among or (backwards and not incoming):
                     continue
                 name = key[1]
-                if kind == NAVIGATION:
-                    if not selection.links:
-                        continue
-                elif kind == RELATION:
-                    if not selection.allows_relation(name):
-                        continue
-                elif not selection.allows_field(name):
+                if not selection.allows(kind, name):
                     continue
                 if project is not None and not in_project(concepts[other].path, project):
                     continue
@@ -690,7 +693,7 @@ class BundleGraph:
         # candidate it prices.
         concept_id = entity.id
         concepts = self.snapshot.concepts
-        incoming, links, project = selection.incoming, selection.links, selection.project
+        incoming, project = selection.incoming, selection.project
         for edge in self._edges_of(concept_id, selection, token):
             token.check()
             if not budget.take():
@@ -708,13 +711,7 @@ class BundleGraph:
             if other in visited:
                 continue
             kind, name = edge.kind, edge.relationship
-            if kind == NAVIGATION:
-                if not links:
-                    continue
-            elif kind == RELATION:
-                if not selection.allows_relation(name):
-                    continue
-            elif not selection.allows_field(name):
+            if not selection.allows(kind, name):
                 continue
             if project is not None and not in_project(concepts[other].path, project):
                 continue
