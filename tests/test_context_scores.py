@@ -10,8 +10,7 @@ does not go back to reading every matching document. Every bundle is written by 
 from __future__ import annotations
 
 from array import array
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -36,6 +35,9 @@ from bundle_mcp.tools._context_index import (
     stem,
     totals,
 )
+
+if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
+    from conftest import BundleFactory
 
 SEP = "\x00"
 Reference = dict[str, tuple[float, float, dict[int, float]]]
@@ -103,15 +105,7 @@ def kept(snapshot: Snapshot, terms: list[str], admitted: set[str] | None = None)
             for p, value in found.concept.items()}
 
 
-def write(root: Path, files: dict[str, str]) -> str:
-    for name, text in files.items():
-        target = root / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    return str(root)
-
-
-def varied_bundle(root: Path, pages: int = 40) -> str:
+def varied_files(pages: int = 40) -> dict[str, str]:
     """Pages whose words fall in every field: titles, descriptions, headings with and without
     text below, link lists, tables, code, a non-ASCII body, repeats within a section."""
     words = ["cache", "caching", "download", "prune", "install", "folder", "mirror", "binary"]
@@ -133,12 +127,12 @@ def varied_bundle(root: Path, pages: int = 40) -> str:
         files[f"f{n % 4}/p{n}.md"] = (
             f"---\ntype: Guide\ntitle: {a.title()} {n}\n{description}---\n" + "\n".join(body)
             + "\n")
-    return write(root, files)
+    return files
 
 
 @pytest.fixture()
-def served(tmp_path: Path) -> tuple[Dispatcher, Snapshot]:
-    root = varied_bundle(tmp_path)
+def served(tmp_bundle: BundleFactory) -> tuple[Dispatcher, Snapshot]:
+    root = tmp_bundle(varied_files())
     dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
     return dispatcher, dispatcher.served_snapshot(root, CancelToken())
 
@@ -184,14 +178,14 @@ def test_a_stem_part_is_built_once_and_kept_compact(
 
 
 def test_a_warm_question_reads_the_words_of_its_candidates_only(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # 300 pages hold both words in their text (not in a heading or a description, whose
     # matches are read per page): a warm question reads the words of the concepts it packs
     # and ranks (at most MAX_CANDIDATE_CONCEPTS, twice: phrases and sections), never of every
     # page that matched, as the scoring did when it read each concept's words.
     pages = 300
-    root = write(tmp_path, {
+    root = tmp_bundle({
         f"p{n}.md": f"---\ntype: Guide\ntitle: Page {n}\n---\n# Page {n}\n\n"
                     f"The download cache holds {n} archives.\n"
         for n in range(pages)
