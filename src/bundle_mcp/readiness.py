@@ -174,6 +174,7 @@ class Readiness:
         # (bundle, scope) → the view last warmed; only the warm-up thread touches these.
         self._warmed: dict[tuple[str, FolderScope], Snapshot] = {}
         self._loaded: set[str] = set()  # bundles warmed at least once
+        self._noted: set[str] = set()  # bundles whose read-only file system was looked at
         self._idle = threading.Event()  # set while nothing is waiting to be warmed
 
     def is_ready(self) -> bool:
@@ -287,6 +288,12 @@ class Readiness:
                     self._retry_seconds,
                 )
             return False
+        if bundle not in self._noted:
+            # As soon as the bundle loads, before the warm-up's work (the cache save included,
+            # which on the same read-only file system warns too): the operator reads why the
+            # write tools refuse before anything else about this bundle.
+            self._noted.add(bundle)
+            self._note_read_only(bundle)
         served = {(bundle, reader.access.read) for reader in readers}
         for key in [key for key in self._warmed if key[0] == bundle and key not in served]:
             del self._warmed[key]  # a scope no reader has any more: not warmed again
@@ -330,8 +337,6 @@ class Readiness:
         if bundle in reported:
             reported.discard(bundle)
             log.warning("%s loaded: no longer waiting for it", bundle)
-        if first:
-            self._note_read_only(bundle)
         return True
 
     def _callers_done(self) -> bool:
