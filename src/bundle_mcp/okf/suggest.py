@@ -181,18 +181,14 @@ def updated_index(
     new = [(cid, _keys(cid, after.concepts[cid])) for cid in _concepts_at(after, changed)]
     tables = [dict(earlier.by_id), dict(earlier.by_stem), dict(earlier.by_title)]
     carriers = dict(earlier.carriers)
-    for concept_id, keys in gone:
-        for table, key in zip(tables, keys, strict=True):
-            if key:
-                _without(table, key, concept_id)
-        for key in set(keys) - {""}:
-            _without(carriers, key, concept_id)
-    for concept_id, keys in new:
-        for table, key in zip(tables, keys, strict=True):
-            if key:
-                _with(table, key, concept_id)
-        for key in set(keys) - {""}:
-            _with(carriers, key, concept_id)
+    # The removed concepts' keys first, then the added ones (a changed concept is both).
+    for entries, change in ((gone, _without), (new, _with)):
+        for concept_id, keys in entries:
+            for table, key in zip(tables, keys, strict=True):
+                if key:
+                    change(table, key, concept_id)
+            for key in set(keys) - {""}:
+                change(carriers, key, concept_id)
     dropped = {t for _, keys in gone for t in keys if t and t not in carriers}
     added = {t for _, keys in new for t in keys if t and t not in earlier.carriers}
     postings = dict(earlier.postings)
