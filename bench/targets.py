@@ -568,6 +568,11 @@ EDITS = (("edited_s", "one file edited"), ("created_s", "one file created"),
          ("deleted_s", "one file deleted"))
 
 
+def restart_call_bound(warm_s: float) -> float:
+    """Issue 29's bound on a tool's first call after a restart: ≤ 2× its warm median or ≤ 50 ms."""
+    return max(2 * warm_s, 0.050)
+
+
 def ms(seconds: float | None) -> str:
     if seconds is None:
         return "–"
@@ -630,9 +635,10 @@ def render(results: list[dict[str, Any]],
                 ok, ref, suffix=f" ({call.get('error_code') or 'error'})" if call["error"] else "")
         for label, call in r["restart_calls"].items():
             warm = r["restart_calls"][label]["warm_median_s"]
-            # A first call within a millisecond of its warm median passes however small it is.
-            ok = call["first_s"] <= max(2 * warm, warm + 0.001)
-            row(f"{label}: first call after a restart (cache)", f"≤ 2 × {ms(warm)}", ok)
+            # The issue's target: twice the warm median, or 50 ms, whichever is larger.
+            ok = call["first_s"] <= restart_call_bound(warm)
+            row(f"{label}: first call after a restart (cache)",
+                f"≤ max(2 × {ms(warm)}, 50 ms)", ok)
         parse = r["one_file_parse_s"]
         for key, what in EDITS:
             row(f"{what}: next answer", f"≤ 50 ms + {ms(parse)}",

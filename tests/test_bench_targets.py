@@ -142,3 +142,17 @@ def test_a_reply_is_known_by_the_head_the_sdk_writes(targets: ModuleType) -> Non
     head = targets._REPLY_HEAD.match(b'{"jsonrpc":"2.0","id":12,"result":{"content":[]}}\n')
     assert head is not None and int(head.group(1)) == 12
     assert targets._REPLY_HEAD.match(b'{"jsonrpc":"2.0","method":"notifications/x"}\n') is None
+
+
+@pytest.mark.parametrize("warm, first, met", [
+    (0.002, 0.049, True),  # under 50 ms: met however small the warm median
+    (0.002, 0.051, False),
+    (0.040, 0.079, True),  # under twice the warm median
+    (0.040, 0.081, False),
+])
+def test_a_first_call_after_a_restart_is_judged_by_the_issues_bound(
+        targets: ModuleType, warm: float, first: float, met: bool) -> None:
+    now = result(restart_calls={"read_concept": {"warm_median_s": warm, "first_s": first}})
+    line = next(line for line in targets.render([now], {}).splitlines()
+                if "first call after a restart" in line)
+    assert ("| met |" in line) is met, line
