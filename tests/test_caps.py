@@ -244,7 +244,8 @@ def test_serve_hands_the_configured_caps_to_its_dispatcher(
 ) -> None:
     seen: list[ServeConfig] = []
     monkeypatch.setattr(cli, "_with_dispatcher",
-                        lambda config, serve, remotes=None: seen.append(config) or 0)
+                        lambda config, serve, remotes=None, prechecks=None:
+                        seen.append(config) or 0)
     assert main(["serve", str(bundle), "--max-files", "60000", "--max-bytes", "512M"]) == 0
     assert main(["serve", str(bundle)]) == 0
     assert [c.caps for c in seen] == [Caps(60_000, 512 * 1024**2), DEFAULT_CAPS]

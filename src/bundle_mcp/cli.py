@@ -17,7 +17,8 @@ import logging
 import os
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -43,6 +44,7 @@ __all__ = ["main"]
 
 if TYPE_CHECKING:
     from .dispatch import Dispatcher
+    from .loader.precheck import Precheck
     from .remote.mounts import RemoteMounts
 
 log = logging.getLogger("bundle_mcp.cli")
@@ -302,6 +304,25 @@ def _serve(args: argparse.Namespace) -> int:
         remotes.start(args.refresh)
     if args.http is None:
         return _serve_stdio(config, book, reader, remotes)
+    if args.workers > 1:
+        return _serve_http(args, config, token, allowed_hosts, book, keep_alive, bundles,
+                           remotes, {})
+    with _prechecks(config) as prechecks:
+        return _serve_http(args, config, token, allowed_hosts, book, keep_alive, bundles,
+                           remotes, prechecks)
+
+
+def _serve_http(
+    args: argparse.Namespace,
+    config: ServeConfig,
+    token: str | None,
+    allowed_hosts: tuple[str, ...],
+    book: ReaderBook | None,
+    keep_alive: int,
+    bundles: Sequence[str],
+    remotes: RemoteMounts | None,
+    prechecks: Mapping[str, Precheck],
+) -> int:
     # The SDK is imported here, not at the top, so that `call` and `validate` start quickly.
     from . import server
 
@@ -339,6 +360,7 @@ def _serve(args: argparse.Namespace) -> int:
             keep_alive=keep_alive,
         ),
         remotes,
+        prechecks,
     )
 
 
@@ -360,14 +382,41 @@ def _serve_stdio(
     (:mod:`bundle_mcp.handshake`)."""
     with claimed_stdio() as wires:
         opening = open_stdio(*wires)
-        from . import server
+        # A cold bundle's frontmatter is loaded by a second process meanwhile (loader.precheck).
+        with _prechecks(config) as prechecks:
+            from . import server
 
-        _freeze_imports()
+            _freeze_imports()
 
-        return _with_dispatcher(
-            config, lambda dispatcher: server.serve_stdio(
-                dispatcher, _stdio_reload(book, reader, dispatcher), wires=wires,
-                opening=opening), remotes)
+            return _with_dispatcher(
+                config, lambda dispatcher: server.serve_stdio(
+                    dispatcher, _stdio_reload(book, reader, dispatcher), wires=wires,
+                    opening=opening), remotes, prechecks)
+
+
+@contextmanager
+def _prechecks(config: ServeConfig) -> Iterator[dict[str, Precheck]]:
+    """A frontmatter precheck for each served bundle folder the parse cache has no rows of (a
+    restart reads them from the cache instead), stopped when serving ends."""
+    from .loader.parse_cache import ParseCache
+    from .loader.precheck import Precheck
+
+    cache = ParseCache.default()
+    started: dict[str, Precheck] = {}
+    for bundle in config.bundles:
+        database = cache.database(bundle)
+        if (database is not None and database.exists()) or not os.path.isdir(bundle):
+            continue
+        precheck = Precheck.start(bundle, config.caps.max_files, config.caps.max_bytes)
+        if precheck is not None:
+            started[bundle] = precheck
+    try:
+        yield started
+    finally:
+        for bundle, precheck in started.items():
+            precheck.stop()
+            log.debug("frontmatter precheck of %s: %d results used, %d loaded here first",
+                      bundle, precheck.prechecked.taken, len(precheck.prechecked.loaded_here))
 
 
 def _readers(args: argparse.Namespace) -> tuple[ReaderBook | None, Reader]:
@@ -433,16 +482,19 @@ def _hash_token(args: argparse.Namespace) -> int:
 
 
 def _with_dispatcher(
-    config: ServeConfig, serve: Callable[[Dispatcher], None], remotes: RemoteMounts | None = None
+    config: ServeConfig, serve: Callable[[Dispatcher], None], remotes: RemoteMounts | None = None,
+    prechecks: Mapping[str, Precheck] | None = None,
 ) -> int:
     """Run ``serve`` with this process's dispatcher and embedding index, then close the index
     (and stop refreshing the remote bundles)."""
     from .dispatch import Dispatcher
     from .semantic import SemanticIndex
+    from .snapshots import SnapshotCache
 
     semantic = SemanticIndex.default()
     try:
-        serve(Dispatcher(config, semantic=semantic, remotes=remotes))
+        cache = SnapshotCache(caps=config.caps, prechecks=prechecks)
+        serve(Dispatcher(config, semantic=semantic, remotes=remotes, cache=cache))
         return EXIT_OK
     finally:
         semantic.close()

@@ -21,6 +21,7 @@ from .limits import DEFAULT_CAPS, Caps
 from .loader import PENDING_WRITE, load_bundle, refresh_files
 from .loader.capture import StatKey
 from .loader.parse_cache import ParseCache, has_markdown
+from .loader.precheck import Precheck
 from .loader.watch import FolderWatch
 from .model import Snapshot
 from .storage.handles import pin_root
@@ -78,8 +79,12 @@ class SnapshotCache:
         watch: bool = True,
         *,
         caps: Caps = DEFAULT_CAPS,
+        prechecks: Mapping[str, Precheck] | None = None,
     ) -> None:
         self._caps = caps
+        # Frontmatter another process is loading for a bundle's first load (serve starts them
+        # for bundles the parse cache does not know yet).
+        self._prechecks = dict(prechecks or {})
         self._loader: Loader = (
             loader if loader is not None else functools.partial(load_bundle, caps=caps))
         self._watch = watch
@@ -112,7 +117,10 @@ class SnapshotCache:
             )
             # A first load may start from the persistent parse cache of an earlier process.
             entries = self._parse_cache.load(bundle_path) if previous is None else None
-            extra = {"cached": entries} if entries else {}
+            extra: dict[str, object] = {"cached": entries} if entries else {}
+            precheck = self._prechecks.get(bundle_path) if previous is None else None
+            if precheck is not None:
+                extra["prechecked"] = precheck.prechecked
             snapshot, stats = self._loader(
                 bundle_path,
                 token,

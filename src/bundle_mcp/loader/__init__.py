@@ -49,6 +49,7 @@ from .capture import (
 )
 from .document import check_document, document_kind, parse_document
 from .parse_cache import CachedRows, decode
+from .precheck import Prechecked
 
 __all__ = [
     "PENDING_WRITE",
@@ -73,12 +74,14 @@ def load_bundle(
     cached: CachedRows | None = None,
     *,
     caps: Caps = DEFAULT_CAPS,
+    prechecked: Prechecked | None = None,
 ) -> tuple[Snapshot, dict[str, StatKey]]:
     """Pin, capture and parse within ``caps``. Files whose stat is unchanged since
     ``previous`` are reused.
 
     ``cached`` holds the rows of the persistent parse cache by path; a row is used only when
-    it matches the file's current bytes. Returns the snapshot and the stat keys to pass back
+    it matches the file's current bytes. ``prechecked``: frontmatter a second process loaded
+    (:mod:`bundle_mcp.loader.precheck`). Returns the snapshot and the stat keys to pass back
     next time.
     """
     token = token or CancelToken()
@@ -108,7 +111,7 @@ def load_bundle(
         os.close(fd)
     if stuck:
         captured = dataclasses.replace(captured, skipped=(*captured.skipped, *stuck))
-    built = build_snapshot(captured, token, previous, cached, _reader(bundle_path))
+    built = build_snapshot(captured, token, previous, cached, _reader(bundle_path), prechecked)
     snapshot = _attach(bundle_path, built, token, caps.max_bytes)
     return snapshot, {f.path: f.stat for f in captured.files}
 
@@ -322,6 +325,7 @@ def build_snapshot(
     previous: Snapshot | None = None,
     cached: CachedRows | None = None,
     read_later: Callable[[FileRecord], bytes] | None = None,
+    prechecked: Prechecked | None = None,
 ) -> Snapshot:
     """The snapshot of a capture. Nothing is parsed here: each document is built on first use
     (:class:`~bundle_mcp.model.Deferred`), from its parse-cache entry when ``cached`` has one
@@ -345,7 +349,7 @@ def build_snapshot(
                 cells[f.path] = deferred(
                     f.path, functools.partial(read_later, record), cached, record)
                 continue
-        cells[f.path] = deferred(f.path, f.data or b"", cached)
+        cells[f.path] = deferred(f.path, f.data or b"", cached, prechecked=prechecked)
     # The index of an earlier process speaks for the files whose bytes it has rows for, in this
     # snapshot and the next ones (a file that changed has other bytes: the index does not know it).
     inbound = cached if cached is not None else previous.inbound if previous is not None else None
@@ -356,6 +360,7 @@ def build_snapshot(
 def deferred(
     path: str, data: bytes | Callable[[], bytes], cached: CachedRows | None = None,
     record: FileRecord | None = None,
+    prechecked: Prechecked | None = None,
 ) -> Deferred:
     """The cell of one captured file: its record now, the rest on first use. Whether it parses
     comes from the parse cache's row for these bytes when ``cached`` has one, and its document
@@ -372,7 +377,7 @@ def deferred(
         raise ValueError("bytes read later need the record they must match")
 
     def parsed() -> Check:
-        checked = check_document(path, read(), fixed)
+        checked = check_document(path, read(), fixed, prechecked)
         if isinstance(checked, Document):
             return checked.parse_error, lambda: (checked, PARSED)
         return None, lambda: (checked.finish(), PARSED)

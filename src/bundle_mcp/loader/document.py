@@ -19,6 +19,7 @@ from ..okf.ids import concept_id_for_path, concept_id_problem
 from ..okf.markdown_facts import parse_markdown
 from ..okf.relations import extract_relations
 from .frontmatter import FrontmatterError, Split, load_yaml, split_frontmatter
+from .precheck import Prechecked
 from .text import LineView, count_lines
 
 # The rules a document's derived data is computed by (see FormatRules): one set, so every
@@ -77,9 +78,13 @@ class Checked:
         )
 
 
-def check_document(path: str, data: bytes, record: FileRecord | None = None) -> Document | Checked:
+def check_document(
+    path: str, data: bytes, record: FileRecord | None = None,
+    prechecked: Prechecked | None = None,
+) -> Document | Checked:
     """The broken :class:`Document` when the file does not parse, else what its parse read so
-    far (:class:`Checked`)."""
+    far (:class:`Checked`). ``prechecked``: frontmatter another process loaded from the same
+    bytes (:mod:`bundle_mcp.loader.precheck`), used instead of loading it here."""
     if record is None:
         record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
     kind = document_kind(path)
@@ -103,12 +108,25 @@ def check_document(path: str, data: bytes, record: FileRecord | None = None) -> 
     line_count = count_lines(text)
     try:
         split = split_frontmatter(text)
-        frontmatter = load_yaml(split.raw, split.raw_line) if split.raw is not None else None
+        frontmatter = (_frontmatter(split, record.sha256, prechecked)
+                       if split.raw is not None else None)
     except FrontmatterError as exc:
         return _broken(path, kind, concept_id, record, text, Diagnostic(
             code=exc.code, severity=ERROR, file=path, line=exc.line, message=exc.message,
         ), line_count)
     return Checked(path, kind, concept_id, record, text, split, frontmatter, line_count)
+
+
+def _frontmatter(split: Split, sha256: str, prechecked: Prechecked | None) -> dict[str, Any]:
+    """The block's data: loaded by the precheck from the same bytes, else loaded here."""
+    assert split.raw is not None
+    known = prechecked.take(sha256) if prechecked is not None else None
+    if known is None:
+        return load_yaml(split.raw, split.raw_line)
+    if isinstance(known, tuple):
+        raise FrontmatterError(*known)
+    # Its keys are interned as load_yaml's are: marshal carries the interning across.
+    return known
 
 
 def _broken(
