@@ -434,7 +434,8 @@ class KeptParts:
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     if _is_ours(db, self._bundle_path):
-                        db.execute("INSERT OR IGNORE INTO parts(revision, key, value)"
+                        # REPLACE: a part is written again only when the kept one did not decode.
+                        db.execute("INSERT OR REPLACE INTO parts(revision, key, value)"
                                    " VALUES (?, ?, ?)", (revision, key, compressed))
                         db.execute("DELETE FROM parts WHERE rowid NOT IN"
                                    " (SELECT rowid FROM parts ORDER BY rowid DESC LIMIT ?)",

@@ -293,7 +293,7 @@ class _Totals:
 class _Postings:
     """A term's weighted count in each section holding it (raw text, heading and concept
     title): aligned arrays, the concept by its place in the snapshot's order (12 bytes a
-    section, where an object per section cost about 80)."""
+    section, where an object per section and its pointer cost 64)."""
 
     concepts: array[int]
     sections: array[int]  # the section's number in its concept
