@@ -69,7 +69,9 @@ def serve(bundle: str, cache: Path | None) -> tuple[Dispatcher, ParseCache]:
     parse = ParseCache(cache)
     dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
                             cache=SnapshotCache(parse_cache=parse, watch=False))
-    Readiness(dispatcher, follow=False)._run()
+    readiness = Readiness(dispatcher, follow=False)
+    readiness.start()
+    assert readiness.wait(120)
     return dispatcher, parse
 
 
