@@ -398,7 +398,7 @@ class Dispatcher:
             self._report_skipped(bundle_path, snapshot, token)
         params = {k: v for k, v in arguments.items() if k != "bundle_path"}
         call = CallContext(snapshot, token, bundle_path, self._semantic, reader.access,
-                           self.config.caps, source)
+                           self.config.caps, source, self._cache.parts(bundle_path))
         if spec.cache_results:
             answers = of_snapshot(snapshot, ANSWERS, lambda: Memo(MAX_KEPT_ANSWERS))
             # A remote bundle's next commit may hold the same files (the same snapshot): its

@@ -20,7 +20,7 @@ from .cancel import CancelToken
 from .limits import DEFAULT_CAPS, Caps
 from .loader import PENDING_WRITE, load_bundle, refresh_files
 from .loader.capture import StatKey
-from .loader.parse_cache import ParseCache, has_markdown
+from .loader.parse_cache import KeptParts, ParseCache, has_markdown
 from .loader.precheck import Precheck
 from .loader.watch import FolderWatch
 from .model import Snapshot
@@ -190,6 +190,11 @@ class SnapshotCache:
             return None
         snapshot, stats = refreshed
         return _Cached(snapshot, stats, cached.watch, cached.root_identity)
+
+    def parts(self, bundle_path: str) -> KeptParts | None:
+        """Where the tools keep a query term's parts of this bundle across restarts (``None``
+        when the parse cache is off)."""
+        return self._parse_cache.parts(bundle_path)
 
     def persist(self, bundle_path: str, snapshot: Snapshot, *, now: bool = False) -> None:
         """Save what this snapshot has parsed to the persistent cache, in the background.

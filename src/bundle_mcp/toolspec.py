@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .cancel import CancelToken
 from .limits import DEFAULT_CAPS, Caps
@@ -28,6 +28,7 @@ __all__ = [
     "SEMANTIC_TOOLSET",
     "TOOLSETS",
     "CallContext",
+    "PartStore",
     "Runner",
     "TextRenderer",
     "ToolSpec",
@@ -53,6 +54,21 @@ TOOLSETS: dict[str, str] = {
 SEMANTIC_TOOLSET = "semantic"
 
 
+class PartStore(Protocol):
+    """Where what a tool computed for one query term over a whole snapshot (a term's postings)
+    outlives the process: the parse cache's ``parts`` rows, keyed by the snapshot's revision.
+    Speed only: a part is a pure function of the snapshot and its key, and one that is not
+    there is computed."""
+
+    def read(self, revision: str, key: str) -> bytes | None:
+        """The kept bytes, or ``None``."""
+        ...
+
+    def keep(self, revision: str, key: str, value: bytes) -> None:
+        """Keep the bytes for the next process (written in the background)."""
+        ...
+
+
 @dataclass(frozen=True)
 class CallContext:
     """Everything a tool may use besides its arguments."""
@@ -70,6 +86,8 @@ class CallContext:
     # Where a remote bundle came from (a git URL and the commit served, an archive and its
     # digest); None for a folder served in place.
     source: BundleSource | None = None
+    # Where a tool's parts for one query term are kept across restarts (None: the cache is off).
+    parts: PartStore | None = None
 
 
 Runner = Callable[[CallContext, dict[str, Any]], dict[str, Any]]

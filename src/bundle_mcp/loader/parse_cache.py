@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import hashlib
 import json
 import logging
@@ -71,11 +72,16 @@ log = logging.getLogger(__name__)
 #    ``targets`` table: the concepts each file's links and relations name; a ``derived`` table:
 #    the document structures whose slots have a codec, as zlib-compressed JSON. (6 and 7 were
 #    steps of the same change that no release wrote.)
-FORMAT = "bundle-mcp-parse-cache/8"
+# 9: a ``parts`` table: what a tool computed for one query term over a whole snapshot (context's
+#    stem parts of the scores, search_sections' postings), keyed by the snapshot's revision.
+FORMAT = "bundle-mcp-parse-cache/9"
 # zlib's fastest level: the kept structures (context's stemmed words above all) shrink about
 # fivefold, and a restart inflates them in a fraction of what building them costs.
 DERIVED_COMPRESSION = 1
 MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle path)
+# Rows of the ``parts`` table kept per database, the newest first: a common stem's part of
+# context's scores is a few hundred KB at 10,000 concepts, a rare one's a few hundred bytes.
+MAX_PARTS = 256
 SUFFIX = ".sqlite3"
 # How long a save or a load waits for another process's write transaction to end.
 BUSY_TIMEOUT_MS = 5_000
@@ -103,8 +109,14 @@ _SCHEMA = (
     # slot's key: a restarted server reads them back instead of building them.
     "CREATE TABLE IF NOT EXISTS derived(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
     " key TEXT NOT NULL, value BLOB NOT NULL, PRIMARY KEY (path, sha256, key)) WITHOUT ROWID",
+    # What a tool computed for one query term over a whole snapshot, keyed by the revision
+    # (the hash of every file's bytes, so a row never changes once written) and the part's
+    # key: a restarted server reads a term's part back instead of searching every document
+    # for it. A rowid table: the newest rows are kept (MAX_PARTS), the oldest dropped.
+    "CREATE TABLE IF NOT EXISTS parts(revision TEXT NOT NULL, key TEXT NOT NULL,"
+    " value BLOB NOT NULL, PRIMARY KEY (revision, key))",
 )
-_TABLES = ("meta", "documents", "facts", "stats", "targets", "derived")
+_TABLES = ("meta", "documents", "facts", "stats", "targets", "derived", "parts")
 
 
 def default_directory() -> Path | None:
@@ -122,6 +134,9 @@ class ParseCache:
         self._directory = directory / "parse" if directory is not None else None
         self._warned = False  # a cache that cannot be written is logged once
         self._warned_lock = threading.Lock()
+        # The writes of kept parts still running (each in a thread of its own: a call that
+        # computed a part does not wait for the disk, nor for another process's save).
+        self._part_writes: list[threading.Thread] = []
 
     @classmethod
     def default(cls) -> ParseCache:
@@ -137,6 +152,25 @@ class ParseCache:
             return None
         key = hashlib.sha256(bundle_path.encode("utf-8", "surrogateescape")).hexdigest()
         return self._directory / f"{key}{SUFFIX}"
+
+    def parts(self, bundle_path: str) -> KeptParts | None:
+        """The bundle's kept parts (``None`` when the cache is off)."""
+        database = self.database(bundle_path)
+        return None if database is None else KeptParts(self, bundle_path, database)
+
+    def settle_parts(self, timeout: float | None = None) -> None:
+        """Wait until every write of a kept part started so far is done (tests, benchmarks)."""
+        with self._warned_lock:
+            writes = list(self._part_writes)
+        for write in writes:
+            write.join(timeout)
+
+    def _start_part_write(self, write: Callable[[], None]) -> None:
+        thread = threading.Thread(target=write, name="bundle-mcp-kept-part", daemon=True)
+        with self._warned_lock:
+            self._part_writes = [w for w in self._part_writes if w.is_alive()]
+            self._part_writes.append(thread)
+        thread.start()
 
     def load(self, bundle_path: str) -> CachedRows | None:
         """The bundle's rows (``None`` when absent, unreadable, corrupt or foreign): every
@@ -352,6 +386,71 @@ def _connected(database: Path, *, read_only: bool) -> Iterator[sqlite3.Connectio
         yield db
     finally:
         db.close()
+
+
+class KeptParts:
+    """The ``parts`` rows of one bundle's database: what a tool computed for one query term
+    over a whole snapshot, keyed by the snapshot's revision, so that the next process reads it
+    instead of computing it (:class:`bundle_mcp.toolspec.PartStore`). Like every row here a
+    cache: a part that is missing, damaged or unreadable is computed."""
+
+    def __init__(self, cache: ParseCache, bundle_path: str, database: Path) -> None:
+        self._cache = cache
+        self._bundle_path = bundle_path
+        self._database = database
+
+    def read(self, revision: str, key: str) -> bytes | None:
+        """The part's bytes, ``None`` when none is kept for this revision and key."""
+        if not self._database.exists():
+            return None
+        try:
+            with _connected(self._database, read_only=True) as db:
+                if not _is_ours(db, self._bundle_path):
+                    return None
+                row = db.execute("SELECT value FROM parts WHERE revision = ? AND key = ?",
+                                 (revision, key)).fetchone()
+        except sqlite3.Error:
+            return None
+        if row is None:
+            return None
+        try:
+            value: bytes = zlib.decompress(row[0])
+        except (TypeError, zlib.error):
+            return None
+        return value
+
+    def keep(self, revision: str, key: str, value: bytes) -> None:
+        """Write the part in the background, keeping the newest :data:`MAX_PARTS` rows. Only
+        into a database a save has started (it says whose rows it holds); a write that fails is
+        skipped (logged once, as a save's): the next process computes that part."""
+        self._cache._start_part_write(functools.partial(self._write, revision, key, value))
+
+    def _write(self, revision: str, key: str, value: bytes) -> None:
+        if not self._database.exists():
+            return
+        compressed = zlib.compress(value, DERIVED_COMPRESSION)
+        try:
+            with _connected(self._database, read_only=False) as db:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    if _is_ours(db, self._bundle_path):
+                        # REPLACE: a part is written again only when the kept one did not decode.
+                        db.execute("INSERT OR REPLACE INTO parts(revision, key, value)"
+                                   " VALUES (?, ?, ?)", (revision, key, compressed))
+                        db.execute("DELETE FROM parts WHERE rowid NOT IN"
+                                   " (SELECT rowid FROM parts ORDER BY rowid DESC LIMIT ?)",
+                                   (MAX_PARTS,))
+                    db.execute("COMMIT")
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+        except sqlite3.OperationalError as exc:
+            if not _contended(exc):
+                self._cache._warn(exc)
+            log.debug("kept part %s skipped: %s", key, exc)
+        except (OSError, sqlite3.Error) as exc:
+            self._cache._warn(exc)
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,11 +40,14 @@ from typing import Any
 
 import snowballstemmer
 
+from .._version import __version__
 from ..cancel import CancelToken
 from ..derived import Codec, Slot, exactly, of_document, of_snapshot
 from ..model import Document, Snapshot
 from ..okf.names import concept_name
 from ..okf.properties import text_field
+from ..toolspec import PartStore
+from ._kept_parts import kept_or_computed, packed, unpacked
 from ._section_index import tokens, words_between
 
 # BM25F over a concept's fields: (weight, length normalisation b). A title and a description
@@ -139,6 +142,12 @@ _SEP = "\x00"
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _WORD_RUN = re.compile(r"\w+")
+# The name of a stem's part kept in the parse cache (term_scores). It changes with what a part
+# is computed from: the number by hand with the formula, the digest with the constants and the
+# release.
+TERM_PART = "context-terms/1/" + hashlib.sha256(repr((
+    __version__, FIELD_WEIGHT, FIELD_B, K1, LABEL_B, SECTION_K1, SECTION_B, HEADING_WEIGHT,
+    JUNK_DISCOUNT, OPEN_SEARCH_MIN)).encode()).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -534,9 +543,46 @@ def _index_part(snapshot: Snapshot, part: str, build: Callable[[], Any],
     return of_snapshot(snapshot, CONTEXT_INDEX, build, part, check=token.check)
 
 
-def term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScores:
+def term_scores(snapshot: Snapshot, term: str, token: CancelToken,
+                parts: PartStore | None = None) -> TermScores:
+    """The stem's part of the scores: kept with the snapshot once built, and with ``parts``
+    kept in the parse cache under the snapshot's revision, so that a restarted server on the
+    same files reads it back instead of searching every holder again."""
     cache: _TermCache = _index_part(snapshot, "terms", _TermCache, token)
-    return cache.get(term, functools.partial(_term_scores, snapshot, term, token))
+    return cache.get(term, functools.partial(
+        kept_or_computed, parts, snapshot.revision, f"{TERM_PART}/{term}",
+        functools.partial(_term_scores, snapshot, term, token), _packed_term,
+        functools.partial(_unpacked_term, snapshot, token)))
+
+
+def _packed_term(part: TermScores) -> bytes:
+    return packed((part.holders,), (part.positions, part.concept, part.label_positions,
+                                    part.label, part.sections, part.section, part.described,
+                                    part.headed))
+
+
+def _unpacked_term(snapshot: Snapshot, token: CancelToken, data: bytes) -> TermScores | None:
+    """A kept part, when its arrays are aligned and name concepts and sections this snapshot
+    has (the row's revision says they are this snapshot's: this only refuses a damaged row)."""
+    found = unpacked(data, "idididii")
+    if found is None or len(found[0]) != 1:
+        return None
+    (count,), arrays = found
+    positions, concept, label_positions, label, sections, section, described, headed = arrays
+    index = holders(snapshot, token)
+    concepts, section_count = len(index.concepts), len(index.owner)
+    aligned = (count == len(positions) == len(concept)
+               and len(label_positions) == len(label) and len(sections) == len(section))
+    if not aligned or not all(
+        _within(values, limit) for values, limit in (
+            (positions, concepts), (label_positions, concepts), (described, concepts),
+            (sections, section_count), (headed, section_count))):
+        return None
+    return TermScores(count, *arrays)  # type: ignore[arg-type]
+
+
+def _within(values: array[int] | array[float], limit: int) -> bool:
+    return not values or (min(values) >= 0 and max(values) < limit)
 
 
 def totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
@@ -603,10 +649,11 @@ def score(
     terms: list[str],
     token: CancelToken,
     admitted: Collection[str] | None = None,
+    parts: PartStore | None = None,
 ) -> Scores:
     """The scores of every concept holding any of the stems ``terms`` (distinct) in any field
     (only concepts ``admitted`` keeps, when given). Statistics are those of the whole bundle,
-    whatever ``admitted`` keeps."""
+    whatever ``admitted`` keeps. ``parts``: where each stem's part is kept across restarts."""
     index = holders(snapshot, token)
     concept: dict[int, float] = {}
     label: dict[int, float] = {}
@@ -615,7 +662,7 @@ def score(
     headed: set[int] = set()
     for term in terms:
         token.check()
-        part = term_scores(snapshot, term, token)
+        part = term_scores(snapshot, term, token, parts)
         _added(concept, part.positions, part.concept)
         _added(label, part.label_positions, part.label)
         _added(section, part.sections, part.section)
@@ -632,10 +679,11 @@ def score(
     return Scores(concept, label, section, frozenset(described), frozenset(headed), index)
 
 
-def idfs(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[str, float]:
+def idfs(snapshot: Snapshot, terms: list[str], token: CancelToken,
+         parts: PartStore | None = None) -> dict[str, float]:
     """Each stem's idf over concepts (the BM25F one)."""
     n = totals(snapshot, token).concepts
-    return {t: _idf(n, term_scores(snapshot, t, token).holders) for t in terms}
+    return {t: _idf(n, term_scores(snapshot, t, token, parts).holders) for t in terms}
 
 
 def field_stems(field: str) -> frozenset[str]:

@@ -12,22 +12,27 @@ from __future__ import annotations
 
 import bisect
 import functools
+import hashlib
 import math
 import re
 import sys
 import threading
 import unicodedata
+from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from .._version import __version__
 from ..cancel import CancelToken
 from ..derived import Codec, Slot, exactly, of_document, of_snapshot
 from ..errors import resource_limit
 from ..model import Document, Snapshot
 from ..okf.folding import fold
 from ..okf.properties import text_field
+from ..toolspec import PartStore
+from ._kept_parts import kept_or_computed, packed, unpacked
 
 
 def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
@@ -99,6 +104,11 @@ MAX_TOKENS = 20_000_000
 MAX_LABEL_BYTES = 1024  # a heading or a concept title
 SNIPPET_LENGTH = 512
 SNIPPET_LEAD = 80  # characters of context kept before the first match
+# The name of a term's postings kept in the parse cache (collect_sections). It changes with
+# what postings are computed from: the number by hand with the tokenizer or the counting, the
+# digest with the weights and the release.
+POSTINGS_PART = "section-postings/1/" + hashlib.sha256(repr((
+    __version__, RAW_WEIGHT, HEADING_WEIGHT, TITLE_WEIGHT)).encode()).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=1)
@@ -230,17 +240,19 @@ def rank_sections(
     admitted: Collection[str] | None = None,
     *,
     require_all: bool = True,
+    parts: PartStore | None = None,
 ) -> list[ScoredSection]:
     """Every section holding all ``terms`` (AND; any of them without ``require_all``, each
     term it lacks adding nothing), best first: score, then ID, then line.
 
     ``admitted``, when given, keeps only sections of those concept IDs; BM25's statistics are
     still those of the whole bundle. Rounded scores order the hits, so equal visible scores
-    always fall back to ID, then line.
+    always fall back to ID, then line. ``parts``: where each term's postings are kept across
+    restarts.
     """
     df = dict.fromkeys(terms, 0)
     sections, n, total_length = collect_sections(
-        snapshot, terms, df, token, admitted, require_all=require_all
+        snapshot, terms, df, token, admitted, require_all=require_all, parts=parts
     )
     avgdl = (total_length / n) if n else 0.0
     if avgdl == 0:
@@ -274,15 +286,24 @@ def _idf(sections: int, df: int) -> float:
 class _Totals:
     sections: int
     length: int
+    concept_ids: tuple[str, ...]  # in the snapshot's order: a posting names its concept's place
 
 
 @dataclass(frozen=True, slots=True)
-class _Posting:
-    """A term's weighted count in one section (raw text, heading and concept title)."""
+class _Postings:
+    """A term's weighted count in each section holding it (raw text, heading and concept
+    title): aligned arrays, the concept by its place in the snapshot's order (12 bytes a
+    section, where an object per section and its pointer cost 64)."""
 
-    concept_id: str
-    section: int
-    tf: int
+    concepts: array[int]
+    sections: array[int]  # the section's number in its concept
+    tf: array[int]
+
+    def __len__(self) -> int:
+        return len(self.tf)
+
+    def __iter__(self) -> Iterator[tuple[int, int, int]]:
+        return zip(self.concepts, self.sections, self.tf, strict=True)
 
 
 class _PostingCache:
@@ -294,10 +315,10 @@ class _PostingCache:
 
     def __init__(self, size: int = 256) -> None:
         self._size = size
-        self._entries: OrderedDict[str, tuple[_Posting, ...]] = OrderedDict()
+        self._entries: OrderedDict[str, _Postings] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, term: str, compute: Callable[[], tuple[_Posting, ...]]) -> tuple[_Posting, ...]:
+    def get(self, term: str, compute: Callable[[], _Postings]) -> _Postings:
         with self._lock:
             found = self._entries.get(term)
             if found is not None:
@@ -319,6 +340,7 @@ def collect_sections(
     admitted: Collection[str] | None = None,
     *,
     require_all: bool = True,
+    parts: PartStore | None = None,
 ) -> tuple[list[_Section], int, int]:
     """The sections holding every query term (any of them, without ``require_all``), with
     weighted term counts; plus the number of
@@ -332,40 +354,50 @@ def collect_sections(
     A section's raw text is its physical lines (heading line included). Its length is the
     weighted token count: raw tokens + 3 x heading tokens + 2 x title tokens; ``tf`` counts
     the query terms with the same weights. Each document's words are indexed once and kept
-    with the document; a term's postings are kept with the snapshot for later queries.
+    with the document; a term's postings are kept with the snapshot for later queries, and
+    with ``parts`` in the parse cache under the snapshot's revision, so that a restarted server
+    on the same files reads them back instead of searching every document again.
     """
     totals = section_totals(snapshot, token)
+    ids = totals.concept_ids
     cache: _PostingCache = of_snapshot(snapshot, SECTION_POSTINGS, _PostingCache)
-    postings = {t: cache.get(t, functools.partial(_postings, snapshot, t, token)) for t in terms}
+    postings = {
+        t: cache.get(t, functools.partial(
+            kept_or_computed, parts, snapshot.revision, f"{POSTINGS_PART}/{t}",
+            functools.partial(_postings, snapshot, t, token), _packed_postings,
+            functools.partial(_unpacked_postings, len(ids))))
+        for t in terms
+    }
     for term, found in postings.items():
         df[term] = len(found)
-    counts: dict[tuple[str, int], dict[str, int]]
+    counts: dict[tuple[int, int], dict[str, int]]
     if require_all:
         # AND: only sections in every term's postings can be hits; start from the rarest term.
         rarest = min(terms, key=lambda t: len(postings[t]))
         counts = {
-            (p.concept_id, p.section): {rarest: p.tf}
-            for p in postings[rarest]
-            if admitted is None or p.concept_id in admitted
+            (place, number): {rarest: count}
+            for place, number, count in postings[rarest]
+            if admitted is None or ids[place] in admitted
         }
         for term in terms:
             if term == rarest:
                 continue
-            for p in postings[term]:
-                entry = counts.get((p.concept_id, p.section))
+            for place, number, count in postings[term]:
+                entry = counts.get((place, number))
                 if entry is not None:
-                    entry[term] = p.tf
+                    entry[term] = count
     else:
         counts = {}
         for term in terms:
-            for p in postings[term]:
-                if admitted is None or p.concept_id in admitted:
-                    counts.setdefault((p.concept_id, p.section), {})[term] = p.tf
+            for place, number, count in postings[term]:
+                if admitted is None or ids[place] in admitted:
+                    counts.setdefault((place, number), {})[term] = count
     out: list[_Section] = []
-    for (concept_id, index), tf in counts.items():
+    for (place, index), tf in counts.items():
         token.check()
         if require_all and len(tf) != len(terms):
             continue
+        concept_id = ids[place]
         doc = snapshot.concepts[concept_id]
         section = _document_index(doc).sections[index]
         out.append(
@@ -389,7 +421,9 @@ def _document_index(doc: Document) -> _DocumentIndex:
 
 def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     sections = length = words = 0
-    for doc in snapshot.concepts.values():
+    concept_ids = []
+    for concept_id, doc in snapshot.concepts.items():
+        concept_ids.append(concept_id)
         token.check()
         index = _document_index(doc)
         words += index.token_count
@@ -405,14 +439,32 @@ def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
                 "serve a smaller bundle; section search cannot narrow what it indexes",
             )
         length += index.total_length
-    return _Totals(sections, length)
+    return _Totals(sections, length, tuple(concept_ids))
 
 
-def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> tuple[_Posting, ...]:
+def _packed_postings(postings: _Postings) -> bytes:
+    return packed((), (postings.concepts, postings.sections, postings.tf))
+
+
+def _unpacked_postings(concepts: int, data: bytes) -> _Postings | None:
+    """Kept postings, when aligned and naming concepts this snapshot has (the row's revision
+    says they are this snapshot's: this only refuses a damaged row)."""
+    found = unpacked(data, "iii")
+    if found is None or found[0]:
+        return None
+    places, numbers, tf = found[1]
+    if not len(places) == len(numbers) == len(tf):
+        return None
+    if places and (min(places) < 0 or max(places) >= concepts or min(numbers) < 0):
+        return None
+    return _Postings(places, numbers, tf)  # type: ignore[arg-type]
+
+
+def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> _Postings:
     needle = f"{_SEP}{term}{_SEP}"
     whole_word = _ascii_whole_word(term) if term.isascii() else None
-    out: list[_Posting] = []
-    for concept_id, doc in snapshot.concepts.items():
+    places, numbers, counts = array("i"), array("i"), array("i")
+    for place, doc in enumerate(snapshot.concepts.values()):
         token.check()
         # Folded text is a superset of the words: a term absent from it occurs in no section.
         folded = doc.folded
@@ -437,8 +489,10 @@ def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> tuple[_Posti
                 + TITLE_WEIGHT * in_title
             )
             if tf:
-                out.append(_Posting(concept_id, number, tf))
-    return tuple(out)
+                places.append(place)
+                numbers.append(number)
+                counts.append(tf)
+    return _Postings(places, numbers, counts)
 
 
 def counts_in_folded_body(doc: Document) -> bool:

@@ -155,9 +155,10 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     # whose sections hold none of the words (title or description only) is one whole-concept
     # item.
     stemmed = list(dict.fromkeys(stem(t) for t in terms))
-    scores = score(snapshot, stemmed, token, admitted) if stemmed else None
+    scores = score(snapshot, stemmed, token, admitted, call.parts) if stemmed else None
     if scores is not None:
-        scores = _with_label_matches(scores, stemmed, idfs(snapshot, stemmed, token))
+        scores = _with_label_matches(scores, stemmed,
+                                     idfs(snapshot, stemmed, token, call.parts))
     sections_of: dict[str, dict[int, float]] = {}
     concept_score: dict[str, float] = {}
     if scores is not None:

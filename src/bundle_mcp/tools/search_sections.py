@@ -44,7 +44,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         else None
     )
     wanted = set(terms)
-    scored = rank_sections(snapshot, terms, token, admitted)
+    scored = rank_sections(snapshot, terms, token, admitted, parts=call.parts)
     ranking: tuple[str, str | None] | None = None
     if params.get("hybrid"):
         scored, ranking = _hybrid_order(call, query, scored, admitted)

@@ -1,0 +1,95 @@
+"""A query term's part of a search index, kept across restarts.
+
+``context`` keeps each queried stem's part of the scores and ``search_sections`` each queried
+term's postings with the snapshot (an LRU per snapshot): a pure function of the snapshot and
+the term, and for a term most concepts hold, hundreds of milliseconds of searching every
+document. A restarted server on the same files has the same revision, so the part is kept in
+the parse cache under that revision (:class:`~bundle_mcp.toolspec.PartStore`) and read back
+there instead of computed again. A part is a few integers and compact arrays, stored as their
+machine bytes (floats stay bit for bit what was computed).
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from ..toolspec import PartStore
+
+T = TypeVar("T")
+
+_MAGIC = b"bmp1"
+_ORDER = b"<" if sys.byteorder == "little" else b">"
+_COUNT = struct.Struct("<q")
+_ARRAY = struct.Struct("<cBq")  # typecode, item size, length
+
+
+def packed(numbers: Sequence[int], arrays: Sequence[array[int] | array[float]]) -> bytes:
+    """``numbers`` and ``arrays`` as bytes: a header, then each array's machine bytes."""
+    pieces = [_MAGIC, _ORDER, _COUNT.pack(len(numbers))]
+    pieces.extend(_COUNT.pack(n) for n in numbers)
+    pieces.append(_COUNT.pack(len(arrays)))
+    for values in arrays:
+        pieces.append(_ARRAY.pack(values.typecode.encode("ascii"), values.itemsize,
+                                  len(values)))
+        pieces.append(values.tobytes())
+    return b"".join(pieces)
+
+
+def unpacked(data: bytes, typecodes: str
+             ) -> tuple[list[int], list[array[int] | array[float]]] | None:
+    """What :func:`packed` wrote, when it holds arrays of exactly ``typecodes`` written on a
+    machine of this byte order and item sizes; otherwise ``None`` (the part is computed)."""
+    try:
+        if data[:4] != _MAGIC or data[4:5] != _ORDER:
+            return None
+        at = 5
+        (count,) = _COUNT.unpack_from(data, at)
+        at += _COUNT.size
+        numbers = [_COUNT.unpack_from(data, at + k * _COUNT.size)[0] for k in range(count)]
+        at += count * _COUNT.size
+        (how_many,) = _COUNT.unpack_from(data, at)
+        at += _COUNT.size
+        if how_many != len(typecodes):
+            return None
+        arrays: list[array[int] | array[float]] = []
+        for typecode in typecodes:
+            code, size, length = _ARRAY.unpack_from(data, at)
+            at += _ARRAY.size
+            values: array[int] | array[float] = array(typecode)
+            end = at + size * length
+            if code != typecode.encode("ascii") or size != values.itemsize or end > len(data):
+                return None
+            values.frombytes(data[at:end])
+            arrays.append(values)
+            at = end
+        if at != len(data):
+            return None
+        return numbers, arrays
+    except struct.error:
+        return None
+
+
+def kept_or_computed(
+    parts: PartStore | None,
+    revision: str,
+    key: str,
+    compute: Callable[[], T],
+    encode: Callable[[T], bytes],
+    decode: Callable[[bytes], T | None],
+) -> T:
+    """The part kept for ``revision`` and ``key`` when there is one that decodes; otherwise
+    computed, and kept for the next process."""
+    if parts is None:
+        return compute()
+    data = parts.read(revision, key)
+    if data is not None:
+        found = decode(data)
+        if found is not None:
+            return found
+    value = compute()
+    parts.keep(revision, key, encode(value))
+    return value

@@ -1,0 +1,211 @@
+"""A query term's part of an index (context's stem parts of the scores, search_sections'
+postings) is kept in the parse cache under the snapshot's revision: a restarted server on the
+same files reads it back instead of searching every document again, and answers byte for byte
+as the process that computed it. Work counters, no timing: each test counts the parts computed.
+"""
+
+from __future__ import annotations
+
+import math
+import sqlite3
+import zlib
+from array import array
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.loader import parse_cache
+from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.readiness import Readiness
+from bundle_mcp.snapshots import SnapshotCache
+from bundle_mcp.tools import _context_index, _section_index
+from bundle_mcp.tools._kept_parts import packed, unpacked
+
+if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
+    from conftest import BundleFactory
+
+WORDS = ["cache", "caching", "download", "prune", "install", "folder", "mirror", "binary"]
+# (tool, arguments, the parts its first call computes: distinct terms or stems)
+CALLS = [
+    ("context", {"question": "how do I prune the download cache"}, 3),
+    ("search_sections", {"query": "prune cache"}, 2),
+]
+
+
+def pages(count: int = 30) -> dict[str, str]:
+    files = {"index.md": "---\ntype: Index\ntitle: Home\n---\n# Home\n"}
+    for n in range(count):
+        a, b, c = WORDS[n % 8], WORDS[(3 * n + 1) % 8], WORDS[(5 * n + 2) % 8]
+        files[f"f{n % 3}/p{n}.md"] = (
+            f"---\ntype: Guide\ntitle: {a.title()} {n}\ndescription: How to {b} the {c}\n---\n"
+            f"# Page {n}\n\nThe {a} and the {b} keep the {a} {c}.\n\n## {b.title()}\n\n"
+            f"{c} {c} {a}, then {b}. Ünïcode {a} café.\n")
+    return files
+
+
+class Counted:
+    """Counts the parts each tool computes (its terms' postings, its stems' parts)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.computed: list[str] = []
+        real_terms, real_postings = _context_index._term_scores, _section_index._postings
+
+        def terms(snapshot: Any, term: str, token: Any) -> Any:
+            self.computed.append(term)
+            return real_terms(snapshot, term, token)
+
+        def postings(snapshot: Any, term: str, token: Any) -> Any:
+            self.computed.append(term)
+            return real_postings(snapshot, term, token)
+
+        monkeypatch.setattr(_context_index, "_term_scores", terms)
+        monkeypatch.setattr(_section_index, "_postings", postings)
+
+
+def serve(bundle: str, cache: Path | None) -> tuple[Dispatcher, ParseCache]:
+    """A server process's dispatcher, warmed (the warm-up saves: that starts the database)."""
+    parse = ParseCache(cache)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
+                            cache=SnapshotCache(parse_cache=parse, watch=False))
+    readiness = Readiness(dispatcher, follow=False)
+    readiness.start()
+    assert readiness.wait(120)
+    return dispatcher, parse
+
+
+def answer(dispatcher: Dispatcher, tool: str, arguments: dict[str, Any]) -> str:
+    outcome = dispatcher.call(tool, arguments)
+    assert not outcome.is_error, outcome.structured
+    return outcome.text
+
+
+def parts_rows(cache: Path) -> list[tuple[str, str]]:
+    (database,) = (cache / "parse").glob("*.sqlite3")
+    with sqlite3.connect(database) as db:
+        return list(db.execute("SELECT revision, key FROM parts ORDER BY rowid"))
+
+
+@pytest.mark.parametrize(("tool", "arguments", "parts"), CALLS, ids=[c[0] for c in CALLS])
+def test_a_restart_on_the_same_files_reads_each_part_back(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tool: str, arguments: dict[str, Any], parts: int,
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    counted = Counted(monkeypatch)
+    first, parse = serve(bundle, cache)
+    expected = answer(first, tool, arguments)
+    assert len(counted.computed) == parts
+    parse.settle_parts()
+    assert len(parts_rows(cache)) == parts
+
+    counted.computed.clear()
+    restarted, _ = serve(bundle, cache)
+    assert answer(restarted, tool, arguments) == expected
+    assert counted.computed == []  # every part read back, none computed
+    assert answer(restarted, tool, arguments) == expected  # then kept with the snapshot
+    assert counted.computed == []
+
+
+@pytest.mark.parametrize(("tool", "arguments", "parts"), CALLS, ids=[c[0] for c in CALLS])
+def test_after_a_change_the_parts_are_computed_for_the_new_revision(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tool: str, arguments: dict[str, Any], parts: int,
+) -> None:
+    """A part names concepts by their place in one snapshot and counts with its statistics:
+    another revision never reads it."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    first, parse = serve(bundle, cache)
+    answer(first, tool, arguments)
+    parse.settle_parts()
+    Path(bundle, "f0/p0.md").unlink()  # every later concept moves up one place
+    Path(bundle, "f1/new.md").write_text(
+        "---\ntype: Guide\ntitle: New\n---\n# New\n\nPrune the cache, prune it again.\n",
+        encoding="utf-8")
+
+    counted = Counted(monkeypatch)
+    restarted, parse = serve(bundle, cache)
+    got = answer(restarted, tool, arguments)
+    assert len(counted.computed) == parts
+    uncached, _ = serve(bundle, None)
+    assert got == answer(uncached, tool, arguments)
+    parse.settle_parts()
+    assert len({revision for revision, _ in parts_rows(cache)}) == 2
+
+
+@pytest.mark.parametrize(("tool", "arguments", "parts"), CALLS, ids=[c[0] for c in CALLS])
+def test_a_damaged_part_is_computed_again(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tool: str, arguments: dict[str, Any], parts: int,
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    first, parse = serve(bundle, cache)
+    expected = answer(first, tool, arguments)
+    parse.settle_parts()
+    (database,) = (cache / "parse").glob("*.sqlite3")
+    with sqlite3.connect(database) as db:
+        values = list(db.execute("SELECT rowid, value FROM parts ORDER BY rowid"))
+        broken = [b"not zlib", zlib.compress(b"bmp1 not a part"),
+                  zlib.compress(zlib.decompress(values[-1][1])[:-8])]  # cut short
+        for (rowid, _), value in zip(values, broken, strict=False):
+            db.execute("UPDATE parts SET value = ? WHERE rowid = ?", (value, rowid))
+
+    counted = Counted(monkeypatch)
+    restarted, parse = serve(bundle, cache)
+    assert answer(restarted, tool, arguments) == expected
+    assert len(counted.computed) == min(parts, len(broken))
+    parse.settle_parts()
+
+    counted.computed.clear()  # the computed parts replaced the damaged rows
+    again, _ = serve(bundle, cache)
+    assert answer(again, tool, arguments) == expected
+    assert counted.computed == []
+
+
+def test_only_the_newest_parts_are_kept(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(parse_cache, "MAX_PARTS", 3)
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    dispatcher, parse = serve(bundle, cache)
+    for word in WORDS[:5]:
+        answer(dispatcher, "search_sections", {"query": word})
+        parse.settle_parts()
+    keys = [key.rsplit("/", 1)[1] for _, key in parts_rows(cache)]
+    assert keys == WORDS[2:5]
+
+
+def test_no_part_is_kept_before_a_save_started_the_database(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """A database holds one bundle's rows, which a save names in ``meta``: a part alone never
+    starts one (the bundle's rows would then be a stranger's)."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    parse = ParseCache(cache)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
+                            cache=SnapshotCache(parse_cache=parse, watch=False))
+    store = parse.parts(bundle)
+    assert store is not None
+    store.keep("revision", "key", b"value")
+    parse.settle_parts()
+    assert store.read("revision", "key") is None
+    answer(dispatcher, "search_sections", {"query": "cache"})
+    assert ParseCache(None).parts(bundle) is None  # the cache off: nothing is kept
+
+
+def test_packed_arrays_come_back_bit_for_bit() -> None:
+    floats = array("d", [0.0, -0.0, 1e-300, 5e-324, math.pi, math.inf, -math.inf, math.nan])
+    ints = array("i", [0, 1, -1, 2**31 - 1, -(2**31)])
+    data = packed((7, -3), (ints, floats, array("i")))
+    found = unpacked(data, "idi")
+    assert found is not None
+    numbers, (ints_back, floats_back, empty) = found
+    assert numbers == [7, -3]
+    assert ints_back == ints and len(empty) == 0
+    assert floats_back.tobytes() == floats.tobytes()  # NaN and -0.0 included
+    assert unpacked(data, "iii") is None  # another layout
+    assert unpacked(data, "id") is None
+    assert unpacked(data[:-1], "idi") is None  # cut short
+    assert unpacked(data + b"\0", "idi") is None  # something after
+    assert unpacked(b"", "idi") is None
