@@ -10,12 +10,14 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.tools._context_index import stem
+from bundle_mcp.tools._context_rank import dated_folders
 from bundle_mcp.tools._extraction import token_cost
 from bundle_mcp.tools._section_index import query_terms
 from bundle_mcp.tools.context import MAX_ALSO_IN, content_terms, without_contractions
@@ -194,6 +196,64 @@ def test_a_heading_that_is_the_question_puts_its_section_first(tmp_path: Path) -
     answer = call(root, {"question": "how do I update libraries"})
     first = answer["items"][0]
     assert (first["parent_id"], first["heading"]) == ("faq", "How do I update libraries?")
+
+
+def test_folders_of_dated_posts_are_found_from_the_names() -> None:
+    # A folder whose pages are mostly named after a version or a date holds posts; a folder
+    # with a few such names among others (OpenMP's 2-0 pages, say) does not, nor one of four.
+    ids = [f"blog/releases/10.{n}" for n in range(6)] + [
+        "blog/2025-12-29-year", "blog/2026-01-02-news", "blog/2026-02-03-more",
+        "blog/2026-03-04-again", "blog/about",
+        "docs/a", "docs/b", "docs/2-0-api", "docs/3-0-api", "docs/c", "docs/d",
+        "notes/1.0", "notes/1.1", "notes/1.2", "notes/1.3"]
+    assert dated_folders(ids) == {"blog/releases", "blog"}
+
+
+def dated_bundle(tmp_path: Path, headed_post: bool = False) -> str:
+    posts = {
+        f"blog/releases/1.{n}.md": page(
+            f"Release 1.{n}", f"## Patch Changes\n\nThe proxy for every request is read from "
+                              f"the proxy settings (release {n}).")
+        for n in range(5)
+    }
+    if headed_post:
+        posts["blog/releases/1.2.md"] = page(
+            "Release 1.2", "## Proxy for every request now honours NO_PROXY\n\nThe proxy for "
+                           "every request, and the proxy URL, now skip hosts in NO_PROXY.")
+    return write(tmp_path, {
+        **posts,
+        "docs/network.md": page("Network settings", "Set the proxy for every request in the "
+                                                    "network settings."),
+        "docs/other.md": page("Other", "Nothing about networks."),
+    })
+
+
+def test_a_dated_post_ranks_below_the_page_that_answers(tmp_path: Path) -> None:
+    # The release notes repeat the question's words more often than the settings page; a
+    # question about how things are now is answered by the page, the posts follow.
+    answer = call(dated_bundle(tmp_path), {"question": "proxy for every request"})
+    assert pointed(answer)[0] == "docs/network"
+    assert any(cid.startswith("blog/releases/") for cid in pointed(answer))
+
+
+def test_a_dated_post_asked_by_its_own_heading_keeps_its_rank(tmp_path: Path) -> None:
+    # A heading that is what was asked (a known item) keeps its post where it would rank: the
+    # post scores as its twin outside the folder of posts does, not half of it.
+    root = dated_bundle(tmp_path, headed_post=True)
+    # (one word that is not asked differs, or the two sections would be one copy)
+    (tmp_path / "docs" / "twin.md").write_text(
+        (tmp_path / "blog" / "releases" / "1.2.md").read_text(encoding="utf-8")
+        .replace("URL", "URI"), encoding="utf-8")
+    answer = call(root, {"question": "proxy for every request now honours NO_PROXY"})
+    heading = "Proxy for every request now honours NO_PROXY"
+    scores = {item["parent_id"]: item["score"] for item in answer["items"]
+              if item["heading"] == heading}
+    assert scores["blog/releases/1.2"] == scores["docs/twin"] > 0
+    # Asked otherwise, the same post ranks at half its twin.
+    answer = call(root, {"question": "hosts listed in NO_PROXY"})
+    scores = {item["parent_id"]: item["score"] for item in answer["items"]
+              if item["heading"] == heading}
+    assert scores["blog/releases/1.2"] == pytest.approx(0.5 * scores["docs/twin"], rel=1e-4)
 
 
 def test_folders_sharing_few_paths_are_not_copies(tmp_path: Path) -> None:

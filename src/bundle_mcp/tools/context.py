@@ -40,6 +40,7 @@ from ._context_index import (
     score,
     stem,
 )
+from ._context_rank import dated_pages
 from ._extraction import token_cost
 from ._filters import admitted_concepts, concept_filter_from
 from ._hybrid import fused, semantic_ranks
@@ -92,6 +93,11 @@ MATCH_POWER = 8.0
 # A page under a copy folder that is not the fullest of its family (an older release, a
 # partial translation) ranks at this share: its advice may be out of date.
 BEHIND_FACTOR = 0.75
+# A page in a folder of dated posts (release notes, blog entries: :mod:`._context_rank`) ranks
+# at this share: it says what changed one day, where a question asks how things are now. A
+# section of one whose heading says what was asked (a match m, as for HEADING_BONUS) ranks at
+# DATED_FACTOR + (1 - DATED_FACTOR) x m: asked by its own heading, a post is still found.
+DATED_FACTOR = 0.5
 
 # Words that say how a question is asked, not what it is about: dropped from the terms unless
 # nothing else is left. Fixed and documented (docs/TOOLS.md), so a pack never depends on a
@@ -156,9 +162,10 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     # item.
     stemmed = list(dict.fromkeys(stem(t) for t in terms))
     scores = score(snapshot, stemmed, token, admitted, call.parts) if stemmed else None
+    heading_match: dict[tuple[str, int], float] = {}  # (concept, line_start) -> its match
     if scores is not None:
-        scores = _with_label_matches(scores, stemmed,
-                                     idfs(snapshot, stemmed, token, call.parts))
+        scores, heading_match = _with_label_matches(
+            scores, stemmed, idfs(snapshot, stemmed, token, call.parts))
     sections_of: dict[str, dict[int, float]] = {}
     concept_score: dict[str, float] = {}
     if scores is not None:
@@ -225,9 +232,12 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
             )
     candidates.extend(_linked(snapshot, candidates, admitted, token))
     copies = copy_groups(snapshot, token)
+    dated = dated_pages(snapshot, token)
     weighted = [replace(c, score=round(
                     c.score * _weight(snapshot, c.concept_id, ref)
-                    * (BEHIND_FACTOR if c.concept_id in copies.behind else 1.0), SCORE_PLACES))
+                    * (BEHIND_FACTOR if c.concept_id in copies.behind else 1.0)
+                    * (_dated_factor(heading_match.get((c.concept_id, c.line_start), 0.0))
+                       if c.concept_id in dated else 1.0), SCORE_PLACES))
                 for c in candidates]
     weighted.sort(key=lambda c: (-c.score, c.concept_id, c.line_start))
     ranked, also_in = _collapse_copies(weighted, copies, token)
@@ -274,24 +284,31 @@ def _match(stems: frozenset[str], query: list[str], idf: Mapping[str, float],
     return float((covered / total) ** MATCH_POWER * precision)
 
 
-def _with_label_matches(scores: Scores, query: list[str],
-                        idf: Mapping[str, float]) -> Scores:
+def _dated_factor(match: float) -> float:
+    return DATED_FACTOR + (1.0 - DATED_FACTOR) * match
+
+
+def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, float]
+                        ) -> tuple[Scores, dict[tuple[str, int], float]]:
     """The scores, each section's raised by how well its heading says what was asked and each
     page's by how well its description does: a reader who asks with a heading's own words
     (a known item) wants that section, whatever the wider pages around it hold. Only a heading
     or a description holding a question word can say it (any other's match is 0, its factor
-    1), so only those are read."""
+    1), so only those are read. Also each such section's match, by (concept, line_start)."""
     section = scores.section
     raised = dict(section)
+    matches: dict[tuple[str, int], float] = {}
     for g in scores.headed:
         value = section.get(g)
         if value is None:
             continue  # a heading whose section does not score
         position, n = scores.index.place(g)
         words = scores.words(position)
-        raised[g] = value * (1.0 + HEADING_BONUS * _match(
-            field_stems(words.sections[n].heading_words), query, idf,
-            field_stems(words.title)))
+        match = _match(field_stems(words.sections[n].heading_words), query, idf,
+                       field_stems(words.title))
+        raised[g] = value * (1.0 + HEADING_BONUS * match)
+        if match:
+            matches[(scores.concept_id(position), words.sections[n].line_start)] = match
     concept = scores.concept
     described = dict(concept)
     for position in scores.described:
@@ -299,7 +316,7 @@ def _with_label_matches(scores: Scores, query: list[str],
         if value is not None:
             described[position] = value * (1.0 + DESCRIPTION_BONUS * _match(
                 field_stems(scores.words(position).description), query, idf))
-    return replace(scores, concept=described, section=raised)
+    return replace(scores, concept=described, section=raised), matches
 
 
 def _best(values: Mapping[_K, float], count: int,
