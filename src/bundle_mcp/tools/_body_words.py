@@ -21,8 +21,8 @@ spaces or punctuation, one or two letters, common words) is answered by the scan
 
 The index is kept per snapshot and built by the warm-up, never by a call: a call uses it when it
 is there (``derived.kept``) and scans otherwise, since the build costs about a hundred scans
-(1.3 s at the bench size on a quiet machine). After a file change it is updated from its predecessor's index: only the changed concepts'
-words are touched (:func:`updated_index`).
+(1.3 s at the bench size on a quiet machine). After a file change it is updated from its
+predecessor's index: only the changed concepts' words are touched (:func:`updated_index`).
 """
 
 from __future__ import annotations
