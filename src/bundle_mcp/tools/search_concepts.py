@@ -106,6 +106,7 @@ class SearchFields:
 
         ``body_candidates``: the only concepts whose body may contain ``needle`` (the body
         word index's answer, ``_body_words``); ``None``: every body is checked."""
+        token.check()
         found = [0] * len(self.concept_ids)
         bodies = self.bodies
         if body_candidates is None:
