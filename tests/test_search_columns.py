@@ -13,6 +13,7 @@ from bundle_mcp.cancel import CancelToken
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.folding import fold
+from bundle_mcp.tools import search_concepts
 from bundle_mcp.tools.search_concepts import _fields, match_priority
 
 CONCEPTS = (
@@ -62,3 +63,17 @@ def test_known_needles(snapshot: Snapshot, query: str) -> None:
     needle = fold(query)
     assert _fields(snapshot, CancelToken()).priorities(needle, CancelToken()) == \
         _expected(snapshot, needle)
+
+
+@settings(max_examples=300, deadline=None)
+@given(strings=st.lists(st.text(alphabet="ab\x00 ", max_size=5), max_size=8),
+       needle=st.text(alphabet="ab\x00 ", max_size=3), few=st.integers(0, 3))
+def test_a_joined_column_finds_what_a_scan_finds(
+    strings: list[str], needle: str, few: int
+) -> None:
+    """Counted joined, mapped back hit by hit (up to ``few`` hits) or scanned: the same strings,
+    whatever the strings hold (the joining ``\\x00`` too) and for the empty needle."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(search_concepts, "_FEW_HITS", few)
+        column = search_concepts.JoinedColumn.of(tuple(strings))
+        assert list(column.holding(needle)) == [n for n, s in enumerate(strings) if needle in s]

@@ -100,6 +100,8 @@ OWNERS: tuple[str, ...] = (
     "bundle_mcp.tools.get_semantic_graph",
     "bundle_mcp.okf.graph",
     "bundle_mcp.tools.bundle_summary",
+    # After the structures first calls wait for: search_concepts scans until this is built.
+    "bundle_mcp.tools._body_words",
     "bundle_mcp.completion",
     "bundle_mcp.resources",
     "bundle_mcp.dispatch",

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import operator
+from array import array
+from bisect import bisect_right
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
-from itertools import compress, repeat
+from itertools import accumulate, compress, repeat
 from typing import Any
 
 from ..cancel import CancelToken
@@ -13,6 +16,7 @@ from ..model import Document, FoldedFields, Snapshot
 from ..okf.folding import fold
 from ..okf.temporal import reference_from
 from ..toolspec import CallContext, ToolSpec
+from ._body_words import kept_index
 from ._common import Cards, invalid_field, limit_from
 from ._filters import concept_filter_from
 
@@ -32,34 +36,95 @@ MATCH_NAMES = {
 }
 
 
+# Joins a short column's strings (``JoinedColumn``); a needle holding it is scanned per string.
+_JOIN = "\x00"
+# Past this many hits in a joined column, mapping each hit to its string costs more than the
+# scan of the column's strings in one pass of C.
+_FEW_HITS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class JoinedColumn:
+    """A short column's strings joined by ``_JOIN``: one ``str.count`` over it tells in C
+    whether any string holds a needle without ``_JOIN`` (most needles are in none of the IDs,
+    titles, descriptions or tags, and one count is a tenth of a pass over the strings)."""
+
+    strings: tuple[str, ...]
+    text: str
+    starts: array[int]  # where each string starts in ``text``
+
+    @classmethod
+    def of(cls, strings: tuple[str, ...]) -> JoinedColumn:
+        starts = array("L", accumulate((len(s) + 1 for s in strings[:-1]), initial=0)) \
+            if strings else array("L")
+        return cls(strings, _JOIN.join(strings), starts)
+
+    def holding(self, needle: str) -> Iterable[int]:
+        """The positions of the strings that contain ``needle``, in order."""
+        strings = self.strings
+        # An empty needle is in every string; one holding _JOIN could span two of them.
+        hits = self.text.count(needle) if needle and _JOIN not in needle else _FEW_HITS + 1
+        if hits == 0:
+            return ()
+        if hits > _FEW_HITS:
+            return compress(range(len(strings)), map(operator.contains, strings, repeat(needle)))
+        found = []
+        text, starts = self.text, self.starts
+        at = text.find(needle)
+        while at >= 0:
+            n = bisect_right(starts, at) - 1
+            found.append(n)
+            # On from the end of string n: a needle without _JOIN never spans two strings.
+            at = text.find(needle, starts[n] + len(strings[n]))
+        return found
+
+
 @dataclass(frozen=True, slots=True)
 class SearchFields:
     """Every concept's folded fields, one column per field, in concept ID order: a query scans
-    each column in one pass of C (``map(operator.contains, …)``) instead of one Python step
-    per concept and field, which took twice as long at the file cap. The columns hold the
-    documents' own folded strings (``Document.folded``), not copies."""
+    each column in one pass of C (``map(operator.contains, …)``, or one ``str.count`` over a
+    short column joined) instead of one Python step per concept and field, which took twice as
+    long at the file cap. The body column holds the documents' own folded strings
+    (``Document.folded``), not copies; the bodies a query checks can be narrowed by the body
+    word index (``_body_words``)."""
 
     concept_ids: tuple[str, ...]
     documents: tuple[Document, ...]
-    ids: tuple[str, ...]
-    titles: tuple[str, ...]
-    descriptions: tuple[str, ...]
+    ids: JoinedColumn
+    titles: JoinedColumn
+    descriptions: JoinedColumn
     bodies: tuple[str, ...]
-    tags: tuple[str, ...]  # every tag of every concept, each on its own
+    tags: JoinedColumn  # every tag of every concept, each on its own
     tag_owners: tuple[int, ...]  # the position of the concept each tag belongs to
+    positions: Mapping[str, int]  # concept ID → its position in the columns
 
-    def priorities(self, needle: str, token: CancelToken) -> list[int]:
+    def priorities(
+        self, needle: str, token: CancelToken, body_candidates: Collection[str] | None = None
+    ) -> list[int]:
         """Per concept, the priority of its highest field containing ``needle`` (0: none):
-        the columns are scanned lowest priority first, so a higher field overwrites."""
+        the columns are scanned lowest priority first, so a higher field overwrites.
+
+        ``body_candidates``: the only concepts whose body may contain ``needle`` (the body
+        word index's answer, ``_body_words``); ``None``: every body is checked."""
+        token.check()
         found = [0] * len(self.concept_ids)
-        for priority, column in ((BODY, self.bodies), (DESCRIPTION_FIELD, self.descriptions),
+        bodies = self.bodies
+        if body_candidates is None:
+            checked: Iterable[int] = compress(range(len(bodies)),
+                                              map(operator.contains, bodies, repeat(needle)))
+        else:
+            checked = [n for n in map(self.positions.__getitem__, body_candidates)
+                       if needle in bodies[n]]
+        for n in checked:
+            found[n] = BODY
+        token.check()
+        owners = self.tag_owners
+        for n in self.tags.holding(needle):
+            found[owners[n]] = TAGS
+        for priority, column in ((DESCRIPTION_FIELD, self.descriptions),
                                  (TITLE_FIELD, self.titles), (ID, self.ids)):
             token.check()
-            if priority == DESCRIPTION_FIELD:  # tags rank between body and description
-                for n in compress(self.tag_owners,
-                                  map(operator.contains, self.tags, repeat(needle))):
-                    found[n] = TAGS
-            for n in compress(range(len(column)), map(operator.contains, column, repeat(needle))):
+            for n in column.holding(needle):
                 found[n] = priority
         return found
 
@@ -80,9 +145,10 @@ def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
         owners.extend(repeat(n, len(fields.tags)))
     return SearchFields(
         tuple(concept_ids), tuple(documents),
-        tuple(f.concept_id for f in folded), tuple(f.title for f in folded),
-        tuple(f.description for f in folded), tuple(f.body for f in folded),
-        tuple(tags), tuple(owners),
+        JoinedColumn.of(tuple(f.concept_id for f in folded)),
+        JoinedColumn.of(tuple(f.title for f in folded)),
+        JoinedColumn.of(tuple(f.description for f in folded)), tuple(f.body for f in folded),
+        JoinedColumn.of(tuple(tags)), tuple(owners), {c: n for n, c in enumerate(concept_ids)},
     )
 
 
@@ -110,7 +176,9 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     needle = fold(query)  # never trimmed: leading or trailing spaces are part of the literal
     columns = of_snapshot(snapshot, SEARCH_FIELDS, lambda: _fields(snapshot, token),
                           check=token.check)
-    priorities = columns.priorities(needle, token)
+    index = kept_index(snapshot)  # built by the warm-up; without it every body is checked
+    candidates = index.candidates(needle) if index is not None else None
+    priorities = columns.priorities(needle, token, candidates)
     matches: list[tuple[int, str]] = []
     for n in compress(range(len(priorities)), priorities):
         # The filter comes before the limit: total counts admitted matches only.

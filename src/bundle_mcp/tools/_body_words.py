@@ -1,0 +1,277 @@
+"""search_concepts' body word index: each word of the bundle's folded bodies → the concepts whose
+body holds it, so that a query checks ``needle in body`` on the few concepts that can hold the
+needle instead of on every body (52.6 million characters at the bench size).
+
+A *word* is a maximal run of word characters (``\\w`` of :mod:`re`: one code point at a time),
+so the argument below holds for any text. If the needle occurs in a body, each maximal run of
+word characters in the needle lies inside one word of that body: the whole word when the run is
+bounded by non-word characters on both sides within the needle, its end when the run starts the
+needle, its start when the run ends the needle, anywhere in it when the run is the whole needle.
+The concepts of the words that fit are therefore a superset of the bodies holding the needle,
+and intersecting the sets of several runs keeps it one. The exact ``in`` check on those
+candidates stays the arbiter, so answers are the plain scan's, byte for byte.
+
+The words are looked up in one joined vocabulary (``"\\n" + "\\n".join(words) + "\\n"``, the
+separator being no word character), so the four cases are one ``str.find`` each: ``\\nrun\\n``
+(a whole word), ``run\\n`` (a word's end), ``\\nrun`` (its start), ``run`` (anywhere). A run that
+fits too many words (:data:`MAX_WORDS_PER_RUN`: a short one) or whose words are in half the
+concepts or more (a common one) does not narrow, since checking that many bodies one by one
+costs more than the scan in C; it is passed over. A needle with no run that narrows (only
+spaces or punctuation, one or two letters, common words) is answered by the scan.
+
+The index is kept per snapshot and built by the warm-up, never by a call: a call uses it when it
+is there (``derived.kept``) and scans otherwise, since the build costs about a hundred scans
+(1.3 s at the bench size on a quiet machine). After a file change it is updated from its
+predecessor's index: only the changed concepts' words are touched (:func:`updated_index`).
+"""
+
+from __future__ import annotations
+
+import re
+from array import array
+from bisect import bisect_left, bisect_right
+from collections import defaultdict
+from collections.abc import Mapping
+from dataclasses import dataclass
+from itertools import accumulate
+
+from ..cancel import CancelToken
+from ..derived import Slot, kept, of_snapshot
+from ..model import Snapshot
+
+__all__ = ["BODY_WORDS", "SLOTS", "BodyWordIndex", "body_words", "build_index", "index_of",
+           "kept_index", "updated_index"]
+
+_WORD = re.compile(r"\w+")
+# ASCII text's non-word characters, each to a space: then ``str.split`` cuts exactly the runs of
+# ``\w`` (for ASCII, \w is letters, digits and ``_``), about three times as fast as ``findall``.
+_ASCII_NON_WORD = str.maketrans(
+    {c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_")}
+)
+_SEP = "\n"  # no word character: joins the vocabulary
+# Past this many vocabulary words fitting one run, the run is passed over: finding them all
+# costs more than it saves, and so many words seldom leave few concepts.
+MAX_WORDS_PER_RUN = 512
+# Candidates at or below this many are checked without narrowing by the needle's other runs.
+FEW_CANDIDATES = 16
+# An update touches each changed concept's words; past this share of the concepts changed,
+# building the index anew is as quick.
+MAX_UPDATED_SHARE = 0.1
+# Concept numbers below this fit an unsigned 16-bit posting ("H"); larger bundles use "I".
+_SHORT_LIMIT = 1 << 16
+
+
+def body_words(body: str) -> set[str]:
+    """The distinct words (maximal runs of ``\\w``) of a folded body."""
+    if body.isascii():
+        return set(body.translate(_ASCII_NON_WORD).split())
+    return set(_WORD.findall(body))
+
+
+@dataclass(frozen=True, slots=True)
+class BodyWordIndex:
+    """Which concepts' folded bodies hold each word.
+
+    Concepts are numbered by the index, not by their place in the snapshot: an update keeps the
+    numbers of the concepts it does not touch (a removed concept's number is given to the next
+    added one). Postings are sorted arrays of those numbers, shared with the predecessor's index
+    for every word an update did not touch.
+    """
+
+    postings: Mapping[str, array[int]]  # word → sorted numbers of the concepts holding it
+    concepts: tuple[str | None, ...]  # number → concept ID (None: a free number)
+    numbers: Mapping[str, int]  # concept ID → number
+    words: tuple[str, ...]  # the vocabulary, in the order of ``vocabulary``
+    vocabulary: str  # "\n" + "\n".join(words) + "\n"
+    starts: array[int]  # where each word starts in ``vocabulary``
+    typecode: str  # of every posting: "H" below 65,536 numbers, else "I"
+
+    def candidates(self, needle: str) -> set[str] | None:
+        """The concepts whose body may hold ``needle`` (a superset of those that do), or
+        ``None`` when no run of the needle narrows them (then every body is to be checked)."""
+        runs = {_pattern(needle, match.start(), match.end()) for match in _WORD.finditer(needle)}
+        found: set[int] | None = None
+        # The longest patterns first: they fit the fewest words.
+        for pattern in sorted(runs, key=lambda p: (-len(p), p)):
+            if found is not None and len(found) <= FEW_CANDIDATES:
+                break
+            # Past half the concepts, checking them one by one costs more than the scan.
+            holding = self._holding(pattern, len(self.numbers) // 2 + 1)
+            if holding is None:
+                continue
+            found = holding if found is None else found & holding
+        if found is None:
+            return None
+        concepts = self.concepts
+        return {concept for n in found if (concept := concepts[n]) is not None}
+
+    def _holding(self, pattern: str, budget: int) -> set[int] | None:
+        """The numbers of the concepts with a word that fits ``pattern`` (module docstring);
+        ``None`` when too many words fit, or their postings reach ``budget`` numbers."""
+        if pattern.startswith(_SEP) and pattern.endswith(_SEP):
+            numbers = self.postings.get(pattern[1:-1])
+            if numbers is None:
+                return set()
+            return set(numbers) if len(numbers) < budget else None
+        fitting: list[array[int]] = []
+        total = 0
+        text, starts, words = self.vocabulary, self.starts, self.words
+        at = text.find(pattern)
+        while at >= 0:
+            if len(fitting) >= MAX_WORDS_PER_RUN:
+                return None
+            n = bisect_right(starts, at) - 1
+            if pattern.startswith(_SEP):  # the separator before word n belongs to it
+                n += 1
+            numbers = self.postings[words[n]]
+            total += len(numbers)
+            if total >= budget:
+                return None
+            fitting.append(numbers)
+            # The next fitting word starts after this one's end.
+            at = text.find(pattern, starts[n] + len(words[n]))
+        found: set[int] = set()
+        for numbers in fitting:
+            found.update(numbers)
+        return found
+
+    def size_bytes(self) -> int:
+        """The postings' and vocabulary's own bytes (without the mappings' and words' objects):
+        what the index adds beyond a dictionary of the bundle's words."""
+        postings = sum(numbers.itemsize * len(numbers) for numbers in self.postings.values())
+        return postings + len(self.vocabulary) + self.starts.itemsize * len(self.starts)
+
+
+def _pattern(needle: str, start: int, end: int) -> str:
+    """What a run at ``needle[start:end]`` looks like in the vocabulary (module docstring)."""
+    before = _SEP if start > 0 else ""
+    after = _SEP if end < len(needle) else ""
+    return f"{before}{needle[start:end]}{after}"
+
+
+def _index(
+    postings: Mapping[str, array[int]], concepts: tuple[str | None, ...],
+    numbers: Mapping[str, int], typecode: str,
+) -> BodyWordIndex:
+    words = tuple(postings)
+    vocabulary = f"{_SEP}{_SEP.join(words)}{_SEP}"
+    # Word n starts after the separators before it and the words before it.
+    starts = array("I", accumulate((len(w) + 1 for w in words[:-1]), initial=1)) if words \
+        else array("I")
+    return BodyWordIndex(postings, concepts, numbers, words, vocabulary, starts, typecode)
+
+
+def _typecode(count: int) -> str:
+    return "H" if count < _SHORT_LIMIT else "I"
+
+
+def build_index(snapshot: Snapshot, token: CancelToken) -> BodyWordIndex:
+    """The index of every concept of ``snapshot``, numbered in concept ID order."""
+    code = _typecode(len(snapshot.concepts))
+    # Arrays from the start, not lists turned into arrays: a list holds 8 bytes per number
+    # (2.9 million numbers at the bench size: 23 MiB more at the build's peak).
+    postings: defaultdict[str, array[int]] = defaultdict(lambda: array(code))
+    for n, doc in enumerate(snapshot.concepts.values()):
+        token.check()
+        for word in body_words(doc.folded.body):
+            postings[word].append(n)
+    concepts = tuple(snapshot.concepts)
+    return _index(dict(postings), concepts, {c: n for n, c in enumerate(concepts)}, code)
+
+
+def updated_index(
+    earlier: BodyWordIndex, before: Snapshot, after: Snapshot, token: CancelToken
+) -> BodyWordIndex | None:
+    """``after``'s index from ``before``'s (``earlier``), touching only the concepts whose
+    document differs between the two; it finds the same candidates as :func:`build_index` of
+    ``after``. ``None`` when too much changed to gain anything (the caller builds it anew)."""
+    old, new = before.concepts, after.concepts
+    changed = [c for c in old if new.get(c) is not old[c]]
+    changed.extend(c for c in new if c not in old)
+    if len(changed) > max(1, int(max(len(old), len(new)) * MAX_UPDATED_SHARE)):
+        return None
+    postings = dict(earlier.postings)
+    concepts = list(earlier.concepts)
+    numbers = dict(earlier.numbers)
+    # Removed first, then added: a changed concept is both, and keeps its number.
+    for concept_id in changed:
+        token.check()
+        if concept_id in old:
+            n = numbers[concept_id]
+            for word in body_words(old[concept_id].folded.body):
+                _without(postings, word, n)
+            if concept_id not in new:
+                del numbers[concept_id]
+                concepts[n] = None
+    free = [n for n, concept_id in enumerate(concepts) if concept_id is None]
+    free.reverse()  # the smallest free number first
+    code = earlier.typecode
+    if _typecode(len(concepts) + len(changed)) != code:
+        return None  # the numbers may outgrow the postings' type
+    for concept_id in changed:
+        token.check()
+        if concept_id not in new:
+            continue
+        number = numbers.get(concept_id)
+        if number is None:
+            number = free.pop() if free else len(concepts)
+            if number == len(concepts):
+                concepts.append(None)
+            concepts[number] = concept_id
+            numbers[concept_id] = number
+        for word in body_words(new[concept_id].folded.body):
+            _with(postings, word, number, code)
+    return _index(postings, tuple(concepts), numbers, code)
+
+
+def _without(postings: dict[str, array[int]], word: str, n: int) -> None:
+    numbers = postings[word]
+    at = bisect_left(numbers, n)
+    if len(numbers) == 1:
+        del postings[word]
+    else:
+        postings[word] = numbers[:at] + numbers[at + 1:]  # a new array: the old one is shared
+
+
+def _with(postings: dict[str, array[int]], word: str, n: int, code: str) -> None:
+    numbers = postings.get(word)
+    if numbers is None:
+        postings[word] = array(code, (n,))
+        return
+    at = bisect_left(numbers, n)
+    postings[word] = numbers[:at] + array(code, (n,)) + numbers[at:]
+
+
+def _build_or_update(snapshot: Snapshot, token: CancelToken) -> BodyWordIndex:
+    before = snapshot.predecessor()
+    earlier = kept(before, BODY_WORDS) if before is not None else None
+    if before is not None and earlier is not None:
+        updated = updated_index(earlier, before, snapshot, token)
+        if updated is not None:
+            return updated
+    return build_index(snapshot, token)
+
+
+def index_of(snapshot: Snapshot, token: CancelToken) -> BodyWordIndex:
+    """The snapshot's index, built (or updated from its predecessor's) on first use."""
+    return of_snapshot(snapshot, BODY_WORDS, lambda: _build_or_update(snapshot, token),
+                       check=token.check)
+
+
+def _warm(snapshot: Snapshot, token: CancelToken) -> None:
+    index_of(snapshot, token)
+
+
+BODY_WORDS: Slot[BodyWordIndex] = Slot(
+    "body_words", "snapshot",
+    "each word of the concepts' folded bodies → the concepts holding it, which narrows the "
+    "bodies search_concepts checks",
+    _warm,
+)
+SLOTS = (BODY_WORDS,)
+
+
+def kept_index(snapshot: Snapshot) -> BodyWordIndex | None:
+    """The snapshot's index when the warm-up has built it, else ``None`` (a call then scans:
+    it never waits for a build that costs about fifty scans)."""
+    return kept(snapshot, BODY_WORDS)

@@ -1,0 +1,200 @@
+"""search_concepts' body word index (``tools/_body_words.py``) narrows the bodies a query checks;
+the exact ``in`` check stays the arbiter, so with the index every answer is the plain scan's:
+for needles cut anywhere from real bodies (across words, mid-word, one or two characters,
+punctuation and spaces alone, non-ASCII folds such as 'ß' → 'ss' and 'İ' → 'i̇'), after the
+index is updated from a predecessor's, and for every golden case."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.derived import kept
+from bundle_mcp.loader import assemble_snapshot, deferred
+from bundle_mcp.model import Snapshot
+from bundle_mcp.okf.folding import fold
+from bundle_mcp.tools import _body_words as bw
+from bundle_mcp.tools import search_concepts as sc
+
+try:
+    from tests import golden_runner
+except ImportError:  # pytest run without the repository root on sys.path
+    import golden_runner  # type: ignore[no-redef]
+
+BODIES = {
+    "a/alpha": "Beans from Ethiopia; the roast is light. See https://example.com/a_b?x=1.",
+    "a/beta": "Nothing about alpha here, only beta-blockers and C++ (or C#).",
+    "a/gamma": "Straße und Café: die STRASSE, ǅungla ﬁle, Kelvin sign K, 10 °C.",
+    "b/delta": "Greek σίγμα and final ς, ΣΊΓΜΑ; İstanbul and ıstanbul; 東京都 の 天気.",
+    "b/epsilon": "snake_case_name, CamelCaseName, e-mail, e.g. x86_64 and 3.14159.",
+    "b/zeta": "zq09977 is rare; zq0997 is rarer; zq09977zq is neither.",
+    "c/eta": "   leading spaces, trailing --- and a\ttab\nnew line ...",
+    "c/theta": "",
+    "c/iota": "roast roast roast. Roasting: roasted; ROAST!",
+}
+RAW = "".join(BODIES.values())
+
+
+def concept(body: str, title: str = "T") -> str:
+    return f"---\ntype: Note\ntitle: {title}\n---\n{body}\n"
+
+
+def _cells(files: dict[str, str]) -> dict[str, Any]:
+    return {path: deferred(path, text.encode("utf-8")) for path, text in sorted(files.items())}
+
+
+def _assembled(cells: dict[str, Any], predecessor: Snapshot | None = None) -> Snapshot:
+    folders = {""} | {p.rsplit("/", 1)[0] for p in cells if "/" in p}
+    return assemble_snapshot(cells, frozenset(), frozenset(folders), (), predecessor=predecessor)
+
+
+@pytest.fixture(scope="module")
+def snapshot() -> Snapshot:
+    return _assembled(_cells({f"{cid}.md": concept(body) for cid, body in BODIES.items()}))
+
+
+def _agree(snapshot: Snapshot, index: bw.BodyWordIndex, needle: str) -> None:
+    """The index's candidates hold every body with the needle, and the narrowed priorities
+    are the scan's."""
+    token = CancelToken()
+    columns = sc._fields(snapshot, token)
+    candidates = index.candidates(needle)
+    holding = {cid for cid, doc in snapshot.concepts.items() if needle in doc.folded.body}
+    if candidates is not None:
+        assert holding <= candidates, (needle, holding - candidates)
+    assert columns.priorities(needle, token, candidates) == columns.priorities(needle, token)
+
+
+def _cut(text: str) -> st.SearchStrategy[str]:
+    return st.tuples(st.integers(0, len(text) - 1), st.integers(1, 24)).map(
+        lambda at: text[at[0]:at[0] + at[1]])
+
+
+FOLDED = fold(RAW)
+NEEDLES = st.one_of(
+    _cut(FOLDED),  # across words, mid-word, punctuation: whatever the cut gives
+    _cut(RAW).map(fold),  # a query typed in any case, folded as search_concepts folds it
+    _cut(FOLDED).filter(lambda s: len(s) <= 2),
+    st.text(alphabet=" .,-_;:!?()#+ßİıσςΣkK0123456789aeiourstnxzq", min_size=1, max_size=6)
+    .map(fold),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(needle=NEEDLES)
+def test_the_narrowed_search_is_the_scan(snapshot: Snapshot, needle: str) -> None:
+    _agree(snapshot, bw.build_index(snapshot, CancelToken()), needle)
+
+
+@pytest.mark.parametrize("query", [
+    "zq09977", "ZQ0997", "zq09977 is", "s zq", " ", "...", "e", "ss", "STRASSE", "straße",
+    "İstanbul", "i̇", "ς", "σίγμα", "東京", "c++", "_case_", "3.14", "x86_6", "roast roast r",
+    "a\tt", "e\nnew", "notaword", "alpha here, only", "://example.com/a_",
+])
+def test_known_needles(snapshot: Snapshot, query: str) -> None:
+    _agree(snapshot, bw.build_index(snapshot, CancelToken()), fold(query))
+
+
+def test_a_rare_word_leaves_one_candidate(snapshot: Snapshot) -> None:
+    index = bw.build_index(snapshot, CancelToken())
+    assert index.candidates("zq09977") == {"b/zeta"}
+    assert index.candidates("zq09977 is rare") == {"b/zeta"}
+    assert index.candidates("zz_absent") == set()
+    assert index.candidates(" ") is None  # no word character: nothing to narrow by
+    assert index.candidates("roast") == {"a/alpha", "c/iota"}  # "roasting", "roasted" too
+    assert index.candidates("a") is None  # in every concept's words: the scan is as quick
+
+
+def _comparable(index: bw.BodyWordIndex) -> dict[str, list[str]]:
+    """Each word → its concepts' IDs (the numbers are the index's own)."""
+    concepts = index.concepts
+    assert sorted(index.numbers) == sorted(c for c in concepts if c is not None)
+    assert all(concepts[n] == c for c, n in index.numbers.items())
+    assert list(index.postings) == list(index.words)
+    for word, start in zip(index.words, index.starts, strict=True):
+        assert index.vocabulary[start - 1:start + len(word) + 1] == f"\n{word}\n"
+    out = {}
+    for word, numbers in index.postings.items():
+        assert list(numbers) == sorted(numbers)
+        out[word] = sorted(c for n in numbers if (c := concepts[n]) is not None)
+    return out
+
+
+_NAMES = st.sampled_from(["a/alpha", "a/beta", "b/zeta", "c/new", "c/eta", "d/other"])
+_TEXTS = st.sampled_from([*BODIES.values(), "zq09977 moved here", "---\ntitle: [unclosed\n"])
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(_NAMES, st.none() | _TEXTS, min_size=1, max_size=4),
+       st.lists(NEEDLES, min_size=1, max_size=4))
+def test_an_updated_index_equals_the_index_built_anew(
+    snapshot: Snapshot, changes: dict[str, str | None], needles: list[str]
+) -> None:
+    """Deleting, creating, editing, breaking a file, several at once: the index updated from the
+    previous capture's holds what a build gives, and narrows the search as soundly."""
+    before = _assembled(dict(snapshot.documents.cells))
+    earlier = bw.build_index(before, CancelToken())
+    cells = dict(before.documents.cells)
+    for name, text in changes.items():
+        if text is None:
+            cells.pop(f"{name}.md", None)
+        else:
+            cells.update(_cells({f"{name}.md": text if text.startswith("---") else concept(text)}))
+    after = _assembled(cells, predecessor=before)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bw, "MAX_UPDATED_SHARE", 100.0)  # update however much changed
+        updated = bw.updated_index(earlier, before, after, CancelToken())
+    assert updated is not None
+    assert _comparable(updated) == _comparable(bw.build_index(after, CancelToken()))
+    for needle in needles:
+        _agree(after, updated, needle)
+
+
+def test_a_change_updates_the_previous_index_instead_of_building_one(snapshot: Snapshot) -> None:
+    """With the previous capture held and its index built, the next capture's index is that one
+    updated: only the changed concept's body is split into words again, and the words it did
+    not touch keep their postings."""
+    files = {f"f{n % 5}/item-{n:03d}.md": concept(f"Item {n} body words w{n}") for n in range(200)}
+    before = _assembled(_cells(files))
+    earlier = bw.index_of(before, CancelToken())
+    cells = dict(before.documents.cells)
+    cells.update(_cells({"f3/item-013.md": concept("Item 13 now says zq09977")}))
+    after = _assembled(cells, predecessor=before)
+    split: list[str] = []
+    real_words, real_build = bw.body_words, bw.build_index
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bw, "body_words", lambda body: split.append(body) or real_words(body))
+        patch.setattr(bw, "build_index", lambda *a: pytest.fail("built anew"))
+        index = bw.index_of(after, CancelToken())
+    assert len(split) == 2  # the old body's words out, the new body's in
+    assert kept(after, bw.BODY_WORDS) is index
+    assert index.candidates("zq09977") == {"f3/item-013"}
+    assert index.postings["w100"] is earlier.postings["w100"]
+    assert _comparable(index) == _comparable(real_build(after, CancelToken()))
+
+
+SEARCH_GOLDENS = [p for p in golden_runner.golden_paths() if p.parent.name == "search_concepts"]
+
+
+@pytest.mark.parametrize("path", SEARCH_GOLDENS, ids=golden_runner.case_id)
+def test_every_golden_answer_is_the_same_with_the_index(
+    path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The goldens run without the warm-up, so with no index; here each call builds and uses
+    one, and must give the recorded outcome byte for byte."""
+    used: list[bw.BodyWordIndex] = []
+
+    def built(view: Snapshot) -> bw.BodyWordIndex:
+        used.append(bw.index_of(view, CancelToken()))
+        return used[-1]
+
+    monkeypatch.setattr(sc, "kept_index", built)
+    case = golden_runner.load_case(path)
+    outcome = golden_runner.run_case({**case, "tool": "search_concepts"}, tmp_path)
+    assert outcome == case["expected"]
+    assert used or outcome["is_error"]
