@@ -346,8 +346,7 @@ def build_snapshot(
             stored = cached.stored(f.path) if cached is not None else None
             if stored is not None and read_later is not None:
                 record = FileRecord(f.path, stored.size, stored.sha256)
-                cells[f.path] = deferred(
-                    f.path, functools.partial(read_later, record), cached, record)
+                cells[f.path] = deferred(f.path, read_later, cached, record)
                 continue
         cells[f.path] = deferred(f.path, f.data or b"", cached, prechecked=prechecked)
     # The index of an earlier process speaks for the files whose bytes it has rows for, in this
@@ -358,7 +357,7 @@ def build_snapshot(
 
 
 def deferred(
-    path: str, data: bytes | Callable[[], bytes], cached: CachedRows | None = None,
+    path: str, data: bytes | Callable[[FileRecord], bytes], cached: CachedRows | None = None,
     record: FileRecord | None = None,
     prechecked: Prechecked | None = None,
 ) -> Deferred:
@@ -367,48 +366,71 @@ def deferred(
     from that row's entry; whatever does not fit the bytes is parsed instead.
 
     ``data`` is the bytes, or (with their ``record``) a way to read them when first needed."""
-    read: Callable[[], bytes]
     if isinstance(data, bytes):
         fixed = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
-        read = functools.partial(_given, data)
-    elif record is not None:
-        read, fixed = data, record
-    else:
+        return Deferred(fixed, _Source(fixed, data, None, cached, prechecked))
+    if record is None:
         raise ValueError("bytes read later need the record they must match")
+    return Deferred(record, _Source(record, None, data, cached, prechecked))
 
-    def parsed() -> Check:
-        checked = check_document(path, read(), fixed, prechecked)
+
+class _Source:
+    """How one cell is checked and built (:class:`~bundle_mcp.model.Deferred`'s ``check``).
+
+    One small object per file, holding what the check needs; the reader, the parse cache's rows
+    and the prechecked frontmatter are shared by every file. (A closure per file, with the
+    cells it closed over and a partial for its bytes, was about ten objects the garbage
+    collector tracked: at the file cap, collecting them was a third of a restart's first load.)
+    """
+
+    __slots__ = ("record", "data", "read_later", "cached", "prechecked")
+
+    def __init__(
+        self, record: FileRecord, data: bytes | None,
+        read_later: Callable[[FileRecord], bytes] | None,
+        cached: CachedRows | None, prechecked: Prechecked | None,
+    ) -> None:
+        self.record = record
+        self.data = data  # None: read (and checked against the record) when first needed
+        self.read_later = read_later
+        self.cached = cached
+        self.prechecked = prechecked
+
+    def read(self) -> bytes:
+        if self.data is not None:
+            return self.data
+        assert self.read_later is not None
+        return self.read_later(self.record)
+
+    def __call__(self) -> Check:
+        cached, fixed = self.cached, self.record
+        stored = cached.stored(fixed.path) if cached is not None else None
+        if stored is None or (stored.sha256, stored.size) != (fixed.sha256, fixed.size):
+            return self._parsed()
+        try:
+            error = stored.parse_error()
+        except (TypeError, ValueError):
+            return self._parsed()
+        return error, self._decoded
+
+    def _parsed(self) -> Check:
+        fixed = self.record
+        checked = check_document(fixed.path, self.read(), fixed, self.prechecked)
         if isinstance(checked, Document):
             return checked.parse_error, lambda: (checked, PARSED)
         return None, lambda: (checked.finish(), PARSED)
 
-    def check() -> Check:
-        stored = cached.stored(path) if cached is not None else None
-        if cached is None or stored is None or (stored.sha256, stored.size) != (
-                fixed.sha256, fixed.size):
-            return parsed()
-        try:
-            error = stored.parse_error()
-        except (TypeError, ValueError):
-            return parsed()
-
-        def finish() -> tuple[Document, str]:
-            data = read()
-            doc = decode(path, data, fixed.sha256, cached.entry(path, fixed.sha256),
-                         functools.partial(cached.derived, path, fixed.sha256))
-            if doc is not None:
-                return doc, DECODED
-            # The row's entry is gone or does not fit: parse. The same bytes parse the same
-            # way they did when the row was written, so the check above still holds.
-            return parse_document(path, data, fixed), PARSED
-
-        return error, finish
-
-    return Deferred(fixed, check)
-
-
-def _given(data: bytes) -> bytes:
-    return data
+    def _decoded(self) -> tuple[Document, str]:
+        cached, fixed = self.cached, self.record
+        assert cached is not None
+        path, data = fixed.path, self.read()
+        doc = decode(path, data, fixed.sha256, cached.entry(path, fixed.sha256),
+                     functools.partial(cached.derived, path, fixed.sha256))
+        if doc is not None:
+            return doc, DECODED
+        # The row's entry is gone or does not fit: parse. The same bytes parse the same
+        # way they did when the row was written, so the check above still holds.
+        return parse_document(path, data, fixed), PARSED
 
 
 def assemble_snapshot(
