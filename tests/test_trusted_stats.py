@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sqlite3
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -217,3 +218,29 @@ def test_a_stats_row_without_its_documents_row_is_not_trusted(
     trusted = rows.trusted_stats()
     assert "f1/c10.md" not in trusted and "f2/c11.md" not in trusted
     assert len(trusted) == CONCEPTS - 1
+
+
+def test_a_trusted_file_takes_the_row_its_stat_goes_with(
+    bundle: Path, tmp_path: Path, settled: None, reads: list[str]
+) -> None:
+    """A path has two rows for a moment when another process saw other bytes. The record of a
+    file its stat vouches for is that of the row the stat was kept beside, whichever row comes
+    last: another row's record would give the snapshot a revision its bytes do not have."""
+    revision = _fill(bundle, tmp_path / "cache")
+    database = ParseCache(tmp_path / "cache").database(str(bundle))
+    assert database is not None
+    with sqlite3.connect(database) as db:
+        size, entry = db.execute(
+            "SELECT size, entry FROM documents WHERE path = 'f1/c10.md'").fetchone()
+        # Sorts after any hex digest, so a load that took each path's last row would take it.
+        db.execute("INSERT INTO documents(path, sha256, size, error, entry)"
+                   " VALUES ('f1/c10.md', 'z-other-bytes', ?, NULL, ?)", (size, entry))
+    rows = ParseCache(tmp_path / "cache").load(str(bundle))
+    assert rows is not None and "f1/c10.md" in rows.trusted_stats()
+    stored = rows.stored("f1/c10.md")
+    assert stored is not None and stored.sha256 != "z-other-bytes"
+    reads.clear()
+    snapshots, dispatcher = _restarted(bundle, tmp_path / "cache")
+    assert not dispatcher.call("read_concept", {"concept_id": "f1/c10"}).is_error
+    assert snapshots.get(str(bundle), CancelToken()).revision == revision
+    assert "f1/c10.md" in reads  # read when built, never captured: the stat was trusted

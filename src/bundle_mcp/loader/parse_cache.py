@@ -182,24 +182,10 @@ class ParseCache:
             with _connected(database, read_only=True) as db:
                 if not _is_ours(db, bundle_path):
                     return None
-                rows = db.execute("SELECT path, sha256, size, error FROM documents").fetchall()
-                # Only the stats of bytes that have a row: a trusted file is never read, so
-                # everything about it must come from here.
-                stats = db.execute(
-                    "SELECT s.path, s.dev, s.ino, s.size, s.mtime_ns, s.ctime_ns FROM stats s"
-                    " JOIN documents d ON d.path = s.path AND d.sha256 = s.sha256"
-                    " AND d.size = s.size"
-                ).fetchall()
+                rows = db.execute(_LOAD_ROWS).fetchall()
         except sqlite3.Error:
             return None
-        return CachedRows(
-            database,
-            {path: Stored(sha, size, error) for path, sha, size, error in rows
-             if isinstance(size, int)},
-            {path: StatKey(dev, ino, size, mtime, ctime, settled=True)
-             for path, dev, ino, size, mtime, ctime in stats
-             if all(isinstance(v, int) for v in (dev, ino, size, mtime, ctime))},
-        )
+        return CachedRows(database, *_rows_and_stats(rows))
 
     def save(
         self, bundle_path: str, documents: Documents,
@@ -593,6 +579,36 @@ def _is_ours(db: sqlite3.Connection, bundle_path: str) -> bool:
             return False
         raise
     return meta.get("format") == FORMAT and meta.get("bundle") == bundle_path
+
+
+# Every document row with the settled stat kept beside its bytes, if any, in one query. Only
+# integers where the schema says so (a value of another type is a damaged row: that file is not
+# trusted, or not cached). Only the stats of bytes that have a row: a trusted file is never
+# read, so everything about it must come from here.
+_LOAD_ROWS = (
+    "SELECT d.path, d.sha256, d.size, d.error, s.dev, s.ino, s.mtime_ns, s.ctime_ns"
+    " FROM documents d LEFT JOIN stats s ON s.path = d.path AND s.sha256 = d.sha256"
+    " AND s.size = d.size AND typeof(s.dev) = 'integer' AND typeof(s.ino) = 'integer'"
+    " AND typeof(s.mtime_ns) = 'integer' AND typeof(s.ctime_ns) = 'integer'"
+    " WHERE typeof(d.size) = 'integer'"
+)
+
+
+def _rows_and_stats(
+    rows: list[tuple[Any, ...]],
+) -> tuple[dict[str, Stored], dict[str, StatKey]]:
+    """Each path's row, and the trusted stats. A path has two rows for a moment when a second
+    process saw other bytes: the one whose bytes go with the kept stat is the one taken, so a
+    trusted file's record is always that of the bytes its stat vouches for."""
+    stored: dict[str, Stored] = {}
+    stats: dict[str, StatKey] = {}
+    for path, sha256, size, error, dev, ino, mtime_ns, ctime_ns in rows:
+        if dev is not None:
+            stored[path] = Stored(sha256, size, error)
+            stats[path] = StatKey(dev, ino, size, mtime_ns, ctime_ns, settled=True)
+        elif path not in stats:
+            stored[path] = Stored(sha256, size, error)
+    return stored, stats
 
 
 def _corrupt(exc: sqlite3.OperationalError) -> bool:
