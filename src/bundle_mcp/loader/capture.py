@@ -42,6 +42,7 @@ MAX_IGNORE_FILE_BYTES = 1024 * 1024
 MAX_SKIPPED = 10_000
 
 _READ_CHUNK = 1 << 20
+_SHORT_PATH = MAX_PATH_BYTES // 4  # characters: a path this long or shorter is within the cap
 
 # The entry is gone or is no longer what was checked (O_NOFOLLOW meeting a symlink is ELOOP).
 _CHANGED_ERRNOS = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
@@ -117,6 +118,7 @@ def capture(
     """
     known = known or {}
     seen_ns = time.time_ns()  # before every stat of this walk (see StatKey.settled)
+    settled_before = seen_ns - SETTLE_NS
     rules = read_ignore_rules(root_fd)
     files: list[CapturedFile] = []
     assets: set[str] = set()
@@ -141,11 +143,15 @@ def capture(
             name = entry.name
             if name.startswith("."):
                 continue
-            path = prefix + _display_name(name)
-            if has_surrogates(name):
-                skip(_skip("invalid_path_encoding", path, "file name is not valid UTF-8"))
-                continue
-            if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+            if name.isascii():  # most names: no surrogate to look for, nothing to display
+                path = prefix + name
+            else:
+                path = prefix + _display_name(name)
+                if has_surrogates(name):
+                    skip(_skip("invalid_path_encoding", path, "file name is not valid UTF-8"))
+                    continue
+            # A character is at most four bytes in UTF-8: only a long path needs encoding.
+            if len(path) > _SHORT_PATH and len(path.encode("utf-8")) > MAX_PATH_BYTES:
                 raise resource_limit(
                     f"a path is longer than {MAX_PATH_BYTES} bytes: {path[:80]}...",
                     "shorten the path or exclude it in .okfignore",
@@ -201,13 +207,17 @@ def capture(
                     "split the bundle or exclude folders in .okfignore; narrowing a query "
                     "cannot bypass loading",
                 )
-            key = StatKey.of(st, seen_ns)
-            if key.size > max_file_bytes:
+            if st.st_size > max_file_bytes:
                 raise resource_limit(
                     f"{path} is larger than {max_file_bytes} bytes",
                     "split the file or exclude it in .okfignore",
                 )
-            if known.get(path) == key:
+            expected = known.get(path)
+            if expected is not None and _unchanged(expected, st):
+                # The key it had, when that one is as settled as this stat would be (a restart's
+                # trusted stats: one object less per file); else this stat's own.
+                key = expected if expected.settled and (
+                    st.st_ctime_ns < settled_before) else StatKey.of(st, seen_ns)
                 total += key.size
                 check_total(total, max_total_bytes)
                 files.append(CapturedFile(path, key, None))
@@ -233,6 +243,14 @@ def capture(
     walk(root_fd, root_listing, "", 0)
     files.sort(key=lambda f: f.path)
     return Capture(tuple(files), frozenset(assets), frozenset(directories), tuple(skipped))
+
+
+def _unchanged(key: StatKey, st: os.stat_result) -> bool:
+    """Whether ``st`` has ``key``'s identity, size and times (``StatKey`` equality, without
+    making the key of ``st``)."""
+    return (key.ino == st.st_ino and key.mtime_ns == st.st_mtime_ns
+            and key.ctime_ns == st.st_ctime_ns and key.size == st.st_size
+            and key.dev == st.st_dev)
 
 
 def check_total(total: int, limit: int = MAX_TOTAL_BYTES) -> None:
