@@ -48,7 +48,7 @@ from .capture import (
     read_relative,
 )
 from .document import check_document, document_kind, parse_document
-from .parse_cache import CachedRows, decode
+from .parse_cache import CachedRows, Stored, decode
 from .precheck import Prechecked
 
 __all__ = [
@@ -346,7 +346,8 @@ def build_snapshot(
             stored = cached.stored(f.path) if cached is not None else None
             if stored is not None and read_later is not None:
                 record = FileRecord(f.path, stored.size, stored.sha256)
-                cells[f.path] = deferred(f.path, read_later, cached, record)
+                cells[f.path] = Deferred(
+                    record, _Source(record, None, read_later, cached, prechecked, stored))
                 continue
         cells[f.path] = deferred(f.path, f.data or b"", cached, prechecked=prechecked)
     # The index of an earlier process speaks for the files whose bytes it has rows for, in this
@@ -366,12 +367,13 @@ def deferred(
     from that row's entry; whatever does not fit the bytes is parsed instead.
 
     ``data`` is the bytes, or (with their ``record``) a way to read them when first needed."""
+    stored = cached.stored(path) if cached is not None else None
     if isinstance(data, bytes):
         fixed = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
-        return Deferred(fixed, _Source(fixed, data, None, cached, prechecked))
+        return Deferred(fixed, _Source(fixed, data, None, cached, prechecked, stored))
     if record is None:
         raise ValueError("bytes read later need the record they must match")
-    return Deferred(record, _Source(record, None, data, cached, prechecked))
+    return Deferred(record, _Source(record, None, data, cached, prechecked, stored))
 
 
 class _Source:
@@ -383,18 +385,19 @@ class _Source:
     collector tracked: at the file cap, collecting them was a third of a restart's first load.)
     """
 
-    __slots__ = ("record", "data", "read_later", "cached", "prechecked")
+    __slots__ = ("record", "data", "read_later", "cached", "prechecked", "stored")
 
     def __init__(
         self, record: FileRecord, data: bytes | None,
         read_later: Callable[[FileRecord], bytes] | None,
-        cached: CachedRows | None, prechecked: Prechecked | None,
+        cached: CachedRows | None, prechecked: Prechecked | None, stored: Stored | None,
     ) -> None:
         self.record = record
         self.data = data  # None: read (and checked against the record) when first needed
         self.read_later = read_later
         self.cached = cached
         self.prechecked = prechecked
+        self.stored = stored  # ``cached``'s row for this path, if it has one
 
     def read(self) -> bytes:
         if self.data is not None:
@@ -403,10 +406,11 @@ class _Source:
         return self.read_later(self.record)
 
     def __call__(self) -> Check:
-        cached, fixed = self.cached, self.record
-        stored = cached.stored(fixed.path) if cached is not None else None
-        if stored is None or (stored.sha256, stored.size) != (fixed.sha256, fixed.size):
+        stored, fixed = self.stored, self.record
+        if stored is None or stored.sha256 != fixed.sha256 or stored.size != fixed.size:
             return self._parsed()
+        if stored.error is None:
+            return None, self._decoded  # most rows: no error to decode
         try:
             error = stored.parse_error()
         except (TypeError, ValueError):
