@@ -10,8 +10,10 @@ import pytest
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.loader.watch import FolderWatch
 from bundle_mcp.snapshots import SnapshotCache
+from toolcall import every_document_built
 
 pytestmark = pytest.mark.skipif(
     not FolderWatch("/", [""]).active, reason="inotify is not available on this system"
@@ -165,3 +167,58 @@ def test_a_created_symlink_still_walks_and_is_skipped(bundle: Path) -> None:
     assert loader.calls == calls + 1
     assert any(d.code == "symlink_skipped" for d in after.skipped)
     _same_as_a_full_load(after, bundle)
+
+
+def _restarted(bundle: Path, folder: Path, loader: CountingLoader) -> SnapshotCache:
+    """A cache over ``bundle`` as a restarted server has it: an earlier process saved every
+    document to the parse cache in ``folder``."""
+    earlier = SnapshotCache(parse_cache=ParseCache(folder))
+    snapshot = earlier.get(str(bundle), CancelToken())
+    ParseCache(folder).save(str(bundle), every_document_built(snapshot.documents))
+    return SnapshotCache(loader, parse_cache=ParseCache(folder))
+
+
+def test_a_restart_watches_the_cached_folders_before_its_first_walk(
+    bundle: Path, tmp_path: Path
+) -> None:
+    """The parse cache's rows name the folders: a restart's first load arms the watch on them
+    before it walks, so the next call does not walk the bundle a second time."""
+    loader = CountingLoader()
+    cache = _restarted(bundle, tmp_path / "cache", loader)
+    first = cache.get(str(bundle), CancelToken())
+    assert loader.calls == 1
+    assert cache.get(str(bundle), CancelToken()) is first
+    assert loader.calls == 1
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda root: (root / "sub" / "b.md").write_text("---\ntype: Note\n---\nChanged.\n"),
+        lambda root: (root / "sub" / "c.md").write_text("---\ntype: Note\n---\nC.\n"),
+        lambda root: (root / "a.md").unlink(),
+        lambda root: (root / "new").mkdir(),
+    ],
+    ids=["edit", "create", "delete", "new-folder"],
+)
+def test_a_change_after_a_restarts_first_load_is_seen(
+    bundle: Path, tmp_path: Path, change
+) -> None:
+    cache = _restarted(bundle, tmp_path / "cache", CountingLoader())
+    before = cache.get(str(bundle), CancelToken())
+    change(bundle)
+    after = cache.get(str(bundle), CancelToken())
+    assert after is not before
+    assert after.revision == load_bundle(str(bundle))[0].revision
+
+
+def test_a_folder_the_cache_does_not_name_walks_again(bundle: Path, tmp_path: Path) -> None:
+    """A folder the rows do not name (one with no Markdown file) is not watched: the next
+    call walks, as after a new folder."""
+    (bundle / "assets").mkdir()
+    (bundle / "assets" / "logo.png").write_bytes(b"png")
+    loader = CountingLoader()
+    cache = _restarted(bundle, tmp_path / "cache", loader)
+    cache.get(str(bundle), CancelToken())
+    cache.get(str(bundle), CancelToken())
+    assert loader.calls == 2

@@ -108,15 +108,14 @@ class SnapshotCache:
                 if current is not None:
                     slot.cached = current
                     return current.snapshot
-            # Watch the folders we know before walking them: a change made during the walk is
-            # then seen by the next call, which walks again.
-            watch = (
-                FolderWatch(bundle_path, previous.snapshot.directories)
-                if self._watch and previous is not None
-                else None
-            )
             # A first load may start from the persistent parse cache of an earlier process.
             entries = self._parse_cache.load(bundle_path) if previous is None else None
+            # Watch the folders we know before walking them: a change made during the walk is
+            # then seen by the next call, which walks again. After a restart, the folders of
+            # the cache's rows: the first call then need not walk the bundle a second time.
+            known = (previous.snapshot.directories if previous is not None
+                     else entries.folders() if entries else None)
+            watch = FolderWatch(bundle_path, known) if self._watch and known is not None else None
             extra: dict[str, object] = {"cached": entries} if entries else {}
             precheck = self._prechecks.get(bundle_path) if previous is None else None
             if precheck is not None:
@@ -132,10 +131,10 @@ class SnapshotCache:
                 snapshot = previous.snapshot
             if (
                 watch is not None
-                and previous is not None  # always so when watching (see above)
-                and not snapshot.directories <= previous.snapshot.directories
+                and known is not None  # always so when watching (see above)
+                and not snapshot.directories <= known
             ):
-                watch.close()  # a new folder is not watched yet: walk next time, then arm
+                watch.close()  # a folder is not watched yet: walk next time, then arm
             slot.cached = _Cached(snapshot, stats, watch, _root_identity(bundle_path))
             return snapshot
 

@@ -473,6 +473,17 @@ class CachedRows(Mapping[str, Any]):
     def stored(self, path: str) -> Stored | None:
         return self._rows.get(path)
 
+    def folders(self) -> frozenset[str]:
+        """The folders of the rows' paths and their parents, the root (``""``) included: those
+        a load that starts from these rows watches before its walk (``snapshots``)."""
+        folders = {""}
+        for path in self._rows:
+            folder = path.rpartition("/")[0]
+            while folder not in folders:
+                folders.add(folder)
+                folder = folder.rpartition("/")[0]
+        return frozenset(folders)
+
     def trusted_stats(self) -> Mapping[str, StatKey]:
         """The settled stat of each file whose row it goes with: a walk that finds a file with
         the same stat takes its bytes to be the row's, without reading them."""
