@@ -120,6 +120,15 @@ class Memo:
                 return True, self._values[key]
             return False, None
 
+    def drop(self, keep: Callable[[Any], bool]) -> None:
+        """Forget every stored value whose key ``keep`` refuses (a build under way is left to
+        finish). The values are let go one at a time, outside the lock: freeing a large
+        structure holds the interpreter lock, and another thread may run between two."""
+        with self._lock:
+            dropped = [self._values.pop(key) for key in list(self._values) if not keep(key)]
+        while dropped:
+            dropped.pop()
+
     def get(
         self, key: Any, factory: Callable[[], _T], check: Callable[[], None] | None = None
     ) -> _T:
@@ -742,6 +751,13 @@ class Snapshot:
     def __post_init__(self) -> None:
         if not isinstance(self.documents, Documents):
             object.__setattr__(self, "documents", Documents.of(self.documents))
+
+    def release_edges(self) -> None:
+        """Let go of the edge structures built on first use (:attr:`edges`, their index, the
+        record lookups): a replaced snapshot's, which no successor reads
+        (:func:`bundle_mcp.derived.release`). Asked for again, they are built again."""
+        for name in ("edges", "edges_by_concept", "records", "_shas"):
+            self.__dict__.pop(name, None)
 
     @functools.cached_property
     def broken(self) -> tuple[Document, ...]:

@@ -83,6 +83,7 @@ class WarmStep:
 
     name: str  # the slot it builds, "documents …", "edges" or "answers <tool>"
     build: Callable[[CancelToken], object]
+    slot: derived.Slot[object] | None = None  # the slot it builds, if it builds one
 
 
 def warm_steps(
@@ -99,7 +100,7 @@ def warm_steps(
     for slot in derived.slots():
         warm = slot.warm
         if warm is not None:
-            steps.append(WarmStep(slot.name, functools.partial(warm, view)))
+            steps.append(WarmStep(slot.name, functools.partial(warm, view), slot))
     for name in dispatcher.kept_answer_tools():
         steps.append(WarmStep(f"answers {name}",
                               functools.partial(_answer, dispatcher, name, bundle, reader)))
@@ -122,6 +123,28 @@ def _build_documents(view: Snapshot, paths: Sequence[str], token: CancelToken) -
             doc.markdown  # noqa: B018 (built on first use and kept)
             if doc.is_concept:
                 doc.folded  # noqa: B018
+
+
+def _releasing(replaced: Snapshot, steps: Sequence[WarmStep]) -> list[WarmStep]:
+    """``steps`` with the replaced view's structures let go of first (a serving warm-up froze
+    them, and they hold reference cycles: otherwise they stay until the collection at the end,
+    beside the successor's), and its carried ones once the successor has built its own from
+    them (:func:`bundle_mcp.derived.release`). Steps, so that each waits for the callers' calls
+    like the rest: freeing holds the interpreter lock."""
+    after = 1 + max((i for i, step in enumerate(steps)
+                     if step.slot is not None and step.slot.carried), default=-1)
+    return [
+        WarmStep("release the replaced view",
+                 functools.partial(_release, replaced, carried=False)),
+        *steps[:after],
+        WarmStep("release the replaced view's carried structures",
+                 functools.partial(_release, replaced, carried=True)),
+        *steps[after:],
+    ]
+
+
+def _release(replaced: Snapshot, token: CancelToken, *, carried: bool) -> None:
+    derived.release(replaced, carried=carried)
 
 
 def _freeze_memory() -> None:
@@ -302,8 +325,13 @@ class Readiness:
         if not cold:
             return True  # the steps of the last warm-up captured nothing new
         started = time.perf_counter()
+        current = [view for _reader, view in views]
         for reader, view in cold:
-            for step in self._steps(self._dispatcher, bundle, reader, view):
+            replaced = self._warmed.get((bundle, reader.access.read))
+            steps = list(self._steps(self._dispatcher, bundle, reader, view))
+            if replaced is not None and not any(replaced is v for v in current):
+                steps = _releasing(replaced, steps)
+            for step in steps:
                 # Callers first: a step starts only while no call is in flight.
                 if not self._callers_done():
                     return False
