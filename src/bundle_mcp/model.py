@@ -316,7 +316,9 @@ class Document:
     concept_id: str | None
     record: FileRecord
     text: str
-    frontmatter_raw: str | None
+    # Where the frontmatter block's YAML lies in ``text`` (start, end), None without one: the
+    # YAML is cut from the text when asked for (:attr:`frontmatter_raw`), not kept beside it.
+    frontmatter_span: tuple[int, int] | None
     # The frozen frontmatter, None without one, or Unfrozen data read from the parse cache,
     # frozen on first use (freezing every file up front was most of a cached start).
     frontmatter_value: Mapping[str, Any] | Unfrozen | None
@@ -333,6 +335,12 @@ class Document:
     # cache's ``derived`` rows for these bytes); ``None`` when nothing was kept. Read only by
     # ``derived.of_document``, which still builds whatever this cannot give.
     stored: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def frontmatter_raw(self) -> str | None:
+        """The frontmatter block's YAML as written, None without one."""
+        span = self.frontmatter_span
+        return None if span is None else self.text[span[0]:span[1]]
 
     @property
     def frontmatter(self) -> Mapping[str, Any] | None:
