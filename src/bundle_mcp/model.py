@@ -751,8 +751,9 @@ class Snapshot:
     inbound: InboundHint | None = field(default=None, repr=False, compare=False)
     # The snapshot this one was captured after, while something still holds it (a weak
     # reference: a snapshot never keeps an older one in memory; the warm-up holds the last one
-    # it warmed until this one is warm), so a structure that can be updated from the older
-    # snapshot's value need not be built anew (``okf.suggest``). Speed only, like ``inbound``.
+    # it warmed until this one is warm, its memo emptied but for the ``carried`` slots), so a
+    # structure that can be updated from the older snapshot's value need not be built anew
+    # (``okf.suggest``). Speed only, like ``inbound``.
     predecessor: Callable[[], Snapshot | None] = field(
         default=_no_predecessor, repr=False, compare=False)
 

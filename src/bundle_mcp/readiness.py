@@ -24,7 +24,10 @@ cap, say) is logged and skipped: the bundle loaded, and a call will get the same
 After that, the thread follows the bundles: every time a call captures a new snapshot of a
 served bundle (a file was edited, created or deleted), the warm-up runs again for it. The
 documents that did not change keep their structures, so it rebuilds only the changed files' and
-the whole-snapshot ones. A bundle that cannot be loaded keeps the server not ready; the reason is
+the whole-snapshot ones. Its first step empties the memo of the view it warmed last (the one
+replaced), all but the slots the new view's builders update from it (``carried``), which go
+right after the step that built the new view's own: otherwise both views' structures were held
+at once, and (frozen, with reference cycles) went only at the warm-up's final collection. A bundle that cannot be loaded keeps the server not ready; the reason is
 logged once and the load is retried every :data:`RETRY_SECONDS` (a bundle being synced into
 place, a broken file fixed). Once ready, the server stays ready.
 
