@@ -24,12 +24,13 @@ cap, say) is logged and skipped: the bundle loaded, and a call will get the same
 After that, the thread follows the bundles: every time a call captures a new snapshot of a
 served bundle (a file was edited, created or deleted), the warm-up runs again for it. The
 documents that did not change keep their structures, so it rebuilds only the changed files' and
-the whole-snapshot ones. Its first step empties the memo of the view it warmed last (the one
-replaced), all but the slots the new view's builders update from it (``carried``), which go
-right after the step that built the new view's own: otherwise both views' structures were held
-at once, and (frozen, with reference cycles) went only at the warm-up's final collection. A bundle that cannot be loaded keeps the server not ready; the reason is
-logged once and the load is retried every :data:`RETRY_SECONDS` (a bundle being synced into
-place, a broken file fixed). Once ready, the server stays ready.
+the whole-snapshot ones. Before it builds the first slot, it empties the memo of the view it
+warmed last (the one replaced), all but the slots the new view's builders update from it
+(``carried``), which go right after the step that built the new view's own: otherwise both
+views' structures were held at once, and (frozen, with reference cycles) went only at the
+warm-up's final collection. A bundle that cannot be loaded keeps the server not ready; the
+reason is logged once and the load is retried every :data:`RETRY_SECONDS` (a bundle being
+synced into place, a broken file fixed). Once ready, the server stays ready.
 
 Readers (``serve --readers``): every call runs on its reader's view of the snapshot, with its
 own indexes, so what is warmed is each served scope's view: the distinct read scopes of the
@@ -129,17 +130,25 @@ def _build_documents(view: Snapshot, paths: Sequence[str], token: CancelToken) -
 
 
 def _releasing(replaced: Snapshot, steps: Sequence[WarmStep]) -> list[WarmStep]:
-    """``steps`` with the replaced view's structures let go of first (a serving warm-up froze
-    them, and they hold reference cycles: otherwise they stay until the collection at the end,
-    beside the successor's), and its carried ones once the successor has built its own from
-    them (:func:`bundle_mcp.derived.release`). Steps, so that each waits for the callers' calls
-    like the rest: freeing holds the interpreter lock."""
+    """``steps`` with the replaced view's structures let go of before the first slot is built
+    (a serving warm-up froze them, and they hold reference cycles: otherwise they stay until
+    the collection at the end, beside the successor's), and its carried ones once the
+    successor has built its own from them (:func:`bundle_mcp.derived.release`). Steps, so that
+    each waits for the callers' calls like the rest.
+
+    Not first: the steps before the slots (the changed documents, the edges) are Python code,
+    which lets another thread take the interpreter lock every few milliseconds, while freeing a
+    large structure holds it for as long as that takes, and right after a change the call
+    that saw it is still writing its answer (its next answer was 40 ms later in one process).
+    """
+    first = next((i for i, step in enumerate(steps) if step.slot is not None), len(steps))
     after = 1 + max((i for i, step in enumerate(steps)
-                     if step.slot is not None and step.slot.carried), default=-1)
+                     if step.slot is not None and step.slot.carried), default=first - 1)
     return [
+        *steps[:first],
         WarmStep("release the replaced view",
                  functools.partial(_release, replaced, carried=False)),
-        *steps[:after],
+        *steps[first:after],
         WarmStep("release the replaced view's carried structures",
                  functools.partial(_release, replaced, carried=True)),
         *steps[after:],
