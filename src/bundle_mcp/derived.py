@@ -152,7 +152,7 @@ def kept(snapshot: Snapshot, slot: Slot[T], variant: Hashable = None) -> T | Non
 
 def release(snapshot: Snapshot, *, carried: bool) -> None:
     """Empty the memo of a snapshot that was replaced (the warm-up's, before it builds the
-    successor's structures): otherwise both sets are held at once until the replaced one is
+    successor's slots): otherwise both sets are held at once until the replaced one is
     collected, and its structures hold reference cycles that only a full collection frees.
 
     ``carried=False`` keeps the values of the ``carried`` slots, which the successor's builders
