@@ -118,6 +118,8 @@ def server_mode(bundle: Path, repeat: int, semantic: bool, edits: bool) -> None:
             row("after every read tool", status(pid))
             if edits:
                 edited = all_cases[0].arguments["concept_id"]
+                # The edits' own peak, not the read calls' (the follow-up warm-ups' part).
+                reset_peak(pid)
                 timings = measure_edits(session, bundle, edited)
                 row("after an edit, a deletion, a creation", status(pid))
                 print("  next answer: " + ", ".join(

@@ -132,7 +132,7 @@ def test_a_placeholder_whose_answer_was_dropped_is_not_put_back() -> None:
     assert answer_lines.expand(held[0], _line(held[0])) is None  # the writer sends -32603
     newest_line = answer_lines.expand(held[-1], _line(held[-1]))
     assert newest_line is not None
-    newest = json.loads(newest_line)
+    newest = json.loads(b"".join(newest_line))
     assert newest["result"]["structuredContent"] == TRICKY[0].structured
 
 
@@ -141,7 +141,24 @@ def test_only_this_connections_placeholders_are_expanded() -> None:
     message = _response(1, theirs.hold(TRICKY[1]))
     assert not ours.is_held(message)
     line = _line(message)
-    assert ours.expand(message, line) == line
+    assert ours.expand(message, line) == (line,)
+
+
+def test_a_held_answers_values_are_written_as_kept_never_copied_into_one_line() -> None:
+    """Issue 29: the line was the pieces joined, a copy of the whole answer (28.6 MiB for the
+    bench's get_semantic_graph) alive while it was written. The writer now writes the pieces
+    in turn: the values are the kept encodings themselves, and the pieces make the line."""
+    answer_lines = AnswerLines(min_chars=0)
+    outcome = TRICKY[1]
+    wire = WireJson(to_json(outcome.structured), to_json(outcome.text))
+    kept = Outcome(outcome.structured, outcome.text, outcome.is_error, wire=wire)
+    message = _response(7, answer_lines.hold(kept))
+    pieces = answer_lines.expand(message, _line(message))
+    assert pieces is not None
+    assert any(piece is wire.structured for piece in pieces)
+    assert any(piece is wire.text for piece in pieces)
+    plain = _response(7, plain_result(outcome))
+    assert b"".join(pieces) == _line(plain)
 
 
 def test_a_small_answer_is_not_held() -> None:

@@ -15,6 +15,7 @@ from bundle_mcp.cancel import CancelToken
 from bundle_mcp.completion import COMPLETION_IDS
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import load_bundle
+from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.graph import GRAPH
 from bundle_mcp.tools.list_concepts import LIST_ENTRY
 
@@ -115,3 +116,45 @@ def test_the_tools_fill_the_catalogue() -> None:
                  "bundle_findings", "graph", "field_edges", "summary_counts",
                  "concept_suggestions"):
         assert counts[name] > 0, name
+
+
+def test_a_released_snapshot_keeps_only_what_a_successor_reads() -> None:
+    """Issue 29: the warm-up empties a replaced snapshot's memo, so that its structures and
+    the successor's are not held at once. The carried slots (whose builders update the
+    predecessor's value) stay until ``carried=True``; the documents, shared with the successor,
+    keep theirs; a value asked for again is built again, the same."""
+    from bundle_mcp.okf import suggest
+    from bundle_mcp.okf.graph import graph_of
+
+    snapshot, _ = load_bundle(EXAMPLE, CancelToken())
+    graph_of(snapshot)
+    suggest.index_of(snapshot)
+    edges = snapshot.edges_by_concept
+    documents = {doc.path: doc.memo.keys() for doc in snapshot.documents.built()}
+    assert "graph" in _slot_names(snapshot) and documents
+
+    derived.release(snapshot, carried=False)
+    assert _slot_names(snapshot) <= {"concept_suggestions", "body_words"}
+    assert "concept_suggestions" in _slot_names(snapshot)
+    assert "edges" not in vars(snapshot) and "edges_by_concept" not in vars(snapshot)
+    assert {doc.path: doc.memo.keys() for doc in snapshot.documents.built()} == documents
+    derived.release(snapshot, carried=True)
+    assert _slot_names(snapshot) == set()
+    assert derived.kept(snapshot, suggest.CONCEPT_SUGGESTIONS) is None
+    assert snapshot.edges_by_concept == edges
+
+
+def test_only_a_carried_slot_is_read_from_a_predecessor() -> None:
+    """``kept`` is how a builder reads its predecessor's value; a slot that is not carried
+    would already be gone from a replaced snapshot, so asking for it is a mistake."""
+    snapshot, _ = load_bundle(EXAMPLE, CancelToken())
+    with pytest.raises(ValueError, match="not carried"):
+        derived.kept(snapshot, GRAPH)
+    assert {slot.name for slot in derived.slots() if slot.carried} == {
+        "concept_suggestions", "body_words"}
+
+
+def _slot_names(snapshot: Snapshot) -> set[str]:
+    """The whole-snapshot structures held by this very snapshot (not its documents')."""
+    return {key[0].name for key in snapshot.memo.keys()
+            if isinstance(key, tuple) and key and isinstance(key[0], derived.Slot)}

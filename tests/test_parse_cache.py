@@ -50,6 +50,33 @@ def test_a_saved_cache_replaces_parsing(cache: ParseCache, monkeypatch) -> None:
     assert _facts(second) == expected
 
 
+def test_read_back_the_link_targets_are_shared_and_the_yaml_is_cut_from_the_text(
+    cache: ParseCache,
+) -> None:
+    """Issue 29: the links that name one file share one target string and concept ID, read
+    back as parsed (a restarted server held a copy per link), and a document keeps no copy of
+    its frontmatter's YAML beside its text, parsed or read back."""
+    bundle = str(EXAMPLE)
+    first, _ = load_bundle(bundle)
+    _facts(first)
+    cache.save(bundle, every_document_built(first.documents))
+    second, _ = load_bundle(bundle, cached=cache.load(bundle))
+    for snapshot in (first, second):
+        links = [link for doc in snapshot.documents.values() for link in doc.markdown.links
+                 if link.concept_id is not None]
+        by_target: dict[str, Any] = {}
+        for link in links:
+            held = by_target.setdefault(link.target, link)
+            assert link.target is held.target and link.concept_id is held.concept_id
+        assert len(by_target) < len(links)  # some file is named by two links
+        for doc in snapshot.documents.values():
+            raw = doc.frontmatter_raw
+            assert raw == first.documents[doc.path].frontmatter_raw
+            assert raw is None or doc.text.find(raw) >= 0
+            assert not [name for name, value in vars(doc).items()
+                        if isinstance(value, str) and value == raw and name != "text"]
+
+
 def test_an_entry_for_other_bytes_is_ignored(cache: ParseCache, tmp_path: Path) -> None:
     root = tmp_path / "b"
     root.mkdir()

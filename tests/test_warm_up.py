@@ -211,6 +211,70 @@ def test_the_warm_up_follows_an_edit(tmp_bundle: Callable[..., str]) -> None:
         readiness.stop()
 
 
+def test_the_follow_up_warm_up_empties_the_replaced_views_memo(
+    tmp_bundle: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: after an edit, the warm-up held the replaced view's structures while it built
+    the successor's (frozen, with reference cycles: they went only at its final collection),
+    two sets at once. It now empties the replaced view's memo before it builds a slot, all but
+    the carried slots, which the successor's builders update (the 'did you mean' index is
+    updated, not built anew), and those right after the step that built the successor's own."""
+    from bundle_mcp.okf import suggest
+    from bundle_mcp.tools import _body_words
+
+    bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    events: list[str] = []
+    readiness = Readiness(dispatcher, steps=_recorded_steps(events))
+    readiness.start()
+    try:
+        assert readiness.wait_idle(WAIT_SECONDS)
+        before = dispatcher.served_snapshot(bundle, CancelToken())
+        assert {"concept_suggestions", "graph", "answers"} <= _snapshot_slots(before)
+        assert "edges" in vars(before)
+        built_anew: list[Snapshot] = []
+        real_build, real_release = suggest.build_index, derived.release
+        monkeypatch.setattr(suggest, "build_index",
+                            lambda snapshot: built_anew.append(snapshot) or real_build(snapshot))
+        real_words = _body_words.build_index
+        monkeypatch.setattr(_body_words, "build_index", lambda snapshot, token: (
+            built_anew.append(snapshot) or real_words(snapshot, token)))
+
+        def release(snapshot: Snapshot, *, carried: bool) -> None:
+            assert snapshot is before
+            events.append(f"release carried={carried}")
+            real_release(snapshot, carried=carried)
+
+        monkeypatch.setattr(derived, "release", release)
+        events.clear()
+        orders = Path(bundle, "orders.md")
+        orders.write_text(ORDERS + "\nMore about orders.\n", encoding="utf-8")
+        stat = orders.stat()
+        os.utime(orders, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+        assert not dispatcher.call("read_concept", {"concept_id": "orders"}).is_error
+        assert readiness.wait_idle(WAIT_SECONDS)
+        after = dispatcher.served_snapshot(bundle, CancelToken())
+    finally:
+        readiness.stop()
+    assert after is not before and after.predecessor() is before
+    assert _snapshot_slots(before) == set()
+    assert "edges" not in vars(before) and "edges_by_concept" not in vars(before)
+    assert derived.kept(after, suggest.CONCEPT_SUGGESTIONS) is not None
+    assert derived.kept(after, _body_words.BODY_WORDS) is not None
+    assert built_anew == []  # both carried indexes updated from the replaced view's
+    assert "graph" in _snapshot_slots(after)
+    # After the new view's documents and edges (Python code a call's thread can interleave
+    # with; freeing holds the interpreter lock), before its first slot.
+    builds = [e for e in events if e.startswith(("build ", "release "))]
+    first = builds.index("release carried=False")
+    assert builds[first - 1] == "build edges", builds
+    assert all(e.startswith("build documents") for e in builds[:first - 1]), builds
+    carried = builds.index("release carried=True")
+    last_carried = [slot.name for slot in derived.slots() if slot.carried and slot.warm][-1]
+    assert builds[carried - 1] == f"build {last_carried}", builds
+    assert builds.index("build concept_suggestions") < carried
+
+
 def test_a_serving_warm_up_freezes_what_it_built(tmp_bundle: Callable[..., str]) -> None:
     bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
     readiness = Readiness(Dispatcher(ServeConfig(bundles=(bundle,))), freeze_memory=True)
@@ -403,7 +467,7 @@ def _recorded_steps(
                     during_first()
                 return step.build(token)
 
-            return WarmStep(step.name, build)
+            return WarmStep(step.name, build, step.slot)
 
         return tuple(recorded(n, step) for n, step in enumerate(warm_steps(*args)))
 

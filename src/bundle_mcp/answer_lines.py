@@ -98,12 +98,15 @@ class AnswerLines:
         """Whether ``message`` is the reply of a held answer (its placeholders in it)."""
         return self._token_of(message) is not None
 
-    def expand(self, message: types.JSONRPCMessage, line: bytes) -> bytes | None:
+    def expand(self, message: types.JSONRPCMessage, line: bytes) -> tuple[bytes, ...] | None:
         """``line`` (``message`` as the SDK encoded it) with a held answer's values put back,
-        None when they are gone (the writer sends ``-32603``); any other line unchanged."""
+        as the pieces to write in turn, None when they are gone (the writer sends ``-32603``);
+        any other line unchanged, as one piece. The pieces are never joined: a join copied the
+        whole answer again for as long as it was written (28.6 MiB for ``get_semantic_graph``
+        at 10,000 concepts, the highest point of a server's memory)."""
         token = self._token_of(message)
         if token is None:
-            return line
+            return (line,)
         with self._lock:
             encoded = self._pending.pop(token, None)
         structured_at = line.find(b'{"' + f"{token}-s".encode() + b'":0}')
@@ -121,7 +124,7 @@ class AnswerLines:
             out += (line[position:start], value)
             position = end
         out.append(line[position:])
-        return b"".join(out)
+        return tuple(out)
 
     def _token_of(self, message: types.JSONRPCMessage) -> str | None:
         if not isinstance(message, types.JSONRPCResponse):

@@ -41,7 +41,7 @@ from .model import Document, Snapshot
 
 __all__ = [
     "OWNERS", "Codec", "Slot", "Warm", "built", "exactly", "kept", "kept_values", "of_document",
-    "of_snapshot", "slots", "stored_key",
+    "of_snapshot", "release", "slots", "stored_key",
 ]
 
 T = TypeVar("T")
@@ -74,7 +74,9 @@ class Slot(Generic[T]):
     """One kind of derived structure. ``eq=False``: a slot is its own identity (the memo key).
 
     ``warm`` is how the warm-up builds it (``None``: it is built only by the calls that need it,
-    for example per query term, or on the first miss).
+    for example per query term, or on the first miss). ``carried``: its builder starts from the
+    value of the snapshot's predecessor (:func:`kept`), so a replaced snapshot keeps that value
+    until its successor has built its own (:func:`release`).
     """
 
     name: str
@@ -82,6 +84,7 @@ class Slot(Generic[T]):
     what: str
     warm: Warm | None = None
     codec: Codec[T] | None = None  # a document slot kept in the parse cache (Codec)
+    carried: bool = False
 
 
 # The modules that declare slots, each in a module-level ``SLOTS`` tuple, in the order the
@@ -137,11 +140,32 @@ def of_snapshot(
 def kept(snapshot: Snapshot, slot: Slot[T], variant: Hashable = None) -> T | None:
     """The snapshot's structure ``slot`` for ``variant`` when it is built, else ``None``; builds
     nothing. For a builder that can update an earlier snapshot's value instead of building
-    its own (:attr:`~bundle_mcp.model.Snapshot.predecessor`)."""
+    its own (:attr:`~bundle_mcp.model.Snapshot.predecessor`): only a ``carried`` slot's, the
+    values :func:`release` leaves to a successor."""
     if slot.owner != "snapshot":
         raise ValueError(f"{slot.name} is kept per document")
+    if not slot.carried:
+        raise ValueError(f"{slot.name} is not carried: a replaced snapshot lets it go first")
     found, value = snapshot.memo.peek((slot, variant))
     return cast(T, value) if found else None
+
+
+def release(snapshot: Snapshot, *, carried: bool) -> None:
+    """Empty the memo of a snapshot that was replaced (the warm-up's, before it builds the
+    successor's slots): otherwise both sets are held at once until the replaced one is
+    collected, and its structures hold reference cycles that only a full collection frees.
+
+    ``carried=False`` keeps the values of the ``carried`` slots, which the successor's builders
+    read (:func:`kept`); ``True``, once the successor has built its own, lets those go too.
+    The documents' memos are left alone: the successor shares every unchanged document. A
+    value asked for again is built again (a call still running on the replaced snapshot gets
+    the same answer, later).
+    """
+    snapshot.memo.drop(
+        lambda key: not carried and isinstance(key, tuple) and len(key) == 2
+        and isinstance(key[0], Slot) and key[0].carried
+    )
+    snapshot.release_edges()
 
 
 def of_document(

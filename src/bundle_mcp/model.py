@@ -120,6 +120,15 @@ class Memo:
                 return True, self._values[key]
             return False, None
 
+    def drop(self, keep: Callable[[Any], bool]) -> None:
+        """Forget every stored value whose key ``keep`` refuses (a build under way is left to
+        finish). The values are let go one at a time, outside the lock: freeing a large
+        structure holds the interpreter lock, and another thread may run between two."""
+        with self._lock:
+            dropped = [self._values.pop(key) for key in list(self._values) if not keep(key)]
+        while dropped:
+            dropped.pop()
+
     def get(
         self, key: Any, factory: Callable[[], _T], check: Callable[[], None] | None = None
     ) -> _T:
@@ -307,7 +316,9 @@ class Document:
     concept_id: str | None
     record: FileRecord
     text: str
-    frontmatter_raw: str | None
+    # Where the frontmatter block's YAML lies in ``text`` (start, end), None without one: the
+    # YAML is cut from the text when asked for (:attr:`frontmatter_raw`), not kept beside it.
+    frontmatter_span: tuple[int, int] | None
     # The frozen frontmatter, None without one, or Unfrozen data read from the parse cache,
     # frozen on first use (freezing every file up front was most of a cached start).
     frontmatter_value: Mapping[str, Any] | Unfrozen | None
@@ -324,6 +335,12 @@ class Document:
     # cache's ``derived`` rows for these bytes); ``None`` when nothing was kept. Read only by
     # ``derived.of_document``, which still builds whatever this cannot give.
     stored: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def frontmatter_raw(self) -> str | None:
+        """The frontmatter block's YAML as written, None without one."""
+        span = self.frontmatter_span
+        return None if span is None else self.text[span[0]:span[1]]
 
     @property
     def frontmatter(self) -> Mapping[str, Any] | None:
@@ -734,14 +751,22 @@ class Snapshot:
     inbound: InboundHint | None = field(default=None, repr=False, compare=False)
     # The snapshot this one was captured after, while something still holds it (a weak
     # reference: a snapshot never keeps an older one in memory; the warm-up holds the last one
-    # it warmed until this one is warm), so a structure that can be updated from the older
-    # snapshot's value need not be built anew (``okf.suggest``). Speed only, like ``inbound``.
+    # it warmed until this one is warm, its memo emptied but for the ``carried`` slots), so a
+    # structure that can be updated from the older snapshot's value need not be built anew
+    # (``okf.suggest``). Speed only, like ``inbound``.
     predecessor: Callable[[], Snapshot | None] = field(
         default=_no_predecessor, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.documents, Documents):
             object.__setattr__(self, "documents", Documents.of(self.documents))
+
+    def release_edges(self) -> None:
+        """Let go of the edge structures built on first use (:attr:`edges`, their index, the
+        record lookups): a replaced snapshot's, which no successor reads
+        (:func:`bundle_mcp.derived.release`). Asked for again, they are built again."""
+        for name in ("edges", "edges_by_concept", "records", "_shas"):
+            self.__dict__.pop(name, None)
 
     @functools.cached_property
     def broken(self) -> tuple[Document, ...]:

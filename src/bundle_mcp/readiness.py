@@ -24,9 +24,13 @@ cap, say) is logged and skipped: the bundle loaded, and a call will get the same
 After that, the thread follows the bundles: every time a call captures a new snapshot of a
 served bundle (a file was edited, created or deleted), the warm-up runs again for it. The
 documents that did not change keep their structures, so it rebuilds only the changed files' and
-the whole-snapshot ones. A bundle that cannot be loaded keeps the server not ready; the reason is
-logged once and the load is retried every :data:`RETRY_SECONDS` (a bundle being synced into
-place, a broken file fixed). Once ready, the server stays ready.
+the whole-snapshot ones. Before it builds the first slot, it empties the memo of the view it
+warmed last (the one replaced), all but the slots the new view's builders update from it
+(``carried``), which go right after the step that built the new view's own: otherwise both
+views' structures were held at once, and (frozen, with reference cycles) went only at the
+warm-up's final collection. A bundle that cannot be loaded keeps the server not ready; the
+reason is logged once and the load is retried every :data:`RETRY_SECONDS` (a bundle being
+synced into place, a broken file fixed). Once ready, the server stays ready.
 
 Readers (``serve --readers``): every call runs on its reader's view of the snapshot, with its
 own indexes, so what is warmed is each served scope's view: the distinct read scopes of the
@@ -83,6 +87,7 @@ class WarmStep:
 
     name: str  # the slot it builds, "documents …", "edges" or "answers <tool>"
     build: Callable[[CancelToken], object]
+    slot: derived.Slot[object] | None = None  # the slot it builds, if it builds one
 
 
 def warm_steps(
@@ -99,7 +104,7 @@ def warm_steps(
     for slot in derived.slots():
         warm = slot.warm
         if warm is not None:
-            steps.append(WarmStep(slot.name, functools.partial(warm, view)))
+            steps.append(WarmStep(slot.name, functools.partial(warm, view), slot))
     for name in dispatcher.kept_answer_tools():
         steps.append(WarmStep(f"answers {name}",
                               functools.partial(_answer, dispatcher, name, bundle, reader)))
@@ -122,6 +127,36 @@ def _build_documents(view: Snapshot, paths: Sequence[str], token: CancelToken) -
             doc.markdown  # noqa: B018 (built on first use and kept)
             if doc.is_concept:
                 doc.folded  # noqa: B018
+
+
+def _releasing(replaced: Snapshot, steps: Sequence[WarmStep]) -> list[WarmStep]:
+    """``steps`` with the replaced view's structures let go of before the first slot is built
+    (a serving warm-up froze them, and they hold reference cycles: otherwise they stay until
+    the collection at the end, beside the successor's), and its carried ones once the
+    successor has built its own from them (:func:`bundle_mcp.derived.release`). Steps, so that
+    each waits for the callers' calls like the rest.
+
+    Not first: the steps before the slots (the changed documents, the edges) are Python code,
+    which lets another thread take the interpreter lock every few milliseconds, while freeing a
+    large structure holds it for as long as that takes, and right after a change the call
+    that saw it is still writing its answer (its next answer was 40 ms later in one process).
+    """
+    first = next((i for i, step in enumerate(steps) if step.slot is not None), len(steps))
+    after = 1 + max((i for i, step in enumerate(steps)
+                     if step.slot is not None and step.slot.carried), default=first - 1)
+    return [
+        *steps[:first],
+        WarmStep("release the replaced view",
+                 functools.partial(_release, replaced, carried=False)),
+        *steps[first:after],
+        WarmStep("release the replaced view's carried structures",
+                 functools.partial(_release, replaced, carried=True)),
+        *steps[after:],
+    ]
+
+
+def _release(replaced: Snapshot, token: CancelToken, *, carried: bool) -> None:
+    derived.release(replaced, carried=carried)
 
 
 def _freeze_memory() -> None:
@@ -302,8 +337,13 @@ class Readiness:
         if not cold:
             return True  # the steps of the last warm-up captured nothing new
         started = time.perf_counter()
+        current = [view for _reader, view in views]
         for reader, view in cold:
-            for step in self._steps(self._dispatcher, bundle, reader, view):
+            replaced = self._warmed.get((bundle, reader.access.read))
+            steps = list(self._steps(self._dispatcher, bundle, reader, view))
+            if replaced is not None and not any(replaced is v for v in current):
+                steps = _releasing(replaced, steps)
+            for step in steps:
                 # Callers first: a step starts only while no call is in flight.
                 if not self._callers_done():
                     return False

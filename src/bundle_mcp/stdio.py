@@ -37,7 +37,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
@@ -315,15 +315,17 @@ async def _write_lines(
                 sent = None
                 continue
             if answer_lines is not None and answer_lines.is_held(item.message):
-                # A held answer's values are put back in the writer's thread: tens of
-                # megabytes are copied, and the event loop keeps reading meanwhile.
+                # A held answer's values are put back in the writer's thread, as pieces of
+                # the line written one after the other (answer_lines: never joined).
                 expanded = await anyio.to_thread.run_sync(
                     answer_lines.expand, item.message, data, limiter=limiter
                 )
                 assert isinstance(item.message, types.JSONRPCResponse)  # is_held says so
-                data = unencodable_reply(item.message) if expanded is None else expanded
+                pieces = (unencodable_reply(item.message),) if expanded is None else expanded
+            else:
+                pieces = (data,)
             try:
-                await anyio.to_thread.run_sync(_write_line, sink, data, limiter=limiter)
+                await anyio.to_thread.run_sync(_write_line, sink, pieces, limiter=limiter)
             except OSError as exc:  # the client closed its end (usually BrokenPipeError)
                 log.info("stdout closed (%s); ending the session", exc.__class__.__name__)
                 transport_scope.cancel()
@@ -340,6 +342,9 @@ def _replies_to(message: types.JSONRPCMessage, request_id: int | str) -> bool:
     return type(message.id) is type(request_id) and message.id == request_id
 
 
-def _write_line(sink: BinaryIO, data: bytes) -> None:
-    sink.write(data)
+def _write_line(sink: BinaryIO, pieces: Sequence[bytes]) -> None:
+    """One line, written piece by piece (a big answer's pieces are kept encodings: joining
+    them would copy the answer), then flushed."""
+    for piece in pieces:
+        sink.write(piece)
     sink.flush()

@@ -68,7 +68,8 @@ class Checked:
             concept_id=concept_id,
             record=self.record,
             text=self.text,
-            frontmatter_raw=split.raw,
+            frontmatter_span=(
+                None if split.raw is None else (split.raw_start, split.raw_end)),
             frontmatter_value=freeze(frontmatter) if frontmatter is not None else None,
             body_start=split.body_start,
             body_line=split.body_line,
@@ -145,7 +146,7 @@ def _broken(
         concept_id=concept_id,
         record=record,
         text=text,
-        frontmatter_raw=None,
+        frontmatter_span=None,
         frontmatter_value=None,
         body_start=len(text),
         body_line=1,

@@ -35,6 +35,7 @@ import json
 import logging
 import os
 import sqlite3
+import sys
 import threading
 import weakref
 import zlib
@@ -723,7 +724,7 @@ def decode(
             broken = _broken_text(data)
             return Document(
                 path=path, kind=_str(entry["kind"]), concept_id=_opt_str(entry["concept_id"]),
-                record=record, text=broken, frontmatter_raw=None, frontmatter_value=None,
+                record=record, text=broken, frontmatter_span=None, frontmatter_value=None,
                 body_start=len(broken), body_line=1, line_count=count_lines(broken),
                 rules=OKF_RULES, parse_error=Diagnostic.from_row(entry["parse_error"]),
             )
@@ -738,7 +739,7 @@ def decode(
             concept_id=_opt_str(entry["concept_id"]),
             record=record,
             text=text,
-            frontmatter_raw=None if frontmatter is None else text[raw_start:raw_end],
+            frontmatter_span=None if frontmatter is None else (raw_start, raw_end),
             frontmatter_value=None if frontmatter is None else Unfrozen(frontmatter),
             body_start=body_start,
             body_line=body_line,
@@ -829,7 +830,7 @@ def _unfacts(value: Any) -> MarkdownFacts:
     )
     return MarkdownFacts(
         links=tuple(
-            Link(_str(r), _int(n), _opt_str(t), _opt_str(c), _opt_str(f), bool(d))
+            Link(_str(r), _int(n), _interned(t), _interned(c), _opt_str(f), bool(d))
             for r, n, t, c, f, d in value["links"]
         ),
         sections=sections,
@@ -847,6 +848,12 @@ def _str(value: Any) -> str:
 
 def _opt_str(value: Any) -> str | None:
     return None if value is None else _str(value)
+
+
+def _interned(value: Any) -> str | None:
+    """A link's target or concept ID, interned as a parse interns it
+    (``okf.markdown.resolve_link``): read back, each link would hold a copy of its own."""
+    return None if value is None else sys.intern(_str(value))
 
 
 def _int(value: Any) -> int:

@@ -76,6 +76,7 @@ CONCEPT_SUGGESTIONS: Slot[SuggestionIndex] = Slot(
     "loose IDs, stems and titles of every concept, for 'did you mean' on concept_not_found "
     "(SuggestionIndex); warmed, and after a change updated from the previous snapshot's",
     _warm,
+    carried=True,
 )
 SLOTS = (CONCEPT_SUGGESTIONS,)
 

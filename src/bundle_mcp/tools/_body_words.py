@@ -267,6 +267,7 @@ BODY_WORDS: Slot[BodyWordIndex] = Slot(
     "each word of the concepts' folded bodies → the concepts holding it, which narrows the "
     "bodies search_concepts checks",
     _warm,
+    carried=True,  # updated from the predecessor's (_build_or_update)
 )
 SLOTS = (BODY_WORDS,)
 
