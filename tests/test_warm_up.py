@@ -193,10 +193,7 @@ def test_the_warm_up_follows_an_edit(tmp_bundle: Callable[..., str]) -> None:
     try:
         assert readiness.wait_idle(WAIT_SECONDS)
         before = dispatcher.served_snapshot(bundle, CancelToken())
-        orders = Path(bundle, "orders.md")
-        orders.write_text(ORDERS + "\nMore about orders.\n", encoding="utf-8")
-        stat = orders.stat()
-        os.utime(orders, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+        _edit_orders(bundle)
         # A call sees the change: the warm-up builds the new snapshot behind it.
         assert not dispatcher.call("read_concept", {"concept_id": "orders"}).is_error
         assert readiness.wait_idle(WAIT_SECONDS)
@@ -209,6 +206,14 @@ def test_the_warm_up_follows_an_edit(tmp_bundle: Callable[..., str]) -> None:
         assert after.concepts["returns"] is before.concepts["returns"]
     finally:
         readiness.stop()
+
+
+def _edit_orders(bundle: str) -> None:
+    """Change orders.md, with an mtime the next stat walk surely sees as new."""
+    orders = Path(bundle, "orders.md")
+    orders.write_text(ORDERS + "\nMore about orders.\n", encoding="utf-8")
+    stat = orders.stat()
+    os.utime(orders, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
 
 
 def test_the_follow_up_warm_up_empties_the_replaced_views_memo(
@@ -247,10 +252,7 @@ def test_the_follow_up_warm_up_empties_the_replaced_views_memo(
 
         monkeypatch.setattr(derived, "release", release)
         events.clear()
-        orders = Path(bundle, "orders.md")
-        orders.write_text(ORDERS + "\nMore about orders.\n", encoding="utf-8")
-        stat = orders.stat()
-        os.utime(orders, ns=(stat.st_atime_ns, stat.st_mtime_ns + 10_000_000))
+        _edit_orders(bundle)
         assert not dispatcher.call("read_concept", {"concept_id": "orders"}).is_error
         assert readiness.wait_idle(WAIT_SECONDS)
         after = dispatcher.served_snapshot(bundle, CancelToken())
