@@ -163,6 +163,31 @@ def test_a_reload_picks_up_the_file_and_a_broken_one_changes_nothing(
     assert book.current().named("sales") is not None
 
 
+def test_a_catch_up_reloads_only_a_changed_file(
+    readers_file: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A --workers worker ignores SIGHUP until its handler is in place, then catches up once:
+    with the file unchanged it keeps the readers in force and says nothing."""
+    book = ReaderBook(load_readers(readers_file))
+    in_force = book.current()
+    with caplog.at_level(logging.WARNING):
+        assert not book.reload(only_if_changed=True)
+    assert book.current() is in_force and "reloaded" not in caplog.text
+    readers_file.write_text(TWO_TEAMS.replace('"sales", "glossary"', '"sales"'), "utf-8")
+    with caplog.at_level(logging.WARNING):
+        assert book.reload(only_if_changed=True)
+    assert "readers reloaded" in caplog.text
+    assert not book.current().readers[1].access.read.reads_file("glossary/margin.md")
+
+
+def test_the_sighup_handler_catches_up_once_it_is_installed() -> None:
+    from bundle_mcp.server import reload_on_sighup
+
+    caught = threading.Event()
+    with reload_on_sighup(lambda: None, catch_up=caught.set):
+        assert caught.wait(10)
+
+
 # ------------------------------------------------------------------------------ dispatch
 
 

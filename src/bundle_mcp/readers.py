@@ -149,8 +149,9 @@ class ReaderBook:
         with self._lock:
             return self._readers
 
-    def reload(self) -> bool:
-        """Read the file again; ``True`` when the new readers are in force."""
+    def reload(self, *, only_if_changed: bool = False) -> bool:
+        """Read the file again; ``True`` when the new readers are in force. ``only_if_changed``:
+        keep the readers in force (and say nothing) when the file still says the same."""
         source = self.current().source
         if not source:
             return False
@@ -160,6 +161,8 @@ class ReaderBook:
             log.error("readers file not reloaded, the previous readers stay in force: %s", exc)
             return False
         with self._lock:
+            if only_if_changed and fresh == self._readers:
+                return False
             self._readers = fresh
         log.warning("readers reloaded from %s: %s", source,
                     ", ".join(r.name for r in fresh.readers))

@@ -8,6 +8,7 @@ client cancellation reaches the worker through its :class:`~bundle_mcp.cancel.Ca
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 import signal
@@ -177,7 +178,9 @@ def build_server(
 
 
 @contextmanager
-def reload_on_sighup(reload: Callable[[], object] | None) -> Iterator[None]:
+def reload_on_sighup(
+    reload: Callable[[], object] | None, catch_up: Callable[[], object] | None = None
+) -> Iterator[None]:
     """Run ``reload`` on SIGHUP while serving (the readers file, re-read without a restart).
 
     Only from the main thread, where Python runs signal handlers; elsewhere (a test serving
@@ -203,6 +206,14 @@ def reload_on_sighup(reload: Callable[[], object] | None) -> Iterator[None]:
 
     previous = signal.getsignal(signal.SIGHUP)
     signal.signal(signal.SIGHUP, handler)
+    if catch_up is not None:
+        # A SIGHUP sent before this handler existed was not seen (a --workers worker ignores
+        # it until here): catch up with a change made meanwhile, once, like a reload.
+        def caught_up() -> None:
+            with one_at_a_time:
+                catch_up()
+
+        threading.Thread(target=caught_up, name="bundle-mcp-reload", daemon=True).start()
     try:
         yield
     finally:
@@ -412,8 +423,8 @@ def serve_http(
     readiness = Readiness(dispatcher, freeze_memory=True,
                           scopes=served_scopes(readers) if readers is not None else None)
 
-    def reload() -> None:
-        if readers is not None and readers.reload():
+    def reload(only_if_changed: bool = False) -> None:
+        if readers is not None and readers.reload(only_if_changed=only_if_changed):
             readiness.rescope()
 
     app = public_paths(
@@ -428,7 +439,9 @@ def serve_http(
                             timeout_keep_alive=keep_alive)
     readiness.start()
     try:
-        with reload_on_sighup(reload if readers is not None else None):
+        with reload_on_sighup(reload if readers is not None else None,
+                              catch_up=functools.partial(reload, only_if_changed=True)
+                              if readers is not None else None):
             _Uvicorn(config, lambda: on_ready(host, port) if on_ready else None).run(
                 sockets=[sock])
     finally:
