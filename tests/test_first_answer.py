@@ -333,3 +333,19 @@ def test_no_heavy_module_is_imported_when_initialize_is_answered(tmp_path: Path)
     assert sorted(m for m in before if _is_heavy(m)) == []
     assert {"mcp", "bundle_mcp.dispatch", "bundle_mcp.readiness"} <= after
 
+
+
+def test_the_tools_import_no_stemmer_until_a_word_is_stemmed() -> None:
+    """The server imports every tool before its first answer, and that answer never stems:
+    the stemmer package (every language's stemmer, about 50 ms) waits for the first stem."""
+    probe = (
+        "import sys\n"
+        "from bundle_mcp.tools import load_tools\n"
+        "load_tools()\n"
+        "print('snowballstemmer' in sys.modules)\n"
+        "from bundle_mcp.tools._context_index import stem\n"
+        "print(stem('threads'), 'snowballstemmer' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True, timeout=120).stdout.split("\n")
+    assert out[:2] == ["False", "thread True"]

@@ -38,8 +38,6 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
-import snowballstemmer
-
 from .._version import __version__
 from ..cancel import CancelToken
 from ..derived import Codec, Slot, exactly, of_document, of_snapshot
@@ -154,9 +152,15 @@ TERM_PART = "context-terms/1/" + hashlib.sha256(repr((
 def stem(word: str) -> str:
     """The Snowball English stem of one folded word. Words with a digit (``c4700``, ``x64``)
     are names, kept as they are. A new stemmer per miss: the stemmer keeps state while it
-    works, and the cache makes misses rare."""
+    works, and the cache makes misses rare.
+
+    The package is imported on the first miss, not with this module: it imports the stemmers
+    of every language it has (about 50 ms, most of it Serbian), and every server imports this
+    module before its first answer, which never stems."""
     if not word.isalpha():
         return word
+    import snowballstemmer
+
     stemmed: str = snowballstemmer.stemmer("english").stemWord(word)
     return stemmed
 

@@ -13,6 +13,7 @@ ordering ends in IDs and line numbers.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import re
@@ -118,7 +119,14 @@ STOPWORDS = frozenset(
     possible really say see seem seems something somehow sometimes still stuff sure take
     thing things try trying via want wanted wants way ways without""".split()
 )
-_STOP_STEMS = frozenset(stem(w) for w in STOPWORDS)
+
+
+@functools.cache
+def _stop_stems() -> frozenset[str]:
+    """The stop words' stems, made on the first question (stemming imports the stemmer)."""
+    return frozenset(stem(w) for w in STOPWORDS)
+
+
 # Contractions, with a straight or a typographic apostrophe: a negated auxiliary (don't, won't,
 # can't), and a word with a clitic (project's, I'm, we'll, they've, I'd, you're).
 _NEGATED = re.compile(r"\b\w+n['\u2019]t\b", re.IGNORECASE)
@@ -279,7 +287,8 @@ def _match(stems: frozenset[str], query: list[str], idf: Mapping[str, float],
     covered = sum(idf[t] for t in query if t in stems)
     if not covered:
         return 0.0
-    content = stems - _STOP_STEMS - context or stems - _STOP_STEMS or stems
+    stop = _stop_stems()
+    content = stems - stop - context or stems - stop or stems
     precision = len(content & set(query)) / len(content)
     return float((covered / total) ** MATCH_POWER * precision)
 
