@@ -17,7 +17,8 @@ from mcp.server import Server, ServerRequestContext
 from pydantic_core import to_json
 
 from bundle_mcp.answer_lines import MAX_PENDING, AnswerLines, plain_result
-from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig, WireJson
+from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig, WireJson, _json_string_of
+from bundle_mcp.okf.temporal import DATE_PROFILE
 from bundle_mcp.server import build_server
 from stdio_pipes import Pipes, in_process
 
@@ -150,13 +151,13 @@ def test_a_held_answers_values_are_written_as_kept_never_copied_into_one_line() 
     in turn: the values are the kept encodings themselves, and the pieces make the line."""
     answer_lines = AnswerLines(min_chars=0)
     outcome = TRICKY[1]
-    wire = WireJson(to_json(outcome.structured), to_json(outcome.text))
+    wire = WireJson(to_json(outcome.structured), (b'"', to_json(outcome.text)[1:-1], b'"'))
     kept = Outcome(outcome.structured, outcome.text, outcome.is_error, wire=wire)
     message = _response(7, answer_lines.hold(kept))
     pieces = answer_lines.expand(message, _line(message))
     assert pieces is not None
     assert any(piece is wire.structured for piece in pieces)
-    assert any(piece is wire.text for piece in pieces)
+    assert any(piece is wire.text[1] for piece in pieces)
     plain = _response(7, plain_result(outcome))
     assert b"".join(pieces) == _line(plain)
 
@@ -172,6 +173,76 @@ def test_a_kept_answer_is_encoded_once_when_it_is_kept() -> None:
     first = dispatcher.call("get_semantic_graph", {})
     again = dispatcher.call("get_semantic_graph", {})
     assert again is first and first.wire is not None
-    assert first.wire == WireJson(to_json(first.structured), to_json(first.text))
+    assert first.wire.structured == to_json(first.structured)
+    assert b"".join(first.wire.text) == to_json(first.text)
     read = dispatcher.call("read_concept", {"concept_id": "beans/ethiopia-guji"})
     assert read.wire is None  # not kept: encoded only if a transport holds it
+
+
+def _held_by(root: object) -> list[object]:
+    """Every value a kept outcome holds: its fields, and what its dicts, lists and tuples hold."""
+    held, seen, stack = [], set(), [root]
+    while stack:
+        value = stack.pop()
+        if id(value) in seen:
+            continue
+        seen.add(id(value))
+        held.append(value)
+        if isinstance(value, Outcome | WireJson):
+            stack.extend(vars(value).values())
+        elif isinstance(value, dict):
+            stack.extend((*value.keys(), *value.values()))
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return held
+
+
+@pytest.mark.parametrize("tool", ["get_semantic_graph", "list_concepts"])
+def test_a_kept_answer_holds_its_json_once(tool: str) -> None:
+    """Issue 29: a kept answer held its JSON three times, as the text block (a str), the
+    structured encoding and the text's JSON string (14.2, 14.2 and 15.8 MB for the bench's
+    get_semantic_graph). The text is now the structured encoding decoded when asked; what is
+    held at that size is the encoding and the inside of the text's JSON string, nothing else."""
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)))
+    kept = dispatcher.call(tool, {})
+    assert dispatcher.call(tool, {}) is kept and kept.wire is not None
+    encoded = kept.wire.structured
+    big = [value for value in _held_by(kept)
+           if isinstance(value, str | bytes) and len(value) >= len(encoded) // 2]
+    assert [type(value) for value in big] == [bytes, bytes]
+    assert {id(value) for value in big} == {id(encoded), id(kept.wire.text[1])}
+    assert kept.text == json.dumps(kept.structured, ensure_ascii=False, separators=(",", ":"))
+    assert kept.text.encode() == encoded == to_json(kept.structured)
+    assert b"".join(kept.wire.text) == to_json(kept.text)
+    assert kept == Outcome(kept.structured, kept.text, kept.is_error)
+
+
+def test_a_kept_answer_shares_the_kept_nodes_and_entries() -> None:
+    """The default calls' results are the kept nodes (get_semantic_graph) and entries
+    (list_concepts) themselves, not a copy of each; a call with as_of still gets its own."""
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)))
+    nodes = dispatcher.call("get_semantic_graph", {}).structured["@graph"][1:]
+    dated = dispatcher.call("get_semantic_graph", {"as_of": "2099-01-01"}).structured["@graph"]
+    assert [node["id"] for node in nodes] == [node["id"] for node in dated[1:]]
+    stale = [node["stale"] is not None for node in dated[1:]]
+    assert any(stale) and not all(stale)
+    # Only the nodes whose `stale` the call sets are copies.
+    assert [a is b for a, b in zip(nodes, dated[1:], strict=True)] == [not s for s in stale]
+    concepts = dispatcher.call("list_concepts", {}).structured["concepts"]
+    repeated = dispatcher.call("list_concepts", {"temporal_profile": DATE_PROFILE})
+    assert all(a is b for a, b in zip(concepts, repeated.structured["concepts"], strict=True))
+
+
+@pytest.mark.parametrize("outcome", TRICKY)
+def test_a_kept_texts_json_string_is_the_sdks(outcome: Outcome) -> None:
+    """A kept text's JSON string is made from its UTF-8 bytes (dispatch._json_string_of) as
+    pydantic_core writes it; a control character, which JSON text never holds raw, is left to
+    the encoder."""
+    for text in (outcome.text, json.dumps(outcome.structured, ensure_ascii=False),
+                 "".join(chr(c) for c in range(0x20, 0x80)) + "é\u2028漢🙂\ufeff"):
+        data = text.encode()
+        pieces = _json_string_of(data)
+        if any(ord(c) < 0x20 for c in text):
+            assert pieces is None
+        else:
+            assert pieces is not None and b"".join(pieces) == to_json(text)

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
+import pydantic_core
 import pytest
 from jsonschema import Draft202012Validator
 from openapi_spec_validator import validate as validate_openapi
@@ -35,7 +36,7 @@ from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig
 from bundle_mcp.okf.scopes import NOTHING, Access, FolderScope
 from bundle_mcp.readers import Reader, ReaderBook, Readers, hash_token
 from bundle_mcp.readiness import Readiness
-from bundle_mcp.rest import MAX_BODY_BYTES, status_of
+from bundle_mcp.rest import MAX_BODY_BYTES, _body, status_of
 from bundle_mcp.server import build_http_app, public_paths
 from bundle_mcp.tools import load_tools
 from bundle_mcp.toolspec import ToolSpec
@@ -313,6 +314,25 @@ async def test_numbers_and_text_are_written_as_the_mcp_transport_writes_them(
         assert raw_member(response.text, "structuredContent") == raw
         assert json.loads(raw) == NUMBERS
         assert raw != json.dumps(NUMBERS, ensure_ascii=False, separators=(",", ":"))
+
+
+async def test_a_kept_answer_is_sent_as_its_kept_encodings() -> None:
+    """A kept answer's body is its kept encodings put between the keys (rest._body), sent as
+    pieces: the bytes pydantic-core writes for the whole body, and the /mcp answer's values."""
+    dispatcher = Dispatcher(ServeConfig(bundles=(EXAMPLE,)))
+    async with serving(dispatcher) as client:
+        for tool in ("list_concepts", "get_semantic_graph"):
+            kept = dispatcher.call(tool, {})
+            assert kept.wire is not None and dispatcher.call(tool, {}) is kept
+            response = await rest_call(client, f"/api/tools/{tool}", {})
+            assert response.status_code == 200
+            assert response.content == pydantic_core.to_json({
+                "content": [{"type": "text", "text": kept.text}],
+                "structuredContent": kept.structured, "isError": False})
+            raw, is_error = await mcp_call(client, tool, {})
+            assert raw_member(response.text, "structuredContent") == raw and not is_error
+            assert json.loads(response.content)["content"][0]["text"] == kept.text
+            assert any(piece is kept.wire.structured for piece in _body(kept))
 
 
 # --------------------------------------------------------------------------------------------

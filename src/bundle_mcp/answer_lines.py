@@ -68,8 +68,9 @@ class AnswerLines:
         self._pending: OrderedDict[str, WireJson] = OrderedDict()
 
     def holds(self, outcome: Outcome) -> bool:
-        """Whether :meth:`hold` would hold ``outcome`` (a cheap test: ``hold`` encodes)."""
-        return len(outcome.text) >= self._min_chars
+        """Whether :meth:`hold` would hold ``outcome`` (a cheap test: ``hold`` encodes; a kept
+        answer's text is measured in the bytes it is kept as, never decoded for this)."""
+        return outcome.text_size >= self._min_chars
 
     def hold(self, outcome: Outcome) -> types.CallToolResult:
         """The result to hand the SDK: ``outcome`` itself when it is small, else placeholders
@@ -116,12 +117,12 @@ class AnswerLines:
             return None
         structured_end = structured_at + len(token) + len('{"-s":0}')
         text_end = text_at + len(token) + len('"-t"')
-        pieces = sorted([(structured_at, structured_end, encoded.structured),
+        pieces = sorted([(structured_at, structured_end, (encoded.structured,)),
                          (text_at, text_end, encoded.text)])
         out: list[bytes] = []
         position = 0
         for start, end, value in pieces:
-            out += (line[position:start], value)
+            out += (line[position:start], *value)
             position = end
         out.append(line[position:])
         return tuple(out)

@@ -66,8 +66,14 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         if n % 256 == 0:
             token.check()
         base, limit = _kept_entry(doc, ref.profile, legacy)
+        stale = None if ref.moment is None or limit is None else ref.moment >= limit
+        if stale is base["stale"]:
+            # The kept entry itself (its `stale` is None, as without as_of): nothing changes a
+            # result once built, and a kept answer held a copy of every entry.
+            concepts.append(base)
+            continue
         item = dict(base)
-        item["stale"] = None if ref.moment is None or limit is None else ref.moment >= limit
+        item["stale"] = stale
         concepts.append(item)
     return {
         "version": version,
