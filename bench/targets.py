@@ -1,17 +1,18 @@
 """The performance targets of issue 13, measured server-side over raw JSON-RPC (``make bench``).
 
 For each generated bundle size (1,000 and ~10,000 concepts by default) this starts real
-``bundle-mcp serve BUNDLE --http`` processes and speaks plain JSON-RPC over one keep-alive HTTP
-connection (no SDK client, so no client-side validation), in three sessions:
+``bundle-mcp serve BUNDLE`` processes and speaks plain JSON-RPC lines to them over stdio (no SDK
+client, so no client-side validation), in three sessions:
 
 1. **cold**: an empty parse-cache folder. Timed from the spawn: the first ``read_concept``
-   answer, and ``ready`` (``/readyz`` answers 200: every bundle loaded and every derived
-   structure built by the warm-up). Then, for every read tool: its first call and the median of
+   answer, and ``ready`` (the server's log says the bundle is warm: every derived structure
+   built by the warm-up). Then, for every read tool: its first call and the median of
    ``--warm`` warm calls. Then one file edited, one created and one deleted, each followed by a
    timed call that must see the change. Then the peak RSS (``VmHWM``) of the server.
 2. **restart**: a new process on the cache folder the cold session filled. ``ready`` again, and
    the first call of every read tool beside its warm median.
-3. **throughput**: if ``bench/http_load.py`` is there, it drives 32 concurrent raw clients.
+3. **throughput**: a ``serve --http`` process and 32 concurrent raw clients
+   (``bench/http_load.py``).
 
 It prints one table per size with each target met or missed, the Go reference's figures quoted
 in the issue beside ours, the growth from the smallest to the largest size, and writes every raw
