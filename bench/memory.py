@@ -11,10 +11,13 @@ call is that call's own transient peak (serialising a big answer), not the warm-
 
 ``steps`` loads the bundle in this process and runs the warm-up's steps one at a time
 (:func:`bundle_mcp.readiness.warm_steps`), printing ``VmRSS`` after each and, with
-``--tracemalloc``, the Python heap they left (slow: about five times as long).
+``--tracemalloc``, the Python heap they left (slow: about five times as long). With ``--cache
+DIR`` it uses that parse-cache folder and saves the parse cache after the warm-up, as a serving
+process does: run it twice on an empty folder, and the second run is a restart's warm-up.
 
     PYTHONPATH=src .venv/bin/python bench/memory.py /work/bench10k
     PYTHONPATH=src .venv/bin/python bench/memory.py /work/bench10k --mode steps --tracemalloc
+    PYTHONPATH=src .venv/bin/python bench/memory.py /work/bench10k --mode steps --cache /tmp/pc
 
 Resident figures are MiB; on a shared machine they drift far less than times do.
 """
@@ -136,7 +139,7 @@ def row(label: str, figures: dict[str, float]) -> None:
           flush=True)
 
 
-def steps_mode(bundle: Path, use_tracemalloc: bool) -> None:
+def steps_mode(bundle: Path, use_tracemalloc: bool, save: bool) -> None:
     from bundle_mcp.cancel import CancelToken
     from bundle_mcp.dispatch import Dispatcher
     from bundle_mcp.limits import DEFAULT_CAPS
@@ -166,6 +169,9 @@ def steps_mode(bundle: Path, use_tracemalloc: bool) -> None:
         heap(f"{step.name} ({time.perf_counter() - started:.1f} s)", use_tracemalloc)
     gc.collect()
     heap("after gc.collect()", use_tracemalloc)
+    if save:
+        dispatcher.save_parse_cache(path, dispatcher.refreshed_snapshot(path, token, ALL_READER))
+        print("parse cache saved", flush=True)
     semantic.close()
 
 
@@ -189,12 +195,17 @@ def main() -> None:
                         help="then edit, delete and create a file as make bench does; it "
                         "writes to BUNDLE: give a copy (server)")
     parser.add_argument("--repeat", type=int, default=2, help="calls of each tool (server)")
+    parser.add_argument("--cache", type=Path, default=None,
+                        help="the parse-cache folder, saved after the warm-up: a second run on "
+                        "it is a restart (steps)")
     args = parser.parse_args()
+    if args.cache is not None:
+        os.environ["BUNDLE_MCP_CACHE_DIR"] = str(args.cache)
     os.environ.setdefault("BUNDLE_MCP_CACHE_DIR", tempfile.mkdtemp(prefix="bundle-mcp-mem-"))
     if args.mode == "server":
         server_mode(args.bundle.resolve(), args.repeat, args.semantic, args.edits)
     else:
-        steps_mode(args.bundle.resolve(), args.tracemalloc)
+        steps_mode(args.bundle.resolve(), args.tracemalloc, args.cache is not None)
 
 
 if __name__ == "__main__":
