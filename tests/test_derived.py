@@ -31,7 +31,9 @@ def test_only_the_index_and_the_model_touch_a_memo() -> None:
         for path in SRC.rglob("*.py")
         if _MEMO_USE.search(path.read_text(encoding="utf-8"))
     )
-    assert users == ["derived.py", "model.py"]
+    # The model defines the memo; since the frontmatter holder keeps its frozen mapping itself
+    # (model.Unfrozen) it stores nothing in one, and may again.
+    assert "derived.py" in users and set(users) <= {"derived.py", "model.py"}
 
 
 def _package_modules() -> list[str]:

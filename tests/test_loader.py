@@ -325,7 +325,7 @@ def test_sections_preamble_setext_duplicates_and_fenced_headings() -> None:
     )
     headings = {s.heading for s in doc.markdown.sections}
     assert not headings & {"Fake", "Fake too", "Indented fake"}
-    assert doc.markdown.anchors == {"real-one", "api", "api-1", "api-2", "setext-two", "deep"}
+    assert set(doc.markdown.anchors) == {"real-one", "api", "api-1", "api-2", "setext-two", "deep"}
 
 
 def test_sections_tile_the_body_without_overlap() -> None:

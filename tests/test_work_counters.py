@@ -16,7 +16,7 @@ import pytest
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader.parse_cache import ParseCache, markdown_from_cache
-from bundle_mcp.model import Snapshot
+from bundle_mcp.model import Snapshot, Unfrozen
 from bundle_mcp.snapshots import SnapshotCache
 from toolcall import every_document_built
 
@@ -202,7 +202,8 @@ def test_after_a_restart_read_concept_thaws_only_what_it_reads(tmp_path: Path) -
     assert _built(snapshot) == {"f0/c10.md", "f1/c11.md", "calc/total.md", "index.md"}
     assert snapshot.documents.work()["decoded"] == 4
     assert snapshot.documents.work()["parsed"] == 0
-    frozen = {doc.path for doc in snapshot.documents.built() if "frontmatter" in doc.memo.keys()}
+    frozen = {doc.path for doc in snapshot.documents.built()
+              if isinstance(doc.frontmatter_value, Unfrozen) and doc.frontmatter_value.is_frozen()}
     assert frozen <= {"f0/c10.md", "index.md", "calc/total.md"}
     assert "f0/c10.md" in frozen
 

@@ -18,10 +18,19 @@ import abc
 import functools
 import hashlib
 import json
+import sys
 import threading
 import types
 import weakref
-from collections.abc import Callable, ItemsView, Iterator, Mapping, Sequence, ValuesView
+from collections.abc import (
+    Callable,
+    Collection,
+    ItemsView,
+    Iterator,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
@@ -34,23 +43,47 @@ RESERVED_NAMES = {"index.md": INDEX, "log.md": LOG}
 
 
 def freeze(value: Any) -> Any:
-    """Deep-freeze JSON-native data: dicts become read-only mappings, lists become tuples."""
+    """Deep-freeze JSON-native data: dicts become read-only mappings, lists become tuples.
+
+    Keys and the short strings a bundle repeats are interned (:func:`_shared`): every document
+    spells the same keys, and its types, tags, dates and references recur across the bundle.
+    An interned string equals the one it replaces, so no value changes.
+    """
     kind = type(value)
     if kind is dict:
-        return types.MappingProxyType(
-            {k: freeze(v) if type(v) in _CONTAINERS else v for k, v in value.items()}
-        )
+        return types.MappingProxyType({
+            sys.intern(k) if type(k) is str else k: _frozen_item(v) for k, v in value.items()})
     if kind is list or kind is tuple:
-        return tuple([freeze(v) if type(v) in _CONTAINERS else v for v in value])
+        return tuple([_frozen_item(v) for v in value])
     if isinstance(value, dict):
         return types.MappingProxyType({k: freeze(v) for k, v in value.items()})
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
+    return _frozen_item(value)
+
+
+def _frozen_item(value: Any) -> Any:
+    kind = type(value)
+    if kind is str:
+        return _shared(value)
+    if kind in _CONTAINERS:
+        return freeze(value)
     return value
 
 
-# Scalars are returned as they are without a call: most frontmatter values are strings.
 _CONTAINERS = (dict, list, tuple)
+
+# The longest string :func:`_shared` interns. Identifier-like values (a type, a tag, a date, a
+# concept reference, an author) repeat across a bundle; prose (a title, a description) and
+# long URLs seldom do, and an interned string that never repeats costs its entry in the
+# interpreter's table (about 40 bytes) for nothing.
+_SHARED_MAX = 64
+
+
+def _shared(text: str) -> str:
+    """``text``, interned when it looks like an identifier (short, no space): one object for
+    every copy of it in the bundle's frozen data."""
+    return sys.intern(text) if len(text) <= _SHARED_MAX and " " not in text else text
 
 
 def thaw(value: Any) -> Any:
@@ -165,6 +198,10 @@ class Memo:
         finally:
             with self._lock:
                 del self._building[key]
+                if not self._building:
+                    # A fresh empty dict holds no table; the emptied one kept its own (about
+                    # 160 bytes a document, every document's memo having built something).
+                    self._building = {}
             build.done.set()
 
 
@@ -251,16 +288,92 @@ class MarkdownFacts:
 
     links: tuple[Link, ...]
     sections: tuple[Section, ...]
-    anchors: frozenset[str]
+    anchors: Collection[str]  # the sections' anchors, as :func:`anchors_of` gives them
     footnote_refs: tuple[FootnoteRef, ...]
     footnote_defs: tuple[FootnoteDef, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class Unfrozen:
-    """JSON-native frontmatter not yet frozen (see ``Document.frontmatter``)."""
+# Up to this many anchors a document keeps them as a tuple, searched in turn; past it, a
+# frozenset. Every document keeps its anchors for its life, and a frozenset of a handful was
+# about 700 bytes against 100 for the tuple; a long document still answers in constant time.
+_ANCHORS_AS_TUPLE = 16
 
-    data: dict[str, Any]
+
+def anchors_of(sections: Sequence[Section]) -> Collection[str]:
+    """The heading anchors of ``sections`` (``in`` is all a caller asks of them): distinct,
+    since a document's slugs are (``okf.markdown.SlugCounter``)."""
+    anchors = tuple([s.anchor for s in sections if s.anchor is not None])
+    return anchors if len(anchors) <= _ANCHORS_AS_TUPLE else frozenset(anchors)
+
+
+class Unfrozen:
+    """JSON-native frontmatter read from the parse cache, frozen on first use (see
+    ``Document.frontmatter``).
+
+    Once frozen, the JSON-native copy is let go: only the frozen mapping is kept, and
+    :meth:`get` reads it (keeping both was about 2 MiB per thousand documents after the
+    warm-up, which freezes every concept's). The value it stands for never changes, so this
+    is a memo, not a mutation. Two threads freezing at once each freeze (equal mappings);
+    the first one kept is the one every later call gets.
+    """
+
+    __slots__ = ("_data", "_frozen")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data: dict[str, Any] | None = data
+        self._frozen: Mapping[str, Any] | None = None
+
+    def frozen(self) -> Mapping[str, Any]:
+        """The frozen mapping, frozen now if no call has yet."""
+        frozen = self._frozen
+        if frozen is not None:
+            return frozen
+        data = self._data
+        if data is not None:
+            # cast: freeze turns a dict into a read-only mapping with the same (str) keys.
+            made = cast(Mapping[str, Any], freeze(data))
+            if self._frozen is None:
+                self._frozen = made
+        # Set before the data is dropped (here or by the thread that froze meanwhile), so a
+        # reader that finds no data finds the mapping.
+        self._data = None
+        kept = self._frozen
+        assert kept is not None
+        return kept
+
+    def get(self, key: str) -> Any:
+        """``frozen().get(key)``, without freezing the rest of the mapping while it is not."""
+        frozen = self._frozen
+        if frozen is None:
+            data = self._data
+            if data is not None:
+                item = data.get(key)
+                return freeze(item) if type(item) in _CONTAINERS else item
+            frozen = self._frozen  # frozen meanwhile: set before the data was dropped
+            assert frozen is not None
+        return frozen.get(key)
+
+    def is_frozen(self) -> bool:
+        return self._frozen is not None
+
+    def __eq__(self, other: object) -> bool:
+        # Equal to another holder of the same frontmatter, frozen or not (as the dataclass
+        # this replaces compared its data); never to a mapping.
+        if not isinstance(other, Unfrozen):
+            return NotImplemented
+        return self is other or self._plain() == other._plain()
+
+    __hash__ = None  # type: ignore[assignment]  # unhashable, as the dict it holds
+
+    def __repr__(self) -> str:
+        return f"Unfrozen({self._plain()!r})"
+
+    def _plain(self) -> Any:
+        """The JSON-native data, thawed from the mapping once that is all that is kept."""
+        data = self._data
+        if data is not None:
+            return data
+        return thaw(self._frozen)
 
 
 @dataclass(frozen=True, slots=True)
@@ -346,8 +459,7 @@ class Document:
     def frontmatter(self) -> Mapping[str, Any] | None:
         value = self.frontmatter_value
         if isinstance(value, Unfrozen):
-            # cast: freeze turns a dict into a read-only mapping with the same (str) keys.
-            return self.memo.get("frontmatter", lambda: cast(Mapping[str, Any], freeze(value.data)))
+            return value.frozen()
         return value
 
     def fm_value(self, key: str) -> Any:
@@ -356,8 +468,7 @@ class Document:
         every document's mapping, about 1 s at the file cap. The value equals ``fm.get(key)``."""
         value = self.frontmatter_value
         if isinstance(value, Unfrozen):
-            item = value.data.get(key)
-            return freeze(item) if type(item) in _CONTAINERS else item
+            return value.get(key)
         return self.fm.get(key)
 
     @property

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-import functools
 import hashlib
 import os
 import types
@@ -429,7 +428,7 @@ class _Source:
         assert cached is not None
         path, data = fixed.path, self.read()
         doc = decode(path, data, fixed.sha256, cached.entry(path, fixed.sha256),
-                     functools.partial(cached.derived, path, fixed.sha256))
+                     cached.kept(path, fixed.sha256))
         if doc is not None:
             return doc, DECODED
         # The row's entry is gone or does not fit: parse. The same bytes parse the same

@@ -8,6 +8,7 @@ demand, by the :data:`OKF_RULES` every document the loader builds is given.
 from __future__ import annotations
 
 import hashlib
+import sys
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,7 +91,8 @@ def check_document(
     if record is None:
         record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
     kind = document_kind(path)
-    concept_id = concept_id_for_path(path) if kind == CONCEPT else None
+    # Interned: links and relations naming the concept hold the interned ID (okf.markdown).
+    concept_id = sys.intern(concept_id_for_path(path)) if kind == CONCEPT else None
     if concept_id is not None:
         # A concept no tool could address is not served: it is reported, never listed.
         problem = concept_id_problem(concept_id, allow_reserved_names=True)

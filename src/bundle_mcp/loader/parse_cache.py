@@ -58,6 +58,7 @@ from ..model import (
     Relation,
     Section,
     Unfrozen,
+    anchors_of,
     thaw,
 )
 from .capture import StatKey
@@ -529,6 +530,10 @@ class CachedRows(Mapping[str, Any]):
             if (path, sha) in named or (path, sha) not in indexed
         )
 
+    def kept(self, path: str, sha256: str) -> Callable[[str], Any]:
+        """:meth:`derived` for these bytes, by key: a ``Document.stored``."""
+        return _Kept(self, path, sha256)
+
     def derived(self, path: str, sha256: str, key: str) -> Any:
         """The kept value of a document slot for these bytes (JSON data), ``None`` when none was
         kept or it cannot be read; the slot's codec decides whether it fits."""
@@ -580,6 +585,21 @@ class CachedRows(Mapping[str, Any]):
             return None
         entry["markdown"] = row[1]
         return entry
+
+
+class _Kept:
+    """:meth:`CachedRows.kept`: one document's ``stored`` for its life, so a slotted object
+    (56 bytes; a ``functools.partial`` of the bound method was about 250)."""
+
+    __slots__ = ("_rows", "_path", "_sha256")
+
+    def __init__(self, rows: CachedRows, path: str, sha256: str) -> None:
+        self._rows = rows
+        self._path = path
+        self._sha256 = sha256
+
+    def __call__(self, key: str) -> Any:
+        return self._rows.derived(self._path, self._sha256, key)
 
 
 def _is_ours(db: sqlite3.Connection, bundle_path: str) -> bool:
@@ -736,7 +756,7 @@ def decode(
         return Document(
             path=path,
             kind=_str(entry["kind"]),
-            concept_id=_opt_str(entry["concept_id"]),
+            concept_id=_interned(entry["concept_id"]),
             record=record,
             text=text,
             frontmatter_span=None if frontmatter is None else (raw_start, raw_end),
@@ -747,7 +767,7 @@ def decode(
             rules=_rules(entry["markdown"]),
             stored=stored,
             relations=tuple(
-                Relation(_str(a), _str(b), _str(c), _str(d), _opt_str(e))
+                Relation(_shared(a), _shared(b), _shared(c), _shared(d), _interned(e))
                 for a, b, c, d, e in entry["relations"]
             ),
             relation_diagnostics=tuple(
@@ -808,35 +828,47 @@ def _rules(text: Any) -> FormatRules:
 
 
 class _CachedMarkdown:
-    """A document's ``FormatRules.markdown``: the cached facts, decoded on first use."""
+    """A document's ``FormatRules.markdown``: the cached facts, decoded on first use.
+
+    The text is let go once decoded (it was about 1.9 KB a document, kept for the process's
+    life): ``Document.markdown`` keeps what this returns, so it is called once. A second call,
+    which only a race could make, parses the body, which gives the same facts.
+    """
 
     __slots__ = ("_text",)
 
     def __init__(self, text: str) -> None:
-        self._text = text
+        self._text: str | None = text
 
     def __call__(self, doc: Document) -> MarkdownFacts:
-        try:
-            return _unfacts(json.loads(self._text))
-        except (KeyError, TypeError, ValueError, IndexError):
-            return OKF_RULES.markdown(doc)  # a damaged entry: the body is parsed instead
+        text, self._text = self._text, None
+        if text is not None:
+            try:
+                return _unfacts(json.loads(text))
+            except (KeyError, TypeError, ValueError, IndexError):
+                pass  # a damaged entry: the body is parsed instead
+        return OKF_RULES.markdown(doc)
 
 
 def _unfacts(value: Any) -> MarkdownFacts:
+    # Interned as a parse interns them (okf.markdown): a breadcrumb repeats its section's and
+    # its parents' headings, and headings, anchors, fragments and footnote labels recur across
+    # a bundle; decoded JSON would give each its own copy.
     sections = tuple(
-        Section(_int(i), _opt_str(h), _int(lv), _opt_str(a), _int(s), _int(e),
-                tuple(_str(b) for b in crumbs))
+        Section(_int(i), _interned(h), _int(lv), _interned(a), _int(s), _int(e),
+                tuple([_shared(b) for b in crumbs]))
         for i, h, lv, a, s, e, crumbs in value["sections"]
     )
     return MarkdownFacts(
         links=tuple(
-            Link(_str(r), _int(n), _interned(t), _interned(c), _opt_str(f), bool(d))
+            Link(_str(r), _int(n), _interned(t), _interned(c), _interned(f), bool(d))
             for r, n, t, c, f, d in value["links"]
         ),
         sections=sections,
-        anchors=frozenset(s.anchor for s in sections if s.anchor is not None),
-        footnote_refs=tuple(FootnoteRef(_str(a), _int(n)) for a, n in value["refs"]),
-        footnote_defs=tuple(FootnoteDef(_str(a), _int(n), _str(t)) for a, n, t in value["defs"]),
+        anchors=anchors_of(sections),
+        footnote_refs=tuple(FootnoteRef(_shared(a), _int(n)) for a, n in value["refs"]),
+        footnote_defs=tuple(
+            FootnoteDef(_shared(a), _int(n), _str(t)) for a, n, t in value["defs"]),
     )
 
 
@@ -851,9 +883,13 @@ def _opt_str(value: Any) -> str | None:
 
 
 def _interned(value: Any) -> str | None:
-    """A link's target or concept ID, interned as a parse interns it
-    (``okf.markdown.resolve_link``): read back, each link would hold a copy of its own."""
+    """A string of the Markdown facts or a relation, interned as a parse interns it
+    (``okf.markdown``, ``okf.relations``): read back, each would hold a copy of its own."""
     return None if value is None else sys.intern(_str(value))
+
+
+def _shared(value: Any) -> str:
+    return sys.intern(_str(value))
 
 
 def _int(value: Any) -> int:

@@ -19,12 +19,20 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 from mdit_py_plugins.footnote import footnote_plugin
 
-from ..model import Document, FootnoteDef, FootnoteRef, Link, MarkdownFacts, Section
+from ..model import (
+    Document,
+    FootnoteDef,
+    FootnoteRef,
+    Link,
+    MarkdownFacts,
+    Section,
+    anchors_of,
+)
 from .ids import concept_id_for_path
 
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _BREAKS = ("softbreak", "hardbreak")
-_NO_FACTS = MarkdownFacts((), (), frozenset(), (), ())
+_NO_FACTS = MarkdownFacts((), (), (), (), ())
 
 
 @functools.lru_cache(maxsize=1)
@@ -53,7 +61,7 @@ def parse_markdown_reference(doc: Document) -> MarkdownFacts:
             text = _inline_text(tokens[i + 1]) if i + 1 < len(tokens) else ""
             headings.append((tok.map[0] + offset, int(tok.tag[1:]), text))
         elif tok.type == "footnote_open":
-            label = str((tok.meta or {}).get("label", ""))
+            label = sys.intern(str((tok.meta or {}).get("label", "")))
             line = (tok.map[0] + offset) if tok.map else _next_line(tokens, i, offset)
             pending_def = (label, line)
         elif tok.type == "inline" and pending_def is not None:
@@ -63,8 +71,7 @@ def parse_markdown_reference(doc: Document) -> MarkdownFacts:
             base = (tok.map[0] if tok.map else 0) + offset
             _scan_inline(tok.children, base, source_dir, links, refs)
     sections = build_sections(doc, headings)
-    anchors = frozenset(s.anchor for s in sections if s.anchor is not None)
-    return MarkdownFacts(tuple(links), sections, anchors, tuple(refs), tuple(defs))
+    return MarkdownFacts(tuple(links), sections, anchors_of(sections), tuple(refs), tuple(defs))
 
 
 def _next_line(tokens: list[Token], i: int, offset: int) -> int:
@@ -94,7 +101,7 @@ def _scan_inline(
                 if link is not None:
                     links.append(link)
         elif child.type == "footnote_ref":
-            refs.append(FootnoteRef(str((child.meta or {}).get("label", "")), line))
+            refs.append(FootnoteRef(sys.intern(str((child.meta or {}).get("label", ""))), line))
 
 
 def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
@@ -128,7 +135,8 @@ def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
         line=line,
         target=target,
         concept_id=concept_id,
-        fragment=unquote(fragment) if fragment else None,
+        # Interned: a bundle's fragments name the same few headings' anchors over and over.
+        fragment=sys.intern(unquote(fragment)) if fragment else None,
         is_directory=is_directory or target == "",
     )
 
@@ -210,17 +218,20 @@ def build_sections(doc: Document, headings: list[tuple[int, int, str]]) -> tuple
         sections.append(Section(0, None, 0, None, doc.body_line, first_heading - 1, ()))
     counter = SlugCounter()
     trail: list[tuple[int, str]] = []
-    for n, (line, level, text) in enumerate(headings):
+    for n, (line, level, heading) in enumerate(headings):
         end = headings[n + 1][0] - 1 if n + 1 < len(headings) else last_line
         while trail and trail[-1][0] >= level:
             trail.pop()
+        # Interned: a bundle's documents repeat the same headings ("Inputs", "Ownership") and
+        # so their anchors; each breadcrumb holds the heading objects of its trail, not copies.
+        text = sys.intern(heading)
         trail.append((level, text))
         sections.append(
             Section(
                 index=len(sections),
                 heading=text,
                 level=level,
-                anchor=counter.slug(text),
+                anchor=sys.intern(counter.slug(text)),
                 line_start=line,
                 line_end=max(end, line),
                 breadcrumb=tuple(t for _, t in trail),

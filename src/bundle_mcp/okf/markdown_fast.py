@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import bisect
 import re
+import sys
 from collections.abc import Iterable, Sequence
 
 from markdown_it_pyrs import MarkdownIt as RustMarkdownIt
 from markdown_it_pyrs import Node
 
-from ..model import Document, FootnoteDef, FootnoteRef, Link, MarkdownFacts
+from ..model import Document, FootnoteDef, FootnoteRef, Link, MarkdownFacts, anchors_of
 from .markdown import build_sections, markdown_parser, resolve_link
 
 _PARSER = RustMarkdownIt("commonmark").enable_many(["table", "footnote"])
@@ -61,7 +62,7 @@ class _Fallback(Exception):
 def parse_markdown_fast(doc: Document) -> MarkdownFacts | None:
     """The reference's facts for ``doc`` from the Rust tree, or ``None`` to use the reference."""
     if doc.parse_error is not None or not doc.body:
-        return MarkdownFacts((), (), frozenset(), (), ())
+        return MarkdownFacts((), (), (), (), ())
     src = _NEWLINES.sub("\n", doc.body).replace("\0", "\ufffd")
     if "^[" in src:
         return None  # inline footnotes: the reference numbers and labels them its own way
@@ -147,8 +148,8 @@ class _Extractor:
             # the Rust port after them: every delimiter row must be one table in both.
             raise _Fallback
         sections = build_sections(self.doc, self.headings)
-        anchors = frozenset(s.anchor for s in sections if s.anchor is not None)
-        return MarkdownFacts(tuple(self.links), sections, anchors, tuple(self.refs), defs)
+        return MarkdownFacts(
+            tuple(self.links), sections, anchors_of(sections), tuple(self.refs), defs)
 
     # -- lines ---------------------------------------------------------------------------------
 
@@ -248,7 +249,8 @@ class _Extractor:
                     raise _Fallback
                 self.ref_order.append((node.srcmap[0], label))
                 if into_refs:
-                    self.refs.append(FootnoteRef(label, line))
+                    # Interned as the reference interns it: labels recur across a bundle.
+                    self.refs.append(FootnoteRef(sys.intern(label), line))
             elif name == "link":
                 url = node.meta.get("url")
                 if not isinstance(url, str):
@@ -322,7 +324,7 @@ class _Extractor:
             text = self._slice(first)
             if "\n" in text:
                 raise _Fallback  # the reference joins continuation lines its own way
-            defs.append(FootnoteDef(label, self._line(first), text.strip()))
+            defs.append(FootnoteDef(sys.intern(label), self._line(first), text.strip()))
             links, refs = scanned[label]
             self.links.extend(links)
             self.refs.extend(refs)

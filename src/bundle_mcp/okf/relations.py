@@ -7,6 +7,7 @@ ID, the first unescaped ``#`` starts the fragment, and after it ``\\`` is an ord
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -190,7 +191,12 @@ def _read_block(
                 problems.append(_problem(path, f"{where}[{i}].target",
                                          f"invalid relation target {target!r}: {exc}"))
                 continue
-            rel = Relation(source, relation_type, target, ref.concept_id, ref.fragment)
+            # Interned: a bundle's relations name the same concepts and types over and over
+            # (the target is also the frozen frontmatter's string: model.freeze interns it).
+            fragment = ref.fragment
+            rel = Relation(source, sys.intern(relation_type), sys.intern(target),
+                           sys.intern(ref.concept_id),
+                           None if fragment is None else sys.intern(fragment))
             out.setdefault((source, relation_type, target), rel)
 
 

@@ -1,0 +1,161 @@
+"""What a built document holds (issue 29): one object per repeated string, no second copy of
+its frontmatter once frozen, no cached facts' text once decoded. Parsed and read back from the
+parse cache alike: a restarted server must hold what a cold one holds."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.document import parse_document
+from bundle_mcp.loader.parse_cache import ParseCache, markdown_from_cache
+from bundle_mcp.model import Document, Snapshot, Unfrozen, anchors_of, thaw
+from bundle_mcp.okf.markdown import parse_markdown_reference
+from toolcall import every_document_built
+
+
+def _concept(n: int, target: str) -> str:
+    return (
+        "---\n"
+        "type: Runbook\n"
+        f"title: Concept number {n}\n"
+        "tags: [billing, nightly]\n"
+        "sources:\n"
+        "  - id: s1\n"
+        "    last_modified: 2025-03-08\n"
+        "relations:\n"
+        f"  feeds:\n    - target: {target}\n"
+        f"  depends_on:\n    - target: {target}#inputs\n"
+        "---\n"
+        f"# Concept {n}\n\nIntro[^s1].\n\n"
+        "## Inputs\n\nText.\n\n### Daily feed\n\n"
+        f"See [the target](/{target}.md#inputs) and [again](/{target}.md#daily-feed).\n\n"
+        "## Ownership\n\nTeam.\n\n"
+        "[^s1]: The source, https://example.com/1\n"
+    )
+
+
+def _bundle(root: Path) -> str:
+    root.mkdir()
+    (root / "index.md").write_text('---\nokf_version: "0.2"\n---\n# Bundle\n', encoding="utf-8")
+    (root / "a").mkdir()
+    for n in range(3):
+        (root / "a" / f"c{n}.md").write_text(_concept(n, "a/hub"), encoding="utf-8")
+    (root / "a" / "hub.md").write_text(_concept(9, "a/c0"), encoding="utf-8")
+    return str(root)
+
+
+def _parsed_and_read_back(tmp_path: Path) -> tuple[Snapshot, Snapshot]:
+    bundle = _bundle(tmp_path / "b")
+    cache = ParseCache(tmp_path / "cache")
+    first, _ = load_bundle(bundle)
+    for doc in first.documents.values():
+        doc.markdown  # noqa: B018 (so the cache holds the facts too)
+    cache.save(bundle, every_document_built(first.documents))
+    second, _ = load_bundle(bundle, cached=cache.load(bundle))
+    assert all(markdown_from_cache(doc) for doc in second.documents.values())
+    return first, second
+
+
+def _concepts(snapshot: Snapshot) -> list[Document]:
+    return [doc for doc in snapshot.documents.values() if doc.is_concept]
+
+
+@pytest.mark.parametrize("how", ["parsed", "read back"])
+def test_repeated_strings_are_one_object(tmp_path: Path, how: str) -> None:
+    first, second = _parsed_and_read_back(tmp_path)
+    snapshot = first if how == "parsed" else second
+    docs = _concepts(snapshot)
+    assert len(docs) == 4
+    one, other = docs[0], docs[1]
+    for doc in docs:
+        sections = doc.markdown.sections
+        # A breadcrumb holds its section's heading and its parents', not copies of them.
+        by_level = {}
+        for section in sections:
+            by_level[section.level] = section
+            assert section.breadcrumb[-1] is section.heading
+            for level, crumb in enumerate(section.breadcrumb, start=1):
+                assert crumb is by_level[level].heading
+        # A link's fragment is the object of the anchor it names, as the same heading in
+        # another document is.
+        anchors = {s.anchor: s for s in sections}
+        for link in doc.markdown.links:
+            assert link.fragment is anchors[link.fragment].anchor
+            # ... and its concept ID the object the concept it names holds.
+            assert link.concept_id is snapshot.documents[link.target].concept_id
+        # The relations name the document by its own concept ID object, and their targets
+        # are the frozen frontmatter's strings.
+        for relation in doc.relations:
+            assert relation.source is doc.concept_id
+        feeds = next(r for r in doc.relations if r.relation_type == "feeds")
+        assert feeds.target is feeds.target_id
+        assert doc.fm["relations"]["feeds"][0]["target"] is feeds.target
+    for mine, theirs in zip(one.markdown.sections[1:], other.markdown.sections[1:], strict=True):
+        assert mine.heading is theirs.heading and mine.anchor is theirs.anchor
+    assert one.markdown.footnote_refs[0].label is other.markdown.footnote_defs[0].label
+    assert one.relations[0].relation_type is other.relations[0].relation_type
+    assert one.relations[0].target is other.relations[0].target
+    # The frontmatter's keys and identifier-like values are shared; prose is not interned.
+    for key, theirs in zip(one.fm, other.fm, strict=True):
+        assert key is theirs
+    assert one.fm["type"] is other.fm["type"]
+    assert one.fm["tags"][1] is other.fm["tags"][1]
+    assert one.fm["sources"][0]["last_modified"] is other.fm["sources"][0]["last_modified"]
+    # The documents hold the same facts either way.
+    assert [d.markdown for d in docs] == [
+        d.markdown for d in _concepts(second if how == "parsed" else first)]
+
+
+def test_read_back_frontmatter_lets_its_json_go_once_frozen(tmp_path: Path) -> None:
+    first, second = _parsed_and_read_back(tmp_path)
+    doc = second.documents["a/c1.md"]
+    parsed = first.documents["a/c1.md"]
+    value = doc.frontmatter_value
+    assert isinstance(value, Unfrozen)
+    keys = list(parsed.fm)
+    # One key read before the mapping is frozen freezes nothing.
+    assert [doc.fm_value(k) for k in keys] == [parsed.fm_value(k) for k in keys]
+    assert not value.is_frozen()
+    assert any(isinstance(r, dict) for r in gc.get_referents(value))
+    frozen = doc.fm
+    assert value.is_frozen()
+    assert frozen == parsed.fm
+    # Frozen, it holds the mapping only, and answers every way from it.
+    assert not any(isinstance(r, dict) for r in gc.get_referents(value))
+    assert doc.fm is frozen and doc.frontmatter is frozen
+    assert [doc.fm_value(k) for k in keys] == [parsed.fm_value(k) for k in keys]
+    assert doc.fm_value("relations") is frozen["relations"]
+    assert doc.fm_value("missing") is None
+    # Equal to a holder of the same data, frozen or not (a document compares its fields).
+    assert value == Unfrozen(thaw(parsed.fm))
+    other = second.documents["a/c2.md"].frontmatter_value
+    assert isinstance(other, Unfrozen) and value != other
+
+
+def test_read_back_facts_let_their_text_go_once_decoded(tmp_path: Path) -> None:
+    first, second = _parsed_and_read_back(tmp_path)
+    doc = second.documents["a/c0.md"]
+    decode = doc.rules.markdown
+    assert any(isinstance(r, str) for r in gc.get_referents(decode))
+    facts = doc.markdown
+    assert facts == first.documents["a/c0.md"].markdown
+    assert not any(isinstance(r, str) for r in gc.get_referents(decode))
+    # Asked again (only a race would), it parses the body: the same facts.
+    assert decode(doc) == facts
+
+
+def test_the_anchors_answer_as_a_set_would() -> None:
+    for headings in (3, 16, 17, 40):
+        text = "---\ntitle: T\n---\n" + "".join(f"## H {n}\n\nx\n\n" for n in range(headings))
+        doc = parse_document("a.md", text.encode())
+        facts = parse_markdown_reference(doc)
+        expected = {s.anchor for s in facts.sections if s.anchor is not None}
+        assert set(facts.anchors) == expected and len(facts.anchors) == headings
+        assert facts.anchors == anchors_of(facts.sections)
+        assert all(a in facts.anchors for a in expected)
+        assert "h-99" not in facts.anchors
+        assert isinstance(facts.anchors, tuple if headings <= 16 else frozenset)
