@@ -19,6 +19,7 @@ from bundle_mcp.loader import assemble_snapshot, deferred
 from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.folding import fold
 from bundle_mcp.tools import _body_words as bw
+from bundle_mcp.tools import _section_index as si
 from bundle_mcp.tools import search_concepts as sc
 
 try:
@@ -36,7 +37,10 @@ BODIES = {
     "c/eta": "   leading spaces, trailing --- and a\ttab\nnew line ...",
     "c/theta": "",
     "c/iota": "roast roast roast. Roasting: roasted; ROAST!",
+    "d/kappa": "An ASCII body under a title that is not: Roast, Zeta, x86_64.",
 }
+# Non-ASCII frontmatter over an ASCII body: the body's fold is cut out, not the text's.
+TITLES = {"d/kappa": "Röstung"}
 RAW = "".join(BODIES.values())
 
 
@@ -55,19 +59,52 @@ def _assembled(cells: dict[str, Any], predecessor: Snapshot | None = None) -> Sn
 
 @pytest.fixture(scope="module")
 def snapshot() -> Snapshot:
-    return _assembled(_cells({f"{cid}.md": concept(body) for cid, body in BODIES.items()}))
+    return _assembled(_cells({f"{cid}.md": concept(body, TITLES.get(cid, "T"))
+                              for cid, body in BODIES.items()}))
 
 
 def _agree(snapshot: Snapshot, index: bw.BodyWordIndex, needle: str) -> None:
     """The index's candidates hold every body with the needle, and the narrowed priorities
-    are the scan's."""
+    are the scan's; the scan (however much of it searches the texts as written first) and
+    each document's own check find exactly the bodies whose fold holds the needle."""
     token = CancelToken()
     columns = sc._fields(snapshot, token)
     candidates = index.candidates(needle)
-    holding = {cid for cid, doc in snapshot.concepts.items() if needle in doc.folded.body}
+    holding = {cid for cid, doc in snapshot.concepts.items() if needle in fold(doc.body)}
+    assert {cid for cid, doc in snapshot.concepts.items()
+            if doc.folded_body_holds(needle)} == holding
     if candidates is not None:
         assert holding <= candidates, (needle, holding - candidates)
-    assert columns.priorities(needle, token, candidates) == columns.priorities(needle, token)
+    for every in (False, True):
+        wider = index.candidates(needle, every=every)
+        assert wider is None or holding <= wider
+    for sampled in (1, 3, sc._SAMPLED_TEXTS):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(sc, "_SAMPLED_TEXTS", sampled)
+            scanned = {columns.concept_ids[n] for n in columns._scanned(needle, token)}
+        assert scanned == holding, (needle, sampled)
+    scan = columns.priorities(needle, token)
+    assert columns.priorities(needle, token, candidates) == scan
+    holders = index.holders(needle)
+    if holders is not None:  # one run of word characters: the index alone answers
+        assert holders == holding, needle
+        assert columns.priorities(needle, token, holders, holders=True) == scan
+
+
+def test_bodies_are_not_kept_folded_unless_not_ascii(snapshot: Snapshot) -> None:
+    """Only a non-ASCII body's fold is kept with the document: an ASCII one is folded when a
+    call needs it, and the search's columns hold the documents' own texts."""
+    columns = sc._fields(snapshot, CancelToken())
+    for cid, doc in snapshot.concepts.items():
+        kept_body = doc.folded.kept_body
+        assert (kept_body is None) == doc.body.isascii(), cid
+        assert doc.folded_body() == fold(doc.body)
+    ascii_ids = {columns.concept_ids[n] for n in columns.ascii_positions}
+    assert ascii_ids == {cid for cid, doc in snapshot.concepts.items() if doc.text.isascii()}
+    assert all(text is snapshot.concepts[columns.concept_ids[n]].text
+               for n, text in zip(columns.ascii_positions, columns.ascii_texts, strict=True))
+    assert {columns.concept_ids[n] for n in columns.other_positions} == {"d/kappa"}
+    assert {columns.concept_ids[n] for n in columns.kept_positions} == {"a/gamma", "b/delta"}
 
 
 def _cut(text: str) -> st.SearchStrategy[str]:
@@ -92,7 +129,8 @@ def test_the_narrowed_search_is_the_scan(snapshot: Snapshot, needle: str) -> Non
 
 
 @pytest.mark.parametrize("query", [
-    "zq09977", "ZQ0997", "zq09977 is", "s zq", " ", "...", "e", "ss", "STRASSE", "straße",
+    "zq09977", "ZQ0997", "roast", "röstung", "x86_64", "zq09977 is", "s zq", " ", "...", "e",
+    "ss", "STRASSE", "straße",
     "İstanbul", "i̇", "ς", "σίγμα", "東京", "c++", "_case_", "3.14", "x86_6", "roast roast r",
     "a\tt", "e\nnew", "notaword", "alpha here, only", "://example.com/a_",
 ])
@@ -106,8 +144,48 @@ def test_a_rare_word_leaves_one_candidate(snapshot: Snapshot) -> None:
     assert index.candidates("zq09977 is rare") == {"b/zeta"}
     assert index.candidates("zz_absent") == set()
     assert index.candidates(" ") is None  # no word character: nothing to narrow by
-    assert index.candidates("roast") == {"a/alpha", "c/iota"}  # "roasting", "roasted" too
+    # "roasting", "roasted" too
+    assert index.candidates("roast") == {"a/alpha", "c/iota", "d/kappa"}
     assert index.candidates("a") is None  # in every concept's words: the scan is as quick
+    assert index.holders("a") == {cid for cid, doc in snapshot.concepts.items()
+                                  if "a" in fold(doc.body)}  # but the index holds the answer
+    assert index.holders("zq09977") == {"b/zeta"}
+    assert index.holders("zq09977 is") is None  # not one word: candidates, then checked
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bw, "HOLDER_POSTINGS", 0)
+        assert index.holders("zq09977") is None  # past the postings it joins
+    assert index.candidates("a", every=True) == {  # unless each candidate is worked anyway
+        cid for cid, doc in snapshot.concepts.items() if "a" in fold(doc.body)}
+
+
+def test_an_uppercase_needle_is_in_no_fold(snapshot: Snapshot) -> None:
+    """The scan searches texts as written only for a needle that is its own fold: one with a
+    capital is in no folded body, though written in some."""
+    columns = sc._fields(snapshot, CancelToken())
+    assert "ROAST" in snapshot.concepts["c/iota"].text
+    assert list(columns._scanned("ROAST", CancelToken())) == []
+    assert not any(doc.folded_body_holds("ROAST") for doc in snapshot.concepts.values())
+
+
+_TERMS = sorted(set(si.tokens(RAW)) | set(si.tokens(" ".join(TITLES.values()))))
+
+
+@settings(max_examples=150, deadline=None)
+@given(term=st.one_of(st.sampled_from(_TERMS), st.sampled_from(_TERMS).map(lambda t: t[:2]),
+                      st.text(alphabet="aeiorstnxzq0123456789ßσ", min_size=1, max_size=4)))
+def test_section_postings_narrowed_by_the_index_are_the_scans(
+    snapshot: Snapshot, term: str
+) -> None:
+    """search_sections folds and searches only the bodies the index names (every body
+    without it): the postings are the same either way."""
+    index = bw.build_index(snapshot, CancelToken())
+    found = {}
+    for kept_index in (lambda view: index, lambda view: None):
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(si, "kept_index", kept_index)
+            postings = si._postings(snapshot, term, CancelToken())
+        found[kept_index(snapshot) is None] = list(postings)
+    assert found[False] == found[True]
 
 
 def _comparable(index: bw.BodyWordIndex) -> dict[str, list[str]]:

@@ -313,27 +313,25 @@ def test_a_second_validation_walks_no_document_again(
     assert "stale_concept" not in [d["code"] for d in first.structured["diagnostics"]]
 
 
-def test_a_rare_word_checks_only_the_candidate_bodies(cold: Cold) -> None:
-    """search_concepts checks ``needle in body`` on every body until the warm-up has built the
-    body word index, then only on the concepts the index names for the needle: one here."""
-    import dataclasses
-
-    from bundle_mcp.derived import of_snapshot
+def test_a_rare_word_checks_only_the_candidate_bodies(
+    cold: Cold, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """search_concepts scans every body until the warm-up has built the body word index, then
+    checks (folds, if need be) only the bodies of the concepts the index names for the needle:
+    one here."""
+    from bundle_mcp import model
     from bundle_mcp.tools import _body_words, search_concepts
 
     snapshot = cold.snapshot()
+    scans: list[str] = []
     checked: list[str] = []
-
-    class Body(str):
-        __slots__ = ()
-
-        def __contains__(self, needle: object) -> bool:
-            checked.append(self)
-            return super().__contains__(needle)  # type: ignore[operator]
-
-    fields = search_concepts._fields(snapshot, CancelToken())
-    counted = dataclasses.replace(fields, bodies=tuple(Body(b) for b in fields.bodies))
-    of_snapshot(snapshot, search_concepts.SEARCH_FIELDS, lambda: counted)
+    real_scan, real_holds = search_concepts.SearchFields._scanned, model.Document.folded_body_holds
+    monkeypatch.setattr(search_concepts.SearchFields, "_scanned",
+                        lambda self, needle, token: scans.append(needle)
+                        or real_scan(self, needle, token))
+    monkeypatch.setattr(model.Document, "folded_body_holds",
+                        lambda self, needle: checked.append(self.path)
+                        or real_holds(self, needle))
 
     def search() -> object:
         # "c417" is a word of one body only, f6/c416's link; "md" is in every body's words.
@@ -342,9 +340,9 @@ def test_a_rare_word_checks_only_the_candidate_bodies(cold: Cold) -> None:
         return outcome.structured
 
     scanned = search()
-    assert len(checked) == CONCEPTS + 1  # every concept's body, the computation's included
-    checked.clear()
+    assert (scans, checked) == (["c417.md"], [])  # every body, in one scan
+    scans.clear()
     _body_words.index_of(snapshot, CancelToken())  # what the warm-up builds
     assert search() == scanned
-    assert checked == ["# concept 416\n\nsee [next](/f7/c417.md).\n"]
+    assert (scans, checked) == ([], ["f6/c416.md"])
     assert [hit["concept"]["id"] for hit in scanned["hits"]] == ["f6/c416"]  # type: ignore[index]

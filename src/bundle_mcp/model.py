@@ -378,13 +378,21 @@ class Unfrozen:
 
 @dataclass(frozen=True, slots=True)
 class FoldedFields:
-    """A concept's searchable fields after :func:`bundle_mcp.okf.folding.fold`."""
+    """A concept's searchable fields after :func:`bundle_mcp.okf.folding.fold`.
+
+    The body's fold is kept only when the body is not ASCII (``kept_body``): an ASCII body
+    folds to its lowercase, as long as the body and about as quick to make again as to scan
+    (a kept copy of every body was 55 MiB at 9,978 concepts), while a non-ASCII body's fold
+    (decomposition, case folding, composition) costs 10 to 25 times that and its offsets differ
+    from the text's. :meth:`Document.folded_body` and :meth:`Document.folded_body_holds` give
+    the fold either way.
+    """
 
     concept_id: str
     title: str
     description: str
     tags: tuple[str, ...]
-    body: str
+    kept_body: str | None  # the body's fold when the body is not ASCII; None: it is ASCII
 
 
 class Lines(Sequence[str]):
@@ -488,10 +496,14 @@ class Document:
 
     @functools.cached_property
     def folded(self) -> FoldedFields:
-        """The fields search_concepts matches, folded once per document and kept."""
+        """The fields search_concepts matches, folded once per document and kept (the body's
+        fold only when the body is not ASCII: :class:`FoldedFields`)."""
         fold = self.rules.fold
         fm = self.fm
         tags = fm.get("tags")
+        text = self.text
+        # An ASCII text has an ASCII body: only the others' bodies are cut out to be asked.
+        ascii_body = text.isascii() or self.body.isascii()
         return FoldedFields(
             concept_id=fold(self.concept_id or ""),
             title=fold(fm["title"]) if isinstance(fm.get("title"), str) else "",
@@ -501,8 +513,29 @@ class Document:
             tags=tuple(fold(t) for t in tags if isinstance(t, str))
             if isinstance(tags, tuple)
             else (),
-            body=fold(self.body),
+            kept_body=None if ascii_body else fold(self.body),
         )
+
+    def folded_body(self) -> str:
+        """The body folded: the kept fold of a non-ASCII body, else folded now and not kept
+        (the caller lets it go when done)."""
+        kept = self.folded.kept_body
+        return kept if kept is not None else self.rules.fold(self.body)
+
+    def folded_body_holds(self, needle: str) -> bool:
+        """Whether the folded body contains ``needle`` (``needle in self.folded_body()``)."""
+        kept = self.folded.kept_body
+        if kept is not None:
+            return needle in kept
+        text, fold = self.text, self.rules.fold
+        if text.isascii():
+            # A needle that is its own fold, found in the text as written, is in its fold too.
+            if fold(needle) == needle and text.find(needle, self.body_start) >= 0:
+                return True
+            # ASCII text folds to text of the same length: the body's fold is the text's from
+            # ``body_start`` on, found there without cutting the body out first.
+            return fold(text).find(needle, self.body_start) >= 0
+        return needle in fold(self.body)
 
     @functools.cached_property
     def lines(self) -> Lines:

@@ -17,7 +17,9 @@ separator being no word character), so the four cases are one ``str.find`` each:
 fits too many words (:data:`MAX_WORDS_PER_RUN`: a short one) or whose words are in half the
 concepts or more (a common one) does not narrow, since checking that many bodies one by one
 costs more than the scan in C; it is passed over. A needle with no run that narrows (only
-spaces or punctuation, one or two letters, common words) is answered by the scan.
+spaces or punctuation, one or two letters, common words) is answered by the scan. A needle that
+is one run of word characters is the exception: the bodies holding it are exactly those with a
+word that fits it, so the index alone answers it, however common (``BodyWordIndex.holders``).
 
 The index is kept per snapshot and built by the warm-up, never by a call: a call uses it when it
 is there (``derived.kept``) and scans otherwise, since the build costs about a hundred scans
@@ -28,6 +30,7 @@ predecessor's index: only the changed concepts' words are touched (:func:`update
 from __future__ import annotations
 
 import re
+import sys
 from array import array
 from bisect import bisect_left, bisect_right
 from collections import defaultdict
@@ -37,16 +40,19 @@ from itertools import accumulate
 
 from ..cancel import CancelToken
 from ..derived import Slot, kept, of_snapshot
-from ..model import Snapshot
+from ..model import Document, Snapshot
 
-__all__ = ["BODY_WORDS", "SLOTS", "BodyWordIndex", "body_words", "build_index", "index_of",
-           "kept_index", "updated_index"]
+__all__ = ["BODY_WORDS", "SLOTS", "BodyWordIndex", "body_words", "build_index",
+           "concept_words", "index_of", "kept_index", "updated_index"]
 
 _WORD = re.compile(r"\w+")
 # ASCII text's non-word characters, each to a space: then ``str.split`` cuts exactly the runs of
 # ``\w`` (for ASCII, \w is letters, digits and ``_``), about three times as fast as ``findall``.
+# Capitals to their lowercase in the same pass: an ASCII body's fold is its lowercase, so the
+# words of a body not folded first are those of its fold (bodies are not kept folded).
 _ASCII_NON_WORD = str.maketrans(
     {c: " " for c in map(chr, range(128)) if not (c.isalnum() or c == "_")}
+    | {c: c.lower() for c in map(chr, range(128)) if c.isupper()}
 )
 _SEP = "\n"  # no word character: joins the vocabulary
 # Past this many vocabulary words fitting one run, the run is passed over: finding them all
@@ -54,6 +60,9 @@ _SEP = "\n"  # no word character: joins the vocabulary
 MAX_WORDS_PER_RUN = 512
 # Candidates at or below this many are checked without narrowing by the needle's other runs.
 FEW_CANDIDATES = 16
+# Postings per concept that ``BodyWordIndex.holders`` joins at most: joining 100,000 numbers
+# took 2 ms at the bench size, where a scan of every body takes 25 to 60.
+HOLDER_POSTINGS = 16
 # An update touches each changed concept's words; past this share of the concepts changed,
 # building the index anew is as quick.
 MAX_UPDATED_SHARE = 0.1
@@ -66,6 +75,13 @@ def body_words(body: str) -> set[str]:
     if body.isascii():
         return set(body.translate(_ASCII_NON_WORD).split())
     return set(_WORD.findall(body))
+
+
+def concept_words(doc: Document) -> set[str]:
+    """The distinct words of the document's folded body (:func:`body_words`), without a folded
+    copy of an ASCII body: the translation lowercases it as it cuts."""
+    kept = doc.folded.kept_body
+    return body_words(doc.body if kept is None else kept)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,20 +102,40 @@ class BodyWordIndex:
     starts: array[int]  # where each word starts in ``vocabulary``
     typecode: str  # of every posting: "H" below 65,536 numbers, else "I"
 
-    def candidates(self, needle: str) -> set[str] | None:
+    def candidates(self, needle: str, *, every: bool = False) -> set[str] | None:
         """The concepts whose body may hold ``needle`` (a superset of those that do), or
-        ``None`` when no run of the needle narrows them (then every body is to be checked)."""
+        ``None`` when no run of the needle narrows them (then every body is to be checked).
+
+        A run whose words are in half the concepts or more does not narrow, unless ``every``:
+        a caller that works through each candidate's body anyway (search_sections' postings)
+        gains from any narrowing, where search_concepts' scan in C is quicker than checking
+        that many bodies one by one."""
         runs = {_pattern(needle, match.start(), match.end()) for match in _WORD.finditer(needle)}
         found: set[int] | None = None
+        # Past half the concepts, checking them one by one costs more than the scan.
+        budget = sys.maxsize if every else len(self.numbers) // 2 + 1
         # The longest patterns first: they fit the fewest words.
         for pattern in sorted(runs, key=lambda p: (-len(p), p)):
             if found is not None and len(found) <= FEW_CANDIDATES:
                 break
-            # Past half the concepts, checking them one by one costs more than the scan.
-            holding = self._holding(pattern, len(self.numbers) // 2 + 1)
+            holding = self._holding(pattern, budget)
             if holding is None:
                 continue
             found = holding if found is None else found & holding
+        if found is None:
+            return None
+        concepts = self.concepts
+        return {concept for n in found if (concept := concepts[n]) is not None}
+
+    def holders(self, needle: str) -> set[str] | None:
+        """Exactly the concepts whose folded body holds ``needle`` when the needle is one run
+        of word characters: it then lies inside one word of any body holding it, and a body
+        with a word holding it holds it, so no body is to be checked, however common the
+        needle. ``None`` for any other needle, or when too many words fit it or their postings
+        pass :data:`HOLDER_POSTINGS` a concept (then joining them costs as much as a scan)."""
+        if _WORD.fullmatch(needle) is None:
+            return None
+        found = self._holding(needle, HOLDER_POSTINGS * len(self.numbers) + 1)
         if found is None:
             return None
         concepts = self.concepts
@@ -173,7 +209,7 @@ def build_index(snapshot: Snapshot, token: CancelToken) -> BodyWordIndex:
     postings: defaultdict[str, array[int]] = defaultdict(lambda: array(code))
     for n, doc in enumerate(snapshot.concepts.values()):
         token.check()
-        for word in body_words(doc.folded.body):
+        for word in concept_words(doc):
             postings[word].append(n)
     concepts = tuple(snapshot.concepts)
     return _index(dict(postings), concepts, {c: n for n, c in enumerate(concepts)}, code)
@@ -198,7 +234,7 @@ def updated_index(
         token.check()
         if concept_id in old:
             n = numbers[concept_id]
-            for word in body_words(old[concept_id].folded.body):
+            for word in concept_words(old[concept_id]):
                 _without(postings, word, n)
             if concept_id not in new:
                 del numbers[concept_id]
@@ -219,7 +255,7 @@ def updated_index(
                 concepts.append(None)
             concepts[number] = concept_id
             numbers[concept_id] = number
-        for word in body_words(new[concept_id].folded.body):
+        for word in concept_words(new[concept_id]):
             _with(postings, word, number, code)
     return _index(postings, tuple(concepts), numbers, code)
 

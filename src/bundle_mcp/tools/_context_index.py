@@ -220,7 +220,7 @@ def _build(doc: Document) -> DocumentWords:
     description_words = tokens(text_field(doc.fm, "description"))
     lines = doc.lines
     ascii_body = doc.body.isascii()
-    body = doc.folded.body
+    body = doc.folded_body() if ascii_body else ""  # folded for this build only
     spans = []
     for section in doc.markdown.sections:
         first, last = section.line_start - 1, section.line_end

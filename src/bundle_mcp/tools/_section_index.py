@@ -32,6 +32,7 @@ from ..model import Document, Snapshot
 from ..okf.folding import fold
 from ..okf.properties import text_field
 from ..toolspec import PartStore
+from ._body_words import kept_index
 from ._kept_parts import kept_or_computed, packed, unpacked
 
 
@@ -183,9 +184,9 @@ _SEP = "\x00"  # never inside a word: each token is stored as SEP word SEP
 class _IndexedSection:
     """One section as search sees it: its words (folded, delimited) and weighted length.
 
-    ``words`` is ``None`` for a document whose body is ASCII: its folded body (kept for
-    search_concepts) has the same offsets as the text, so a term is counted there, between
-    ``start`` and ``end``, and the section's words are not kept a second time.
+    ``words`` is ``None`` for a document whose body is ASCII: its folded body (its lowercase,
+    folded when a term is counted) has the same offsets as the text, so a term is counted
+    there, between ``start`` and ``end``, and the section's words are not kept.
     """
 
     heading: str
@@ -464,23 +465,31 @@ def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> _Postings:
     needle = f"{_SEP}{term}{_SEP}"
     whole_word = _ascii_whole_word(term) if term.isascii() else None
     places, numbers, counts = array("i"), array("i"), array("i")
-    for place, doc in enumerate(snapshot.concepts.values()):
+    # search_concepts' body word index, when the warm-up built it, names a superset of the
+    # concepts whose folded body holds the term as a substring: only those bodies are folded
+    # (bodies are not kept folded) and searched. None: every body is.
+    words = kept_index(snapshot)
+    holding = words.candidates(term, every=True) if words is not None else None
+    for place, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
         # Folded text is a superset of the words: a term absent from it occurs in no section.
-        folded = doc.folded
-        in_body = term in folded.body
-        if not in_body and term not in folded.title:
+        if holding is None or concept_id in holding:
+            body = doc.folded_body()
+            in_body = term in body
+        else:
+            body, in_body = "", False
+        if not in_body and term not in doc.folded.title:
             continue
         index = _document_index(doc)
         in_title = index.title_words.count(needle)
         raw_counts = (
-            _counts_by_offset(folded.body, index.sections, whole_word)
-            if index.ascii_body
+            _counts_by_offset(body, index.sections, whole_word)
+            if index.ascii_body and in_body
             else None
         )
         for number, section in enumerate(index.sections):
-            if raw_counts is not None:
-                raw = raw_counts[number] if in_body else 0
+            if index.ascii_body:
+                raw = raw_counts[number] if raw_counts is not None else 0
             else:
                 raw = section.words.count(needle) if section.words is not None else 0
             tf = (
@@ -539,8 +548,8 @@ def _index(doc: Any) -> _DocumentIndex:
     title = text_field(doc.fm, "title")
     _check_label(title, "a concept title")
     title_tokens = tokens(title)
-    body = doc.folded.body
     ascii_body = counts_in_folded_body(doc)
+    body = doc.folded_body() if ascii_body else ""  # folded for this build only
     sections = []
     token_count = 0
     for section in doc.markdown.sections:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from array import array
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from typing import Any
@@ -41,6 +41,9 @@ _JOIN = "\x00"
 # Past this many hits in a joined column, mapping each hit to its string costs more than the
 # scan of the column's strings in one pass of C.
 _FEW_HITS = 64
+# The texts a body scan first searches as written, to tell whether the rest are worth it
+# (``SearchFields._written``): a few milliseconds at most.
+_SAMPLED_TEXTS = 256
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,39 +87,49 @@ class SearchFields:
     """Every concept's folded fields, one column per field, in concept ID order: a query scans
     each column in one pass of C (``map(operator.contains, …)``, or one ``str.count`` over a
     short column joined) instead of one Python step per concept and field, which took twice as
-    long at the file cap. The body column holds the documents' own folded strings
-    (``Document.folded``), not copies; the bodies a query checks can be narrowed by the body
-    word index (``_body_words``)."""
+    long at the file cap. Bodies are not kept folded (``FoldedFields``): an ASCII one is
+    folded as it is checked and let go, one at a time, so a scan of every body costs a
+    lowercase of each on top of the search. The bodies a query checks can be narrowed by the
+    body word index (``_body_words``), which leaves a few to fold for most needles."""
 
     concept_ids: tuple[str, ...]
     documents: tuple[Document, ...]
     ids: JoinedColumn
     titles: JoinedColumn
     descriptions: JoinedColumn
-    bodies: tuple[str, ...]
+    # Three kinds of body, each scanned its own way (``_scanned``); positions in the columns.
+    # An ASCII text (the document's own, not a copy): its fold has the text's offsets, so the
+    # body's fold is the text's from the body's start on.
+    ascii_texts: tuple[str, ...]
+    ascii_starts: array[int]
+    ascii_positions: tuple[int, ...]
+    kept_bodies: tuple[str, ...]  # a non-ASCII body: its fold, kept by the document
+    kept_positions: tuple[int, ...]
+    other_positions: tuple[int, ...]  # an ASCII body after non-ASCII frontmatter: cut, folded
     tags: JoinedColumn  # every tag of every concept, each on its own
     tag_owners: tuple[int, ...]  # the position of the concept each tag belongs to
     positions: Mapping[str, int]  # concept ID → its position in the columns
 
     def priorities(
-        self, needle: str, token: CancelToken, body_candidates: Collection[str] | None = None
+        self, needle: str, token: CancelToken, body_candidates: Collection[str] | None = None,
+        *, holders: bool = False,
     ) -> list[int]:
         """Per concept, the priority of its highest field containing ``needle`` (0: none):
         the columns are scanned lowest priority first, so a higher field overwrites.
 
         ``body_candidates``: the only concepts whose body may contain ``needle`` (the body
-        word index's answer, ``_body_words``); ``None``: every body is checked."""
+        word index's answer, ``_body_words``), or with ``holders`` exactly those whose body
+        does (none is checked); ``None``: every body is checked."""
         token.check()
         found = [0] * len(self.concept_ids)
-        bodies = self.bodies
+        documents = self.documents
         if body_candidates is None:
-            checked: Iterable[int] = compress(range(len(bodies)),
-                                              map(operator.contains, bodies, repeat(needle)))
+            for n in self._scanned(needle, token):
+                found[n] = BODY
         else:
-            checked = [n for n in map(self.positions.__getitem__, body_candidates)
-                       if needle in bodies[n]]
-        for n in checked:
-            found[n] = BODY
+            for n in map(self.positions.__getitem__, body_candidates):
+                if holders or documents[n].folded_body_holds(needle):
+                    found[n] = BODY
         token.check()
         owners = self.tag_owners
         for n in self.tags.holding(needle):
@@ -128,6 +141,53 @@ class SearchFields:
                 found[n] = priority
         return found
 
+    def _written(self, needle: str) -> list[bool] | None:
+        """Per ASCII text, whether ``needle`` is in its body as written; ``None`` when that is
+        not worth asking.
+
+        A needle that is its own fold, found in a text as written, is in its fold at the same
+        place, so only the texts where it is not are folded. Most needles that come this far
+        (no word of them narrows the bodies) are common, mostly written in lowercase: then most
+        texts are never folded, and this costs less than a fold of each. A needle mostly
+        written otherwise (a capital, as in a heading) would cost a search as written on top of
+        the fold of nearly every text: when fewer than half of the first texts hold it as
+        written, the rest are folded straight away.
+        """
+        if fold(needle) != needle:
+            return None
+        texts, starts = self.ascii_texts, self.ascii_starts
+        head = min(_SAMPLED_TEXTS, len(texts))
+        written = list(map((-1).__lt__, map(str.find, texts[:head], repeat(needle),
+                                             starts[:head])))
+        if sum(written) * 2 < head:
+            return written + [False] * (len(texts) - head)
+        written.extend(map((-1).__lt__, map(str.find, texts[head:], repeat(needle),
+                                            starts[head:])))
+        return written
+
+    def _scanned(self, needle: str, token: CancelToken) -> Iterable[int]:
+        """The positions of every concept whose folded body holds ``needle``, each kind of body
+        in one pass of C where it can be."""
+        texts, starts, positions = self.ascii_texts, self.ascii_starts, self.ascii_positions
+        if needle.isascii():  # else in no ASCII text, nor in its fold
+            unfolded: Sequence[int] = range(len(texts))
+            written = self._written(needle)
+            if written is not None:
+                yield from compress(positions, written)
+                unfolded = [k for k, found in enumerate(written) if not found]
+                token.check()
+            # ASCII text folds to text of the same length (``fold``): found at or after the
+            # body's start is found in the body's fold. Each folded text is let go once checked.
+            found_at = map(str.find, map(fold, map(texts.__getitem__, unfolded)), repeat(needle),
+                           map(starts.__getitem__, unfolded))
+            yield from compress(map(positions.__getitem__, unfolded),
+                                map((-1).__lt__, found_at))
+        token.check()
+        yield from compress(self.kept_positions,
+                            map(operator.contains, self.kept_bodies, repeat(needle)))
+        documents = self.documents
+        yield from (n for n in self.other_positions if documents[n].folded_body_holds(needle))
+
 
 def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
     concept_ids: list[str] = []
@@ -135,6 +195,12 @@ def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
     folded: list[FoldedFields] = []
     tags: list[str] = []
     owners: list[int] = []
+    ascii_texts: list[str] = []
+    ascii_starts = array("L")
+    ascii_positions: list[int] = []
+    kept_bodies: list[str] = []
+    kept_positions: list[int] = []
+    other_positions: list[int] = []
     for n, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
         fields = doc.folded
@@ -143,11 +209,22 @@ def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
         folded.append(fields)
         tags.extend(fields.tags)
         owners.extend(repeat(n, len(fields.tags)))
+        if fields.kept_body is not None:
+            kept_bodies.append(fields.kept_body)
+            kept_positions.append(n)
+        elif doc.text.isascii():
+            ascii_texts.append(doc.text)
+            ascii_starts.append(doc.body_start)
+            ascii_positions.append(n)
+        else:
+            other_positions.append(n)
     return SearchFields(
         tuple(concept_ids), tuple(documents),
         JoinedColumn.of(tuple(f.concept_id for f in folded)),
         JoinedColumn.of(tuple(f.title for f in folded)),
-        JoinedColumn.of(tuple(f.description for f in folded)), tuple(f.body for f in folded),
+        JoinedColumn.of(tuple(f.description for f in folded)),
+        tuple(ascii_texts), ascii_starts, tuple(ascii_positions),
+        tuple(kept_bodies), tuple(kept_positions), tuple(other_positions),
         JoinedColumn.of(tuple(tags)), tuple(owners), {c: n for n, c in enumerate(concept_ids)},
     )
 
@@ -177,8 +254,12 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     columns = of_snapshot(snapshot, SEARCH_FIELDS, lambda: _fields(snapshot, token),
                           check=token.check)
     index = kept_index(snapshot)  # built by the warm-up; without it every body is checked
-    candidates = index.candidates(needle) if index is not None else None
-    priorities = columns.priorities(needle, token, candidates)
+    holders = index.holders(needle) if index is not None else None
+    if holders is not None:  # one word, found in the index alone
+        priorities = columns.priorities(needle, token, holders, holders=True)
+    else:
+        candidates = index.candidates(needle) if index is not None else None
+        priorities = columns.priorities(needle, token, candidates)
     matches: list[tuple[int, str]] = []
     for n in compress(range(len(priorities)), priorities):
         # The filter comes before the limit: total counts admitted matches only.
@@ -220,7 +301,7 @@ def match_priority(needle: str, concept_id: str, doc: Any) -> int:
     # Each tag on its own: a query never spans two tags.
     if any(needle in tag for tag in folded.tags):
         return TAGS
-    if needle in folded.body:
+    if doc.folded_body_holds(needle):
         return BODY
     return 0
 
