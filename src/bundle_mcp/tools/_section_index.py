@@ -465,17 +465,19 @@ def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> _Postings:
     needle = f"{_SEP}{term}{_SEP}"
     whole_word = _ascii_whole_word(term) if term.isascii() else None
     places, numbers, counts = array("i"), array("i"), array("i")
-    # search_concepts' body word index, when the warm-up built it, names a superset of the
-    # concepts whose folded body holds the term as a substring: only those bodies are folded
-    # (bodies are not kept folded) and searched. None: every body is.
+    # search_concepts' body word index, when the warm-up built it, names the concepts whose
+    # folded body holds the term as a substring (exactly, for a term that is one run of \w:
+    # ``holders``; else a superset): only those bodies are folded (bodies are not kept folded)
+    # and searched. None: every body is.
     words = kept_index(snapshot)
-    holding = words.candidates(term, every=True) if words is not None else None
+    exact = words.holders(term) if words is not None else None
+    holding = exact if exact is not None or words is None else words.candidates(term, every=True)
     for place, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
         # Folded text is a superset of the words: a term absent from it occurs in no section.
         if holding is None or concept_id in holding:
             body = doc.folded_body()
-            in_body = term in body
+            in_body = exact is not None or term in body
         else:
             body, in_body = "", False
         if not in_body and term not in doc.folded.title:
