@@ -179,8 +179,8 @@ def test_section_postings_narrowed_by_the_index_are_the_scans(
 ) -> None:
     """search_sections folds and searches only the bodies the index names (every body
     without it): the postings are the same either way, for a term that is one run of word
-    characters (the index names exactly the bodies holding it) or not ('x́': a letter and a
-    combining mark, two runs of the index's words)."""
+    characters (the index names exactly the bodies holding it) or not ('x́y': a combining mark
+    between two letters, two runs of the index's words)."""
     assert "x\u0301y" in _TERMS
     index = bw.build_index(snapshot, CancelToken())
     found = {}
