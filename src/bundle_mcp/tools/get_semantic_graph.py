@@ -189,10 +189,7 @@ def concept_node(
     for rel in doc.relations:  # already unique and sorted by (source, type, target)
         token.check()
         item = _RelationItem(
-            source=rel.source,
-            relation_type=rel.relation_type,
-            target=rel.target,
-            exists=rel.target_id in snapshot.concepts,
+            rel.source, rel.relation_type, rel.target, rel.target_id in snapshot.concepts
         )
         if rel.target != rel.target_id:  # escaped '#' or a fragment: name the concept too
             item.target_id = rel.target_id
@@ -220,7 +217,7 @@ def _reference(
 ) -> dict[str, Any]:
     item = shared.get((target, exists))
     if item is None:
-        item = shared[(target, exists)] = _ReferenceItem(target=target, exists=exists).__dict__
+        item = shared[(target, exists)] = _ReferenceItem(target, exists).__dict__
     return item
 
 
@@ -232,7 +229,8 @@ class _KeySharing:
     relations) the kept nodes took 5 MiB less (docs/decisions/memory.md). The dict is an
     ordinary ``dict`` (``json`` writes it in insertion order, so the bytes are the literal's);
     the instance itself is dropped. Each shape is its own subclass: every instance of one sets
-    the same keys in the same order, which is what keeps the table shared.
+    the same keys in the same order, which is what keeps the table shared (so does each
+    item class below).
     """
 
     def __init__(self, **fields: Any) -> None:
@@ -244,13 +242,26 @@ class _Node(_KeySharing):
     pass
 
 
-class _RelationItem(_KeySharing):
+class _RelationItem:
+    """A ``relations`` item, as :class:`_KeySharing` (30k at the bench size: plain attribute
+    stores, not keyword arguments)."""
+
     # Set after the four fields when the target is no plain concept ID (escaped or a fragment).
     target_id: str
 
+    def __init__(self, source: str, relation_type: str, target: str, exists: bool) -> None:
+        self.source = source
+        self.relation_type = relation_type
+        self.target = target
+        self.exists = exists
 
-class _ReferenceItem(_KeySharing):
-    pass
+
+class _ReferenceItem:
+    """A ``references`` item, as :class:`_KeySharing`."""
+
+    def __init__(self, target: str, exists: bool) -> None:
+        self.target = target
+        self.exists = exists
 
 
 SPEC = ToolSpec(
