@@ -534,3 +534,28 @@ def test_the_warm_up_yields_to_a_call_in_flight(tmp_bundle: Callable[..., str]) 
     between = events[arrived + 1:ended]
     assert between and set(between) == {"warm-up waits for a call"}, events
     assert any(e.startswith("build ") for e in events[ended:]), events
+
+
+def test_a_stop_that_waits_returns_once_the_warm_up_thread_has_ended(
+    tmp_bundle: Callable[..., str]
+) -> None:
+    """An exiting server waits for its warm-up thread (``stop(wait=…)``): a daemon thread
+    still inside a C extension while the interpreter finalises can crash the process. The step
+    here runs until the stop cancels its token, as a real step's next check does."""
+    bundle = tmp_bundle({"a.md": "---\ntype: Note\n---\n# A\n"})
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    started = threading.Event()
+
+    def until_cancelled(token: CancelToken) -> None:
+        started.set()
+        while True:
+            token.check()  # raises once the stop cancelled the warm-up
+            threading.Event().wait(0.01)
+
+    readiness = Readiness(
+        dispatcher, steps=lambda *args: (WarmStep("until cancelled", until_cancelled),))
+    readiness.start()
+    assert started.wait(WAIT_SECONDS)
+    readiness.stop(wait=WAIT_SECONDS)
+    assert not any(t.name == "bundle-mcp-warm-up" and t.is_alive()
+                   for t in threading.enumerate())

@@ -62,12 +62,14 @@ from .model import Snapshot
 from .okf.scopes import NOTHING, Access, FolderScope
 from .readers import ALL_READER, Reader
 
-__all__ = ["DOCUMENTS_PER_STEP", "GATE_POLL_SECONDS", "RETRY_SECONDS", "Gate", "Readiness",
-           "WarmStep", "warm_steps"]
+__all__ = ["DOCUMENTS_PER_STEP", "GATE_POLL_SECONDS", "RETRY_SECONDS", "STOP_WAIT_SECONDS",
+           "Gate", "Readiness", "WarmStep", "warm_steps"]
 
 log = logging.getLogger(__name__)
 
 RETRY_SECONDS = 10.0
+# How long an exiting server waits for its warm-up thread to notice the stop (Readiness.stop).
+STOP_WAIT_SECONDS = 5.0
 # How often a warm-up waiting for the callers' calls looks whether it was stopped.
 GATE_POLL_SECONDS = 0.5
 # Documents built per step: a call arriving while the documents are built waits for at most
@@ -236,11 +238,19 @@ class Readiness:
         self._thread = threading.Thread(target=self._run, name="bundle-mcp-warm-up", daemon=True)
         self._thread.start()
 
-    def stop(self) -> None:
-        """Cancel the warm-up (the server is shutting down); it stops at its next check."""
+    def stop(self, wait: float = 0.0) -> None:
+        """Cancel the warm-up (the server is shutting down); it stops at its next check.
+
+        ``wait``: seconds to wait for the thread to end. A server that is exiting waits
+        (:data:`STOP_WAIT_SECONDS`): a daemon thread still inside a C extension (SQLite saving
+        the parse cache, a schema compiling) while the interpreter finalises can crash the
+        process, and its next check comes within one document or one write."""
         self._stopped.set()
         self._token.cancel()
         self._wake.set()
+        thread = self._thread
+        if wait > 0 and thread is not None and thread is not threading.current_thread():
+            thread.join(wait)
 
     def rescope(self) -> None:
         """The served scopes may have changed (the readers file was re-read): warm every bundle

@@ -37,7 +37,7 @@ from .handshake import INSTRUCTIONS, SERVER_NAME, Opening
 from .observe import CallObserver
 from .okf.scopes import FolderScope
 from .readers import ALL_READER, READER_STATE_KEY, Reader, ReaderBook
-from .readiness import Readiness
+from .readiness import STOP_WAIT_SECONDS, Readiness
 from .resources import DEFAULT_PAGE_SIZE
 from .rest import RestApi, with_rest_api
 from .stdio import stdio_transport
@@ -259,7 +259,7 @@ def serve_stdio(
         with reload_on_sighup(reload if on_reload is not None else None):
             anyio.run(run)
     finally:
-        readiness.stop()
+        readiness.stop(wait=STOP_WAIT_SECONDS)
 
 
 def _once(action: Callable[[], object]) -> Callable[[], None]:
@@ -445,7 +445,7 @@ def serve_http(
             _Uvicorn(config, lambda: on_ready(host, port) if on_ready else None).run(
                 sockets=[sock])
     finally:
-        readiness.stop()
+        readiness.stop(wait=STOP_WAIT_SECONDS)
 
 
 def served_scopes(readers: ReaderBook) -> Callable[[], list[FolderScope]]:
