@@ -179,7 +179,7 @@ def test_only_slots_with_a_codec_are_kept(filled: tuple[Path, Path]) -> None:
     section_index._document_index(doc)
     of_document(doc, section_index.SECTION_WORDS, lambda: section_index._index(doc))
     keys = [key for key, _ in kept_values(doc)]
-    assert keys == [stored_key(SECTION_WORDS, None)] == ["section_words/1/null"]
+    assert keys == [stored_key(SECTION_WORDS, None)] == ["section_words/2/null"]
     rules = validation.VersionRules("0.2", True)
     assert stored_key(validation.DOCUMENT_FINDINGS, (False, rules)) == \
         'document_findings/1/[false,["VersionRules",{"chosen":true,"effective":"0.2"}]]'

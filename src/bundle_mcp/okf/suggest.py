@@ -37,10 +37,12 @@ import difflib
 import math
 import re
 import types
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain, filterfalse
+from typing import cast
 
 from ..cancel import CancelToken
 from ..derived import Slot, kept, of_snapshot
@@ -50,7 +52,6 @@ from .folding import fold
 from .graph import in_project
 from .ids import concept_id_for_path
 from .names import concept_name
-from .properties import text_field
 
 __all__ = [
     "CLOSE_CUTOFF",
@@ -115,12 +116,23 @@ class SuggestionIndex:
     by_id: Mapping[str, tuple[str, ...]]
     by_stem: Mapping[str, tuple[str, ...]]
     by_title: Mapping[str, tuple[str, ...]]
-    # Every loose ID, stem and title → the IDs carrying it (sorted); and each character bigram
-    # (:func:`bigrams`) → the texts holding it, in no particular order, for close matches.
-    # Keyed by the texts themselves, not by their rank among them: one text added or dropped
-    # then touches only its own bigrams' entries (:func:`updated_index`).
-    carriers: Mapping[str, tuple[str, ...]]
-    postings: Mapping[str, tuple[str, ...]]
+    # Every loose ID, stem and title, numbered ("" at a number an update let go, for a later
+    # update to reuse); and each character bigram (:func:`bigrams`) → the numbers of the texts
+    # holding it, in no particular order, for close matches. Numbers in arrays, not the texts
+    # in tuples: a quarter of the size at 30,000 texts (two-byte numbers, :func:`_number_code`),
+    # and one text added or dropped still touches only its own bigrams' entries
+    # (:func:`updated_index`). Which concepts carry a text is read from the three tables, not
+    # kept a fourth time.
+    texts: tuple[str, ...]
+    postings: Mapping[str, array[int]]
+
+    def carriers(self, text: str) -> tuple[str, ...]:
+        """The IDs carrying the loose ``text`` as their ID, stem or title (sorted)."""
+        return tuple(sorted({*self.by_id.get(text, ()), *self.by_stem.get(text, ()),
+                             *self.by_title.get(text, ())}))
+
+    def carried(self, text: str) -> bool:
+        return text in self.by_id or text in self.by_stem or text in self.by_title
 
 
 def bigrams(text: str) -> frozenset[str]:
@@ -133,34 +145,52 @@ def bigrams(text: str) -> frozenset[str]:
 def _keys(concept_id: str, doc: Document) -> tuple[str, str, str]:
     """The loose ID, stem and title one concept is found by (an empty one finds nothing)."""
     return (loose(concept_id), loose(concept_id.rsplit("/", 1)[-1]),
-            loose(text_field(doc.fm, "title")))
+            loose(_title(doc)))
+
+
+def _title(doc: Document) -> str:
+    # fm_value: one key read without freezing the whole frontmatter of every concept.
+    value = doc.fm_value("title")
+    return value if isinstance(value, str) else ""
 
 
 def build_index(snapshot: Snapshot) -> SuggestionIndex:
     by_id: dict[str, list[str]] = {}
     by_stem: dict[str, list[str]] = {}
     by_title: dict[str, list[str]] = {}
-    every: dict[str, set[str]] = {}
+    numbers: dict[str, int] = {}  # each loose text → its number, in order of first appearance
+    postings: dict[str, array[int]] = {}
+    code = _number_code(3 * len(snapshot.concepts))  # at most three texts a concept
     for concept_id, doc in snapshot.concepts.items():  # sorted by ID, so each list is too
         for table, key in zip((by_id, by_stem, by_title), _keys(concept_id, doc), strict=True):
             if key:
                 table.setdefault(key, []).append(concept_id)
-                every.setdefault(key, set()).add(concept_id)
-    postings: dict[str, list[str]] = {}
-    for text in every:
-        for pair in bigrams(text):
-            postings.setdefault(pair, []).append(text)
+                if key not in numbers:
+                    numbers[key] = number = len(numbers)
+                    for pair in bigrams(key):
+                        postings.setdefault(pair, array(code)).append(number)
     return SuggestionIndex(
         by_id=_frozen(by_id),
         by_stem=_frozen(by_stem),
         by_title=_frozen(by_title),
-        carriers=types.MappingProxyType({t: tuple(sorted(ids)) for t, ids in every.items()}),
-        postings=_frozen(postings),
+        texts=tuple(numbers),
+        postings=types.MappingProxyType(postings),
     )
 
 
+def _number_code(count: int) -> str:
+    """The array type code of ``count`` text numbers: two bytes while they fit (up to about
+    20,000 concepts), else at least four."""
+    if count <= 1 << 16:
+        return "H"
+    return "I" if array("I").itemsize >= 4 else "L"
+
+
 def _frozen(table: dict[str, list[str]]) -> Mapping[str, tuple[str, ...]]:
-    return types.MappingProxyType({k: tuple(v) for k, v in table.items()})
+    # One list at a time becomes its tuple, so the lists and the tuples are never all held.
+    for key, ids in table.items():
+        table[key] = tuple(ids)  # type: ignore[assignment]
+    return types.MappingProxyType(cast(dict[str, tuple[str, ...]], table))
 
 
 # An update touches each changed concept's texts and their bigrams; past this share of the
@@ -181,36 +211,54 @@ def updated_index(
     gone = [(cid, _keys(cid, before.concepts[cid])) for cid in _concepts_at(before, changed)]
     new = [(cid, _keys(cid, after.concepts[cid])) for cid in _concepts_at(after, changed)]
     tables = [dict(earlier.by_id), dict(earlier.by_stem), dict(earlier.by_title)]
-    carriers = dict(earlier.carriers)
     # The removed concepts' keys first, then the added ones (a changed concept is both).
     for entries, change in ((gone, _without), (new, _with)):
         for concept_id, keys in entries:
             for table, key in zip(tables, keys, strict=True):
                 if key:
                     change(table, key, concept_id)
-            for key in set(keys) - {""}:
-                change(carriers, key, concept_id)
-    dropped = {t for _, keys in gone for t in keys if t and t not in carriers}
-    added = {t for _, keys in new for t in keys if t and t not in earlier.carriers}
+
+    def carried(text: str) -> bool:
+        return any(text in table for table in tables)
+
+    dropped = {t for _, keys in gone for t in keys if t and not carried(t)}
+    added = sorted({t for _, keys in new for t in keys if t and not earlier.carried(t)})
+    texts = list(earlier.texts)
+    # The dropped texts' numbers and those let go before are free: the added texts
+    # take the free numbers first, so the texts grow no longer than the most ever held.
+    gone_numbers = {n for n, t in enumerate(texts) if t in dropped}
+    free = sorted(gone_numbers | {n for n, t in enumerate(texts) if not t})
+    for number in gone_numbers:
+        texts[number] = ""
+    placed = dict(zip(added, free, strict=False))
+    for text in added[len(placed):]:
+        placed[text] = len(texts)
+        texts.append("")
+    for text, number in placed.items():
+        texts[number] = text
+    code = next((a.typecode for a in earlier.postings.values()), "H")
+    if len(texts) > 1 << (8 * array(code).itemsize):
+        return None  # more texts than the earlier arrays can number
     postings = dict(earlier.postings)
-    touched: dict[str, list[str]] = {}
+    touched: dict[str, list[int]] = {}
     for text in dropped:
         for pair in bigrams(text):
             touched.setdefault(pair, [])
-    for text in added:
+    for text, number in placed.items():
         for pair in bigrams(text):
-            touched.setdefault(pair, []).append(text)
+            touched.setdefault(pair, []).append(number)
     for pair, more in touched.items():
-        kept = tuple(filterfalse(dropped.__contains__, postings.get(pair, ())))
-        if kept or more:
-            postings[pair] = (*kept, *more)
+        kept = array(code, filterfalse(gone_numbers.__contains__, postings.get(pair, ())))
+        kept.extend(more)
+        if kept:
+            postings[pair] = kept
         else:
             postings.pop(pair, None)
     return SuggestionIndex(
         by_id=types.MappingProxyType(tables[0]),
         by_stem=types.MappingProxyType(tables[1]),
         by_title=types.MappingProxyType(tables[2]),
-        carriers=types.MappingProxyType(carriers),
+        texts=tuple(texts),
         postings=types.MappingProxyType(postings),
     )
 
@@ -338,13 +386,14 @@ def _close(
     for query in sorted(queries):
         pairs = bigrams(query)
         shared = Counter(chain.from_iterable(index.postings.get(p, ()) for p in sorted(pairs)))
+        texts = index.texts
         need = math.ceil(len(pairs) / SHARED_BIGRAMS)
         size = len(query)
         shortest = CLOSE_CUTOFF * size / (2 - CLOSE_CUTOFF)
         longest = size * (2 - CLOSE_CUTOFF) / CLOSE_CUTOFF
         # SequenceMatcher caches what it learns about its second sequence: the query.
         matcher.set_seq2(query)
-        for seen, text in enumerate(sorted(t for t, n in shared.items() if n >= need)):
+        for seen, text in enumerate(sorted(texts[t] for t, n in shared.items() if n >= need)):
             if check is not None and seen % _CHECK_EVERY == 0:
                 check()
             if not shortest <= len(text) <= longest:
@@ -355,7 +404,7 @@ def _close(
             ratio = matcher.ratio()
             if ratio < CLOSE_CUTOFF:
                 continue
-            for concept_id in index.carriers[text]:
+            for concept_id in index.carriers(text):
                 if ratio > best.get(concept_id, 0.0):
                     best[concept_id] = ratio
     return best
