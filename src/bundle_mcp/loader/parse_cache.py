@@ -767,7 +767,8 @@ def decode(
             rules=_rules(entry["markdown"]),
             stored=stored,
             relations=tuple(
-                Relation(_shared(a), _shared(b), _shared(c), _shared(d), _interned(e))
+                Relation(_interned_str(a), _interned_str(b), _interned_str(c),
+                         _interned_str(d), _interned(e))
                 for a, b, c, d, e in entry["relations"]
             ),
             relation_diagnostics=tuple(
@@ -856,7 +857,7 @@ def _unfacts(value: Any) -> MarkdownFacts:
     # a bundle; decoded JSON would give each its own copy.
     sections = tuple(
         Section(_int(i), _interned(h), _int(lv), _interned(a), _int(s), _int(e),
-                tuple([_shared(b) for b in crumbs]))
+                tuple([_interned_str(b) for b in crumbs]))
         for i, h, lv, a, s, e, crumbs in value["sections"]
     )
     return MarkdownFacts(
@@ -866,9 +867,9 @@ def _unfacts(value: Any) -> MarkdownFacts:
         ),
         sections=sections,
         anchors=anchors_of(sections),
-        footnote_refs=tuple(FootnoteRef(_shared(a), _int(n)) for a, n in value["refs"]),
+        footnote_refs=tuple(FootnoteRef(_interned_str(a), _int(n)) for a, n in value["refs"]),
         footnote_defs=tuple(
-            FootnoteDef(_shared(a), _int(n), _str(t)) for a, n, t in value["defs"]),
+            FootnoteDef(_interned_str(a), _int(n), _str(t)) for a, n, t in value["defs"]),
     )
 
 
@@ -882,14 +883,16 @@ def _opt_str(value: Any) -> str | None:
     return None if value is None else _str(value)
 
 
-def _interned(value: Any) -> str | None:
+def _interned_str(value: Any) -> str:
     """A string of the Markdown facts or a relation, interned as a parse interns it
-    (``okf.markdown``, ``okf.relations``): read back, each would hold a copy of its own."""
-    return None if value is None else sys.intern(_str(value))
-
-
-def _shared(value: Any) -> str:
+    (``okf.markdown``, ``okf.relations``): read back, each would hold a copy of its own.
+    (Not ``model._shared``, which interns only identifier-like frontmatter values.)"""
     return sys.intern(_str(value))
+
+
+def _interned(value: Any) -> str | None:
+    """:func:`_interned_str`, or ``None``."""
+    return None if value is None else _interned_str(value)
 
 
 def _int(value: Any) -> int:
