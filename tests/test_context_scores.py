@@ -35,11 +35,11 @@ from bundle_mcp.tools._context_index import (
     stem,
     totals,
 )
+from bundle_mcp.tools._stem_codes import StemCodes, count, finds, pair
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
 
-SEP = "\x00"
 Reference = dict[str, tuple[float, float, dict[int, float]]]
 
 
@@ -61,13 +61,13 @@ def reference(snapshot: Snapshot, terms: list[str], admitted: set[str] | None = 
     label: dict[str, float] = {}
     sections: dict[str, dict[int, float]] = {}
     for term in terms:
-        needle = f"{SEP}{term}{SEP}"
         found = []
         for cid, w in words.items():
             fields = (w.title, w.description, w.headings, w.body)
-            counts = tuple(f.count(needle) for f in fields)
-            per = {k: w.body.count(needle, s.start, s.end) for k, s in enumerate(w.sections)}
-            if any(counts) or any(f"{SEP}{term}{SEP}" in s.heading_words for s in w.sections):
+            counts = tuple(w.stems(f).count(term) for f in fields)
+            per = {k: w.stems(w.body[s.start:s.end]).count(term)
+                   for k, s in enumerate(w.sections)}
+            if any(counts) or any(term in w.stems(s.heading_words) for s in w.sections):
                 found.append((cid, w, counts, {k: c for k, c in per.items() if c}))
         doc_idf = _idf(stats.concepts, len(found))
         section_idf = _idf(stats.sections, sum(len(per) for *_, per in found))
@@ -92,7 +92,7 @@ def reference(snapshot: Snapshot, terms: list[str], admitted: set[str] | None = 
                 s = w.sections[k]
                 if s.length <= s.heading_length:
                     continue
-                tf = raw + (HEADING_WEIGHT - 1) * s.heading_words.count(needle)
+                tf = raw + (HEADING_WEIGHT - 1) * w.stems(s.heading_words).count(term)
                 norm = SECTION_K1 * (1 - SECTION_B + SECTION_B * s.length / stats.section_avg)
                 mine[k] = mine.get(k, 0.0) + (section_idf * tf * (SECTION_K1 + 1) / (tf + norm)
                                               * (1.0 - JUNK_DISCOUNT * s.junk))
@@ -206,3 +206,46 @@ def test_a_warm_question_reads_the_words_of_its_candidates_only(
     assert not outcome.is_error
     assert outcome.structured["total"] > 0
     assert len(reads) <= 2 * context.MAX_CANDIDATE_CONCEPTS < pages
+
+
+LIMIT = 40
+
+
+@pytest.mark.parametrize("question", [
+    "prune the download cache", "binary mirror folder", "caching install page", "café",
+])
+def test_wide_documents_score_and_answer_as_narrow_ones(
+    tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch, question: str
+) -> None:
+    # Past a million distinct stems a document's words take two characters each; a table
+    # with room for LIMIT single characters makes the first pages narrow and the rest wide.
+    root = tmp_bundle(varied_files())
+
+    def served() -> tuple[Any, Snapshot]:
+        dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
+        outcome = dispatcher.call("context", {"question": question})
+        assert not outcome.is_error, outcome.structured
+        return outcome.structured, dispatcher.served_snapshot(root, CancelToken())
+
+    narrow, _ = served()
+    monkeypatch.setattr(index, "_CODES", StemCodes(single_limit=LIMIT))
+    wide, snapshot = served()
+    assert wide == narrow
+    widths = [document_words(doc).width for doc in snapshot.concepts.values()]
+    assert 1 in widths and 2 in widths
+    terms = list(dict.fromkeys(stem(w) for w in question.split()))
+    assert kept(snapshot, terms) == reference(snapshot, terms)
+
+
+def test_a_wide_find_counts_at_a_words_start_only() -> None:
+    # The codes of 1 and 0xD800 + 2 are "\x00\x01" and "\x01\x02": side by side, the
+    # first's second character and the second's first spell "\x01\x01", the code of
+    # 0xD800 + 1, which is not in the text as a word.
+    first, second = pair(1), pair(0xD800 + 2)
+    straddling = pair(0xD800 + 1)
+    text = first + second + first
+    assert straddling in text  # as characters, across two words
+    assert list(finds(text, straddling, 2)) == []
+    assert count(text, straddling, 2) == 0
+    assert list(finds(text, first, 2)) == [0, 4]
+    assert count(text, second, 2) == 1

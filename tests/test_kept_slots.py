@@ -207,3 +207,26 @@ def test_a_damaged_finding_is_found_again(filled: tuple[Path, Path], damage: str
     arguments = {"check_links": True}
     assert _answer(root, cache, "validate_bundle", arguments) == \
         _answer(root, None, "validate_bundle", arguments)
+
+
+@pytest.mark.parametrize("damage", [
+    "[]",                                                           # not the shape
+    '[3, ["roast"], "", "", "", " ", [0, 0, 0, 1], []]',            # no such width
+    '[1, ["roast"], "", "", "", "!", [0, 0, 0, 1], []]',            # a code past its stems
+    '[2, ["roast"], "", "", "", "  ", [0, 0, 0, 1], []]',           # a wide code past them
+    '[2, ["roast"], "", "", "", " ", [0, 0, 0, 1], []]',            # half a wide code
+    '[1, [7], "", "", "", " ", [0, 0, 0, 1], []]',                  # a stem that is a number
+    '[1, ["roast"], "", "", "", " ", ["0", 0, 0, 1], []]',          # a count that is a string
+])
+def test_damaged_context_words_are_built_instead(
+    filled: tuple[Path, Path], damage: str
+) -> None:
+    root, cache = filled
+    question = {"question": "how long should roasted beans cool"}
+    assert _damage(root, cache, "c1.md", "context_words", damage) == 1
+    assert _answer(root, cache, "context", question) == _answer(root, None, "context", question)
+    rows = ParseCache(cache).load(str(root))
+    restarted, _ = load_bundle(str(root), cached=rows)
+    fresh, _ = load_bundle(str(root))
+    assert context_index.document_words(restarted.concepts["c1"]) == \
+        context_index._build(fresh.concepts["c1"])

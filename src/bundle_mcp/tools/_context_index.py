@@ -47,6 +47,21 @@ from ..okf.properties import text_field
 from ..toolspec import PartStore
 from ._kept_parts import kept_or_computed, packed, unpacked
 from ._section_index import tokens, words_between
+from ._stem_codes import (
+    LOCAL_FIRST,
+    Coding,
+    Recoder,
+    StemCodes,
+    code_of,
+    decoded,
+    decoder,
+    distinct,
+    finds,
+    holds,
+    local_width,
+    numbers_in,
+)
+from ._stem_codes import count as count_in
 
 # BM25F over a concept's fields: (weight, length normalisation b). A title and a description
 # name and sum up the page; headings outline it; the body is the evidence. Tuned on the tune
@@ -67,24 +82,40 @@ def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
 
 
 def _encode_words(words: DocumentWords) -> list[Any]:
-    return [words.title, words.description, words.headings, words.body, list(words.lengths),
-            [[s.heading, s.line_start, s.line_end, s.start, s.end, s.length, s.heading_words,
-              s.heading_length, s.junk, s.digest] for s in words.sections]]
+    """The kept form: the document's distinct stems, and its fields coded by their place in
+    that list (from ``LOCAL_FIRST``), so the row does not depend on this process's numbers."""
+    width = words.width
+    numbers = sorted(set().union(*(
+        numbers_in(field, width)
+        for field in (words.title, words.description, words.headings, words.body))))
+    local = local_width(len(numbers))
+    recode = Recoder({n: LOCAL_FIRST + k for k, n in enumerate(numbers)}, width, local)
+    return [local, [_CODES.stem(n) for n in numbers],
+            recode(words.title), recode(words.description), recode(words.headings),
+            recode(words.body), list(words.lengths),
+            [[s.heading, s.line_start, s.line_end, s.start // width, s.end // width, s.length,
+              recode(s.heading_words), s.heading_length, s.junk, s.digest]
+             for s in words.sections]]
 
 
 def _decode_words(value: Any) -> DocumentWords:
-    title, description, headings, body, lengths, sections = value
+    local, stems, title, description, headings, body, lengths, sections = value
+    if local not in (1, 2):
+        raise ValueError("not a kept form of a document's words")
+    "".join(exactly(list, stems))  # TypeError unless every stem is a string (checked in C)
+    # A code past the list raises KeyError (the row is then built anew).
+    recode, width = decoder(_CODES, stems, local)
     first, second, third, fourth = (exactly(int, n) for n in lengths)
     return DocumentWords(
-        title=exactly(str, title), description=exactly(str, description),
-        headings=exactly(str, headings), body=exactly(str, body),
-        lengths=(first, second, third, fourth),
+        title=recode(exactly(str, title)), description=recode(exactly(str, description)),
+        headings=recode(exactly(str, headings)), body=recode(exactly(str, body)),
+        lengths=(first, second, third, fourth), width=width,
         sections=tuple(
             SectionWords(
                 heading=exactly(str, heading), line_start=exactly(int, line_start),
-                line_end=exactly(int, line_end), start=exactly(int, start),
-                end=exactly(int, end), length=exactly(int, length),
-                heading_words=exactly(str, heading_words),
+                line_end=exactly(int, line_end), start=exactly(int, start) * width,
+                end=exactly(int, end) * width, length=exactly(int, length),
+                heading_words=recode(exactly(str, heading_words)),
                 heading_length=exactly(int, heading_length), junk=exactly(float, junk),
                 digest=exactly(str, digest),
             )
@@ -99,7 +130,7 @@ CONTEXT_WORDS: Slot[DocumentWords] = Slot(
     "a document's stemmed words by field and section, for context's ranking; kept in the "
     "parse cache",
     _warm_words,
-    Codec(1, _encode_words, _decode_words),
+    Codec(2, _encode_words, _decode_words),
 )
 # One slot, several parts (the variant names the part: totals, holders, norms, copies, terms),
 # each of its own type: the accessors below (totals, holders, norms, copy_groups, term_scores)
@@ -133,10 +164,12 @@ COPY_MIN_SHARED = 3
 COPY_MIN_SHARE = 0.5
 # A relative path found under more folders than this is too common to say anything (index.md).
 COPY_MAX_FOLDERS = 64
-OPEN_SEARCH_MIN = 5  # stems at least this long are searched for without their closing separator
 TERMS_KEPT = 512  # the per-snapshot cache of queried stems' parts of the scores (an LRU)
+# Every stem this process has met, numbered: a document keeps its words as their codes
+# (_stem_codes). The process's, not a snapshot's: a document's words outlive snapshots.
+_CODES = StemCodes()
 
-_SEP = "\x00"
+_SEP = "\x00"  # what a digest's text puts around each stem (_digest)
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
 _LIST_MARK = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
 _WORD_RUN = re.compile(r"\w+")
@@ -145,7 +178,7 @@ _WORD_RUN = re.compile(r"\w+")
 # release.
 TERM_PART = "context-terms/1/" + hashlib.sha256(repr((
     __version__, FIELD_WEIGHT, FIELD_B, K1, LABEL_B, SECTION_K1, SECTION_B, HEADING_WEIGHT,
-    JUNK_DISCOUNT, OPEN_SEARCH_MIN)).encode()).hexdigest()[:16]
+    JUNK_DISCOUNT)).encode()).hexdigest()[:16]
 
 
 @functools.lru_cache(maxsize=1 << 18)
@@ -170,22 +203,18 @@ def stems(text: str) -> list[str]:
     return [stem(w) for w in tokens(text)]
 
 
-def _delimited(words: list[str]) -> str:
-    return f"{_SEP}{(_SEP * 2).join(words)}{_SEP}" if words else ""
-
-
 @dataclass(frozen=True, slots=True)
 class SectionWords:
-    """One non-blank section: where it is, its stems' offsets in the body string, and how much
-    of it is prose."""
+    """One non-blank section: where it is, where its words are in the body's codes, and how
+    much of it is prose."""
 
     heading: str
     line_start: int
     line_end: int
-    start: int  # offsets of its stems in DocumentWords.body
+    start: int  # offsets of its words' codes in DocumentWords.body
     end: int
     length: int  # stems, heading line included
-    heading_words: str  # SEP-delimited stems of the heading
+    heading_words: str  # codes of the heading's stems
     heading_length: int  # its stems
     junk: float  # the share of its lines that are links, table rows or code
     digest: str  # of the normalised text; "" when too short to be a copy of anything
@@ -193,20 +222,35 @@ class SectionWords:
 
 @dataclass(frozen=True, slots=True)
 class DocumentWords:
-    title: str  # SEP-delimited stems of each field
+    """A document's stems by field, each field a string of the stems' codes
+    (:mod:`._stem_codes`): one character a word, two in a ``width`` 2 document."""
+
+    title: str
     description: str
     headings: str
     body: str
     lengths: tuple[int, int, int, int]  # stems per field, in FIELDS order
     sections: tuple[SectionWords, ...]
+    width: int = 1
+
+    def code(self, stem: str) -> str | None:
+        """The stem's code in this document's fields, ``None`` when it cannot be in them."""
+        return code_of(_CODES, stem, self.width)
+
+    def stems(self, text: str) -> list[str]:
+        """The stems of one of its coded fields (or a slice of one at a word's start)."""
+        return decoded(_CODES, text, self.width)
+
+    def field_stems(self, text: str) -> frozenset[str]:
+        """The distinct stems of one of its coded fields (a title, a section's heading)."""
+        return frozenset(distinct(_CODES, text, self.width))
 
     def vocabulary(self) -> set[str]:
         """Its distinct stems. Read from the fields when the snapshot's holders are built,
         not kept: a tuple per document cost about 22 MiB on a 9,978-concept bundle."""
         found: set[str] = set()
         for field in (self.title, self.description, self.headings, self.body):
-            found.update(field.split(_SEP))
-        found.discard("")
+            found |= distinct(_CODES, field, self.width)
         return found
 
 
@@ -241,6 +285,8 @@ def _build(doc: Document) -> DocumentWords:
         vocabulary.update(heading_words)
     stemmed = {w: stem(w) for w in vocabulary}
     get = stemmed.__getitem__
+    coding = Coding(_CODES, stemmed.values())
+    encode, width = coding.encode, coding.width
     heading_stems: list[str] = []
     body_parts: list[str] = []
     offset = length = 0
@@ -249,21 +295,20 @@ def _build(doc: Document) -> DocumentWords:
         section_stems = list(map(get, words))
         heading_section = list(map(get, heading_words))
         heading_stems.extend(heading_section)
-        part = _delimited(section_stems)
+        part = encode(section_stems)
         body_parts.append(part)
         sections.append(
             SectionWords(heading, section.line_start, section.line_end, offset,
-                         offset + len(part), len(section_stems), _delimited(heading_section),
-                         len(heading_section), _junk(raw), _digest(part))
+                         offset + len(part), len(section_stems), encode(heading_section),
+                         len(heading_section), _junk(raw), _digest(section_stems))
         )
         offset += len(part)
         length += len(section_stems)
     title = list(map(get, title_words))
     description = list(map(get, description_words))
     return DocumentWords(
-        _delimited(title), _delimited(description), _delimited(heading_stems),
-        "".join(body_parts), (len(title), len(description), len(heading_stems), length),
-        tuple(sections),
+        encode(title), encode(description), encode(heading_stems), "".join(body_parts),
+        (len(title), len(description), len(heading_stems), length), tuple(sections), width,
     )
 
 
@@ -293,11 +338,14 @@ def _junk(raw: str) -> float:
     return junk / total if total else 0.0
 
 
-def _digest(stems: str) -> str:
-    """The digest of a section's normalised text (its stemmed words), or "" for a short one."""
-    if len(stems) < MIN_COPY_CHARS:
+def _digest(stems: list[str]) -> str:
+    """The digest of a section's normalised text (its stemmed words), or "" for a short one.
+    The text is the stems each between NUL characters (the form the words were once kept
+    in, so digests in kept rows and answers do not change)."""
+    text = f"{_SEP}{(_SEP * 2).join(stems)}{_SEP}" if stems else ""
+    if len(text) < MIN_COPY_CHARS:
         return ""
-    return hashlib.sha256(stems.encode("utf-8")).hexdigest()[:32]
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 # --------------------------------------------------------------------------------------------
@@ -464,14 +512,6 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
     (less for a section of links, tables or code). Each holder is read once, in C as far as
     can be: its short fields counted, its body searched once, each find placed in its section
     by bisection over the sections' offsets."""
-    needle = f"{_SEP}{term}{_SEP}"
-    # A long stem is searched for in a body without its closing separator, and a find counts
-    # when the separator follows: a needle ending in a letter lets the search skip ahead,
-    # where one ending in the separator (which follows every word) hardly can; a short stem
-    # begins too many other words for that to pay.
-    closed = len(term) < OPEN_SEARCH_MIN
-    probe = needle if closed else needle[:-1]
-    width = len(probe)
     index = holders(snapshot, token)
     stats = totals(snapshot, token)
     norm = norms(snapshot, token)
@@ -490,19 +530,19 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
     for n in held:
         token.check()
         words = index.concepts[n][1]
-        title, description = words.title.count(needle), words.description.count(needle)
-        headings = words.headings.count(needle)
+        code = words.code(term)
+        if code is None:  # a holder has the stem: never so, but no find can be made up
+            raise RuntimeError(f"a holder of {term!r} has no code for it")
+        width = words.width
+        title, description = (count_in(words.title, code, width),
+                              count_in(words.description, code, width))
+        headings = count_in(words.headings, code, width)
         first = first_section[n]
         hits = []  # the section of each find in the body, in order
-        text = words.body
-        find = text.find
-        at = find(probe)
-        if at >= 0:
-            last = first_section[n + 1]
-            while at >= 0:
-                if closed or text.startswith(_SEP, at + width):
-                    hits.append(bisect.bisect_right(starts, at, first, last) - 1)
-                at = find(probe, at + width)
+        last = first_section[n + 1]
+        for at in finds(words.body, code, width):
+            hits.append(bisect.bisect_right(starts, at, first, last) - 1)
+        if hits:
             sections = words.sections
             for g in dict.fromkeys(hits):
                 holding += 1
@@ -510,7 +550,8 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
                     counted.append(g)
                     # The heading line is in the text: its words count HEADING_WEIGHT times.
                     counted_tf.append(hits.count(g) + (HEADING_WEIGHT - 1)
-                                      * sections[g - first].heading_words.count(needle))
+                                      * count_in(sections[g - first].heading_words, code,
+                                                 width))
         body = len(hits)
         # The same sums, in the same order, as the BM25F formula field by field.
         pseudo = 0.0
@@ -532,7 +573,7 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
             described.append(n)
         if headings:
             headed.extend(first + k for k, section in enumerate(words.sections)
-                          if needle in section.heading_words)
+                          if holds(section.heading_words, code, width))
     section_idf = _idf(stats.sections, holding)
     return TermScores(
         len(held), array("i", held), concept, label_positions, label, counted,
@@ -690,18 +731,19 @@ def idfs(snapshot: Snapshot, terms: list[str], token: CancelToken,
     return {t: _idf(n, term_scores(snapshot, t, token, parts).holders) for t in terms}
 
 
-def field_stems(field: str) -> frozenset[str]:
-    """The distinct stems of a SEP-delimited field (a title, a heading)."""
-    return frozenset(field.split(_SEP)) - {""}
-
-
 def phrases(snapshot: Snapshot, concept_id: str, pairs: list[tuple[str, str]]) -> int:
     """How many of the question's adjacent stem pairs occur side by side in the concept's
     title, description, headings or body."""
     words = document_words(snapshot.concepts[concept_id])
     text = (words.title, words.description, words.headings, words.body)
-    return sum(1 for a, b in pairs
-               if any(f"{_SEP}{a}{_SEP}{_SEP}{b}{_SEP}" in field for field in text))
+    width = words.width
+    found = 0
+    for a, b in pairs:
+        first, second = words.code(a), words.code(b)
+        if first is not None and second is not None:
+            run = first + second
+            found += any(holds(field, run, width) for field in text)
+    return found
 
 
 # --------------------------------------------------------------------------------------------

@@ -35,7 +35,6 @@ from ._context_index import (
     Scores,
     copy_groups,
     document_words,
-    field_stems,
     idfs,
     phrases,
     score,
@@ -313,8 +312,8 @@ def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, floa
             continue  # a heading whose section does not score
         position, n = scores.index.place(g)
         words = scores.words(position)
-        match = _match(field_stems(words.sections[n].heading_words), query, idf,
-                       field_stems(words.title))
+        match = _match(words.field_stems(words.sections[n].heading_words), query, idf,
+                       words.field_stems(words.title))
         raised[g] = value * (1.0 + HEADING_BONUS * match)
         if match:
             matches[(scores.concept_id(position), words.sections[n].line_start)] = match
@@ -323,8 +322,9 @@ def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, floa
     for position in scores.described:
         value = concept.get(position)
         if value is not None:
+            words = scores.words(position)
             described[position] = value * (1.0 + DESCRIPTION_BONUS * _match(
-                field_stems(scores.words(position).description), query, idf))
+                words.field_stems(words.description), query, idf))
     return replace(scores, concept=described, section=raised), matches
 
 
