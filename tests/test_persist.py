@@ -93,3 +93,36 @@ def test_a_save_asked_for_now_waits_for_one_in_progress_and_then_saves(
     assert not saving_now.is_alive()
     assert cache.finished == 2  # the held save, then the one asked for now
     assert set(cache.load(str(root))) == {f"c{n}.md" for n in range(40)}
+
+
+class _CountedSaves(ParseCache):
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.saves = 0
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.saves += 1
+        super().save(*args, **kwargs)
+
+
+def test_a_background_save_overtaken_by_a_save_of_the_same_bodies_saves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The warm-up's kept answers are calls: the first sets off a background save a moment
+    # later, and the warm-up's own save (asked for now) of every body runs before it. Once
+    # that one is done, the background one would only look for rows to find none.
+    monkeypatch.setattr(snapshots, "PERSIST_DELAY_SECONDS", 0.3)
+    root = _notes(tmp_path, 40)
+    cache = _CountedSaves(tmp_path / "cache")
+    served = SnapshotCache(parse_cache=cache)
+    snapshot = served.get(str(root), CancelToken())
+    every_document_built(snapshot.documents)
+    served.persist(str(root), snapshot)  # a call's: in the background, 0.3 s later
+    served.persist(str(root), snapshot, now=True)  # the warm-up's: now
+    assert cache.saves == 1
+    timers = [t for t in threading.enumerate() if t.name == "bundle-mcp-parse-cache"]
+    for timer in timers:
+        timer.join(30)
+    assert cache.saves == 1
+    assert set(cache.load(str(root))) == {f"c{n}.md" for n in range(40)}
+    # A save of more bodies than the last one still runs (the test above: the held one).

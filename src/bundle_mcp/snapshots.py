@@ -240,14 +240,23 @@ class SnapshotCache:
             slot.saving = True
 
         def save() -> None:
+            done = (snapshot.revision, parsed)
             try:
                 with slot.save_lock:
-                    self._parse_cache.save(bundle_path, snapshot.documents,
-                                           self._settled_stats(slot, snapshot))
+                    with slot.lock:
+                        last = slot.persisted
+                    # A save of this revision with as many bodies ran while this one waited
+                    # (the warm-up's own, after its kept answers' calls had set this one
+                    # off): it would only look for rows to find none, under the lock.
+                    if now or last is None or last[0] != done[0] or last[1] < parsed:
+                        self._parse_cache.save(bundle_path, snapshot.documents,
+                                               self._settled_stats(slot, snapshot))
+                    else:
+                        done = last
             finally:
                 with slot.lock:
                     slot.saving = False
-                    slot.persisted = (snapshot.revision, parsed)
+                    slot.persisted = done
 
         if now:
             save()

@@ -48,18 +48,15 @@ from ..toolspec import PartStore
 from ._kept_parts import kept_or_computed, packed, unpacked
 from ._section_index import tokens, words_between
 from ._stem_codes import (
-    LOCAL_FIRST,
     Coding,
-    Recoder,
     StemCodes,
     code_of,
     decoded,
     decoder,
     distinct,
+    encoder,
     finds,
     holds,
-    local_width,
-    numbers_in,
 )
 from ._stem_codes import count as count_in
 
@@ -85,12 +82,10 @@ def _encode_words(words: DocumentWords) -> list[Any]:
     """The kept form: the document's distinct stems, and its fields coded by their place in
     that list (from ``LOCAL_FIRST``), so the row does not depend on this process's numbers."""
     width = words.width
-    numbers = sorted(set().union(*(
-        numbers_in(field, width)
-        for field in (words.title, words.description, words.headings, words.body))))
-    local = local_width(len(numbers))
-    recode = Recoder({n: LOCAL_FIRST + k for k, n in enumerate(numbers)}, width, local)
-    return [local, [_CODES.stem(n) for n in numbers],
+    stems, local, recode = encoder(
+        _CODES, (words.title, words.description, words.headings, words.body,
+                 *(s.heading_words for s in words.sections)), width)
+    return [local, stems,
             recode(words.title), recode(words.description), recode(words.headings),
             recode(words.body), list(words.lengths),
             [[s.heading, s.line_start, s.line_end, s.start // width, s.end // width, s.length,

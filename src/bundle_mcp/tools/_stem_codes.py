@@ -241,6 +241,32 @@ def decoder(codes: StemCodes, stems: list[str], kept_width: int
                    width), width
 
 
+def encoder(codes: StemCodes, texts: Iterable[str], width: int
+            ) -> tuple[list[str], int, Callable[[str], str]]:
+    """A document's kept form: its distinct stems (those of ``texts``, all of its coded texts),
+    the width of the kept codes, and how to rewrite each text into them (the stem's place in
+    the list, from :data:`LOCAL_FIRST`)."""
+    texts = list(texts)
+    if width == 1:
+        chars = sorted(set().union(*texts))
+        if (not chars or chars[-1] < chr(_SURROGATES)) and (
+                LOCAL_FIRST + len(chars) <= _SURROGATES):
+            # The common case, in C: a code below the surrogates is its number.
+            stems = list(map(codes.stem, map(ord, chars)))
+            table = dict(zip(map(ord, chars), map(chr, range(LOCAL_FIRST,
+                                                             LOCAL_FIRST + len(chars))),
+                             strict=True))
+
+            def recode(text: str) -> str:
+                return text.translate(table)
+
+            return stems, 1, recode
+    numbers = sorted(set().union(*(numbers_in(text, width) for text in texts)))
+    kept = local_width(len(numbers))
+    return ([codes.stem(n) for n in numbers], kept,
+            Recoder({n: LOCAL_FIRST + k for k, n in enumerate(numbers)}, width, kept))
+
+
 def _empty(text: str) -> str:
     """The decoder of a document with no words: any code is one too many."""
     if text:
