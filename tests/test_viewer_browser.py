@@ -281,6 +281,29 @@ _BACK_TO_EVIL = """() => {
 }"""
 
 
+def _press_on_evil(page: Any, selector: str, k: int, tries: int = 3) -> None:
+    """Hover over and click the ``k``-th match of ``selector`` on the hostile concept's pane.
+
+    Back to the hostile concept first, however the last click left the page: a history step
+    it started may land after this (so each poll asks again), and a hash that already names
+    the concept fires no hashchange (so it is cleared first). Such a late step can also
+    re-render the pane between finding the element and pointing at it, which left one CI
+    run's hover waiting 30 s for an element that was gone: each try is bounded, and a try
+    that times out starts again from the hostile concept."""
+    for attempt in range(tries):
+        page.wait_for_function(_BACK_TO_EVIL)
+        target = page.locator(selector).nth(k)
+        if not target.count():
+            return
+        try:
+            target.hover(timeout=5_000)
+            target.click(timeout=5_000)
+            return
+        except sync_api.TimeoutError:
+            if attempt == tries - 1:
+                raise
+
+
 def test_hostile_content_never_runs(browser: Any, tmp_path: Path) -> None:
     bundle = write_bundle(tmp_path / "hostile", HOSTILE)
     html, _ = _page_file(tmp_path, bundle, "hostile")
@@ -295,14 +318,7 @@ def test_hostile_content_never_runs(browser: Any, tmp_path: Path) -> None:
     # tab is no script of the bundle, and the route would abort it anyway).
     for selector in ("#okfv-detail a:not([target])", "#okfv-detail button"):
         for k in range(page.locator(selector).count()):
-            # Back to the hostile concept, however the last click left the page: a history
-            # step it started may land after this (so each poll asks again), and a hash that
-            # already names the concept fires no hashchange (so it is cleared first).
-            page.wait_for_function(_BACK_TO_EVIL)
-            target = page.locator(selector).nth(k)
-            if target.count():
-                target.hover()
-                target.click()
+            _press_on_evil(page, selector, k)
     page.evaluate("location.hash = '#concept=evil'")
     page.wait_for_function("() => okfViewer.selected() === 'evil'")
     page.click("#okfv-about-open")
