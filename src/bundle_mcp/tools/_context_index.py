@@ -29,14 +29,15 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
+import itertools
 import math
 import re
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from .._version import __version__
 from ..cancel import CancelToken
@@ -101,11 +102,12 @@ def _decode_words(value: Any) -> DocumentWords:
     # A code past the list raises KeyError (the row is then built anew).
     recode, width = decoder(_CODES, stems, local)
     first, second, third, fourth = (exactly(int, n) for n in lengths)
+    headings_text = recode(exactly(str, headings))
     return DocumentWords(
         title=recode(exactly(str, title)), description=recode(exactly(str, description)),
-        headings=recode(exactly(str, headings)), body=recode(exactly(str, body)),
+        headings=headings_text, body=recode(exactly(str, body)),
         lengths=(first, second, third, fourth), width=width,
-        sections=tuple(
+        sections=SectionTable.of([
             SectionWords(
                 heading=exactly(str, heading), line_start=exactly(int, line_start),
                 line_end=exactly(int, line_end), start=exactly(int, start) * width,
@@ -116,7 +118,7 @@ def _decode_words(value: Any) -> DocumentWords:
             )
             for heading, line_start, line_end, start, end, length, heading_words,
             heading_length, junk, digest in sections
-        ),
+        ], headings_text, width),
     )
 
 
@@ -215,6 +217,91 @@ class SectionWords:
     digest: str  # of the normalised text; "" when too short to be a copy of anything
 
 
+class SectionTable(Sequence[SectionWords]):
+    """A document's sections, packed: seven numbers a section in one array, the junk shares in
+    another, the digests' 16 bytes in one bytes object, and each heading's codes a slice of the
+    document's ``headings`` field (which is every section's heading codes in order). An object
+    per section with its own digest and heading strings cost about 265 bytes, this about 56
+    (60,000 sections in the 9,978-concept bench bundle). Indexing makes a :class:`SectionWords`;
+    the scoring reads the heading codes alone (:meth:`heading_words`)."""
+
+    __slots__ = ("_headings", "_numbers", "_junk", "_digests", "_heading_text", "_width")
+    _FIELDS = 8  # line_start, line_end, start, end, length, heading start, heading_length, digest?
+
+    def __init__(self, headings: tuple[str, ...], numbers: array[int], junk: array[float],
+                 digests: bytes, heading_text: str, width: int) -> None:
+        self._headings, self._numbers, self._junk = headings, numbers, junk
+        self._digests, self._heading_text, self._width = digests, heading_text, width
+
+    @classmethod
+    def of(cls, sections: Sequence[SectionWords], heading_text: str, width: int
+           ) -> SectionTable:
+        """The table of ``sections``, whose heading codes are ``heading_text`` in order
+        (``ValueError`` otherwise: a kept row that does not fit)."""
+        numbers, junk, digests = array("i"), array("d"), bytearray()
+        at = 0
+        for s in sections:
+            span = len(s.heading_words)
+            if heading_text[at:at + span] != s.heading_words or span != s.heading_length * width:
+                raise ValueError("a section's heading is not where the headings say")
+            numbers.extend((s.line_start, s.line_end, s.start, s.end, s.length, at,
+                            s.heading_length, 1 if s.digest else 0))
+            junk.append(s.junk)
+            digests += bytes.fromhex(s.digest) if s.digest else bytes(16)
+            at += span
+        if at != len(heading_text) or len(digests) != 16 * len(junk):
+            raise ValueError("the headings hold more than the sections' headings")
+        return cls(tuple(s.heading for s in sections), numbers, junk, bytes(digests),
+                   heading_text, width)
+
+    def __len__(self) -> int:
+        return len(self._headings)
+
+    @overload
+    def __getitem__(self, index: int) -> SectionWords: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[SectionWords]: ...
+
+    def __getitem__(self, index: int | slice) -> SectionWords | Sequence[SectionWords]:
+        if isinstance(index, slice):
+            return [self[k] for k in range(*index.indices(len(self)))]
+        k = range(len(self))[index]  # IndexError past the end, negative from the end
+        at = self._FIELDS * k
+        line_start, line_end, start, end, length, heading_at, heading_length, has_digest = (
+            self._numbers[at:at + self._FIELDS])
+        return SectionWords(
+            self._headings[k], line_start, line_end, start, end, length,
+            self._heading_text[heading_at:heading_at + heading_length * self._width],
+            heading_length, self._junk[k],
+            self._digests[16 * k:16 * k + 16].hex() if has_digest else "")
+
+    def scoring(self) -> Iterator[tuple[int, int, int, float]]:
+        """Each section's (start, length, heading_length, junk), read from the arrays: what the
+        snapshot's norms need, without making an object per section."""
+        numbers, step = self._numbers, self._FIELDS
+        return zip(numbers[2::step], numbers[4::step], numbers[6::step], self._junk,
+                   strict=True)
+
+    def heading_words(self, k: int) -> str:
+        """The codes of section ``k``'s heading (``self[k].heading_words``, nothing else made)."""
+        at = self._FIELDS * k
+        heading_at = self._numbers[at + 5]
+        return self._heading_text[heading_at:heading_at + self._numbers[at + 6] * self._width]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SectionTable):
+            return NotImplemented
+        return (self._headings == other._headings and self._numbers == other._numbers
+                and self._junk == other._junk and self._digests == other._digests
+                and self._heading_text == other._heading_text and self._width == other._width)
+
+    __hash__ = None  # type: ignore[assignment]  # equal by value, and mutable arrays inside
+
+    def __repr__(self) -> str:
+        return f"SectionTable({list(self)!r})"
+
+
 @dataclass(frozen=True, slots=True)
 class DocumentWords:
     """A document's stems by field, each field a string of the stems' codes
@@ -225,7 +312,7 @@ class DocumentWords:
     headings: str
     body: str
     lengths: tuple[int, int, int, int]  # stems per field, in FIELDS order
-    sections: tuple[SectionWords, ...]
+    sections: SectionTable
     width: int = 1
 
     def code(self, stem: str) -> str | None:
@@ -238,15 +325,13 @@ class DocumentWords:
 
     def field_stems(self, text: str) -> frozenset[str]:
         """The distinct stems of one of its coded fields (a title, a section's heading)."""
-        return frozenset(distinct(_CODES, text, self.width))
+        return frozenset(distinct(_CODES, (text,), self.width))
 
     def vocabulary(self) -> set[str]:
         """Its distinct stems. Read from the fields when the snapshot's holders are built,
         not kept: a tuple per document cost about 22 MiB on a 9,978-concept bundle."""
-        found: set[str] = set()
-        for field in (self.title, self.description, self.headings, self.body):
-            found |= distinct(_CODES, field, self.width)
-        return found
+        return distinct(_CODES, (self.title, self.description, self.headings, self.body),
+                        self.width)
 
 
 def document_words(doc: Document) -> DocumentWords:
@@ -301,9 +386,11 @@ def _build(doc: Document) -> DocumentWords:
         length += len(section_stems)
     title = list(map(get, title_words))
     description = list(map(get, description_words))
+    headings = encode(heading_stems)
     return DocumentWords(
-        encode(title), encode(description), encode(heading_stems), "".join(body_parts),
-        (len(title), len(description), len(heading_stems), length), tuple(sections), width,
+        encode(title), encode(description), headings, "".join(body_parts),
+        (len(title), len(description), len(heading_stems), length),
+        SectionTable.of(sections, headings, width), width,
     )
 
 
@@ -440,7 +527,7 @@ def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
         token.check()
         words = document_words(doc)
         concepts.append((concept_id, words))
-        owner.extend(n for _ in words.sections)
+        owner.extend(itertools.repeat(n, len(words.sections)))
         first_section.append(len(owner))
         for word in words.vocabulary():
             held = found.get(word)
@@ -487,12 +574,12 @@ def _norms(snapshot: Snapshot, token: CancelToken) -> _Norms:
         lengths = words.lengths
         field.extend(1 - _B[f] + _B[f] * (lengths[f] / field_avg[f]) for f in range(4))
         label.append(K1 * (1 - LABEL_B + LABEL_B * (lengths[0] + lengths[1]) / label_avg))
-        for s in words.sections:
-            section_start.append(s.start)
+        for start, length, heading_length, share in words.sections.scoring():
+            section_start.append(start)
             section.append(
-                SECTION_K1 * (1 - SECTION_B + SECTION_B * s.length / section_avg)
-                if s.length > s.heading_length else 0.0)
-            junk.append(1.0 - JUNK_DISCOUNT * s.junk)
+                SECTION_K1 * (1 - SECTION_B + SECTION_B * length / section_avg)
+                if length > heading_length else 0.0)
+            junk.append(1.0 - JUNK_DISCOUNT * share)
     return _Norms(field, label, section_start, section, junk)
 
 
@@ -545,7 +632,7 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
                     counted.append(g)
                     # The heading line is in the text: its words count HEADING_WEIGHT times.
                     counted_tf.append(hits.count(g) + (HEADING_WEIGHT - 1)
-                                      * count_in(sections[g - first].heading_words, code,
+                                      * count_in(sections.heading_words(g - first), code,
                                                  width))
         body = len(hits)
         # The same sums, in the same order, as the BM25F formula field by field.
@@ -567,8 +654,9 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
         if description:
             described.append(n)
         if headings:
-            headed.extend(first + k for k, section in enumerate(words.sections)
-                          if holds(section.heading_words, code, width))
+            table = words.sections
+            headed.extend(first + k for k in range(len(table))
+                          if holds(table.heading_words(k), code, width))
     section_idf = _idf(stats.sections, holding)
     return TermScores(
         len(held), array("i", held), concept, label_positions, label, counted,

@@ -99,6 +99,10 @@ class StemCodes:
     def stem(self, number: int) -> str:
         return self._stems[number]
 
+    def stems(self, numbers: Iterable[int]) -> Iterator[str]:
+        """The stems of ``numbers``, looked up in C."""
+        return map(self._stems.__getitem__, numbers)
+
     def __len__(self) -> int:
         return len(self._stems)
 
@@ -139,12 +143,15 @@ def decoded(codes: StemCodes, text: str, width: int) -> list[str]:
     return [stem(pair_number(text, at)) for at in range(0, len(text), 2)]
 
 
-def distinct(codes: StemCodes, text: str, width: int) -> set[str]:
-    """The distinct stems of a coded text."""
+def distinct(codes: StemCodes, texts: Iterable[str], width: int) -> set[str]:
+    """The distinct stems of coded texts."""
     stem = codes.stem
     if width == 1:
-        return {stem(single_number(c)) for c in set(text)}
-    return {stem(pair_number(text, at)) for at in range(0, len(text), 2)}
+        chars = set().union(*texts)
+        if not chars or max(chars) < chr(_SURROGATES):
+            return set(codes.stems(map(ord, chars)))  # below the surrogates, a code's number
+        return {stem(single_number(c)) for c in chars}
+    return {stem(pair_number(text, at)) for text in texts for at in range(0, len(text), 2)}
 
 
 def finds(text: str, code: str, width: int, start: int = 0, end: int | None = None
@@ -252,7 +259,7 @@ def encoder(codes: StemCodes, texts: Iterable[str], width: int
         if (not chars or chars[-1] < chr(_SURROGATES)) and (
                 LOCAL_FIRST + len(chars) <= _SURROGATES):
             # The common case, in C: a code below the surrogates is its number.
-            stems = list(map(codes.stem, map(ord, chars)))
+            stems = list(codes.stems(map(ord, chars)))
             table = dict(zip(map(ord, chars), map(chr, range(LOCAL_FIRST,
                                                              LOCAL_FIRST + len(chars))),
                              strict=True))
