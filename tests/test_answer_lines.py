@@ -17,7 +17,14 @@ from mcp.server import Server, ServerRequestContext
 from pydantic_core import to_json
 
 from bundle_mcp.answer_lines import MAX_PENDING, AnswerLines, plain_result
-from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig, WireJson, _json_string_of
+from bundle_mcp.dispatch import (
+    Dispatcher,
+    JsonStringPieces,
+    Outcome,
+    ServeConfig,
+    WireJson,
+    _json_string_of,
+)
 from bundle_mcp.okf.temporal import DATE_PROFILE
 from bundle_mcp.server import build_server
 from stdio_pipes import Pipes, in_process
@@ -154,10 +161,11 @@ def test_a_held_answers_values_are_written_as_kept_never_copied_into_one_line() 
     wire = WireJson(to_json(outcome.structured), (b'"', to_json(outcome.text)[1:-1], b'"'))
     kept = Outcome(outcome.structured, outcome.text, outcome.is_error, wire=wire)
     message = _response(7, answer_lines.hold(kept))
-    pieces = answer_lines.expand(message, _line(message))
-    assert pieces is not None
+    expanded = answer_lines.expand(message, _line(message))
+    assert expanded is not None
+    pieces = tuple(expanded)
     assert any(piece is wire.structured for piece in pieces)
-    assert any(piece is wire.text[1] for piece in pieces)
+    assert any(piece is tuple(wire.text)[1] for piece in pieces)
     plain = _response(7, plain_result(outcome))
     assert b"".join(pieces) == _line(plain)
 
@@ -201,16 +209,18 @@ def _held_by(root: object) -> list[object]:
 def test_a_kept_answer_holds_its_json_once(tool: str) -> None:
     """Issue 29: a kept answer held its JSON three times, as the text block (a str), the
     structured encoding and the text's JSON string (14.2, 14.2 and 15.8 MB for the bench's
-    get_semantic_graph). The text is now the structured encoding decoded when asked; what is
-    held at that size is the encoding and the inside of the text's JSON string, nothing else."""
+    get_semantic_graph). The text is now the structured encoding decoded when asked, and its
+    JSON string is escaped from the encoding as it is written; what is held at that size is
+    the encoding, nothing else."""
     dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)))
     kept = dispatcher.call(tool, {})
     assert dispatcher.call(tool, {}) is kept and kept.wire is not None
     encoded = kept.wire.structured
     big = [value for value in _held_by(kept)
            if isinstance(value, str | bytes) and len(value) >= len(encoded) // 2]
-    assert [type(value) for value in big] == [bytes, bytes]
-    assert {id(value) for value in big} == {id(encoded), id(kept.wire.text[1])}
+    assert [type(value) for value in big] == [bytes]
+    assert big[0] is encoded
+    assert isinstance(kept.wire.text, JsonStringPieces) and kept.wire.text.data is encoded
     assert kept.text == json.dumps(kept.structured, ensure_ascii=False, separators=(",", ":"))
     assert kept.text.encode() == encoded == to_json(kept.structured)
     assert b"".join(kept.wire.text) == to_json(kept.text)
@@ -246,3 +256,19 @@ def test_a_kept_texts_json_string_is_the_sdks(outcome: Outcome) -> None:
             assert pieces is None
         else:
             assert pieces is not None and b"".join(pieces) == to_json(text)
+
+
+def test_a_kept_texts_json_string_is_the_sdks_across_its_pieces() -> None:
+    """The JSON string is escaped a mebibyte at a time as it is written: quotes, backslashes
+    and multi-byte characters on each side of a piece's edge come out as the SDK's encoder
+    writes the whole, on every pass."""
+    edge = 1024 * 1024
+    filler = "a" * (edge - 3)
+    text = "".join([filler, '"\\', "é", filler, "漢", '"', filler[:-2], "🙂\\", "x" * 10])
+    data = text.encode()
+    assert len(data) > 3 * edge
+    pieces = _json_string_of(data)
+    assert pieces is not None
+    assert b"".join(pieces) == to_json(text)
+    assert b"".join(pieces) == to_json(text)  # a second pass makes them again
+    assert max(len(piece) for piece in pieces) <= 2 * edge

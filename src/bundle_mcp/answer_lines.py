@@ -25,10 +25,12 @@ becomes ``-32603`` (``stdio``) rather than a placeholder on the wire.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable
 
 import mcp.types as types
 
@@ -99,12 +101,13 @@ class AnswerLines:
         """Whether ``message`` is the reply of a held answer (its placeholders in it)."""
         return self._token_of(message) is not None
 
-    def expand(self, message: types.JSONRPCMessage, line: bytes) -> tuple[bytes, ...] | None:
+    def expand(self, message: types.JSONRPCMessage, line: bytes) -> Iterable[bytes] | None:
         """``line`` (``message`` as the SDK encoded it) with a held answer's values put back,
         as the pieces to write in turn, None when they are gone (the writer sends ``-32603``);
         any other line unchanged, as one piece. The pieces are never joined: a join copied the
         whole answer again for as long as it was written (28.6 MiB for ``get_semantic_graph``
-        at 10,000 concepts, the highest point of a server's memory)."""
+        at 10,000 concepts, the highest point of a server's memory). They are made as they are
+        taken (a kept text's JSON string is escaped a piece at a time): take them once."""
         token = self._token_of(message)
         if token is None:
             return (line,)
@@ -118,14 +121,14 @@ class AnswerLines:
         structured_end = structured_at + len(token) + len('{"-s":0}')
         text_end = text_at + len(token) + len('"-t"')
         pieces = sorted([(structured_at, structured_end, (encoded.structured,)),
-                         (text_at, text_end, encoded.text)])
-        out: list[bytes] = []
+                         (text_at, text_end, encoded.text)], key=lambda piece: piece[0])
+        out: list[Iterable[bytes]] = []
         position = 0
         for start, end, value in pieces:
-            out += (line[position:start], *value)
+            out += ((line[position:start],), value)
             position = end
-        out.append(line[position:])
-        return tuple(out)
+        out.append((line[position:],))
+        return itertools.chain.from_iterable(out)
 
     def _token_of(self, message: types.JSONRPCMessage) -> str | None:
         if not isinstance(message, types.JSONRPCResponse):

@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -88,10 +88,37 @@ _BUNDLE_FIELD = "$.bundle_path"
 class WireJson:
     """An outcome's two values as the MCP SDK encodes them on the wire (``pydantic_core``): the
     structured content, and the text block's JSON string as pieces written in turn (a kept
-    answer's are its quotes and its inside, never joined: :func:`_json_string_of`)."""
+    answer's are made from the structured encoding as they are written, never kept:
+    :class:`JsonStringPieces`)."""
 
     structured: bytes
-    text: tuple[bytes, ...]
+    text: Iterable[bytes]
+
+
+class JsonStringPieces:
+    """The UTF-8 text ``data`` as a JSON string, in pieces made on each pass over it: the
+    opening quote, the text a mebibyte at a time with its quotes and backslashes escaped, the
+    closing quote. Kept, the escaped string cost as much memory as the answer itself (15.8 MB
+    beside get_semantic_graph's 14.2 MB at 10,000 concepts, 5.3 MB for list_concepts); made as
+    it is written, it costs about 25 ms a pass for the larger and a mebibyte or two at a time.
+    A piece may start anywhere: the escaped bytes are ASCII, never part of a longer UTF-8
+    sequence, so each byte is escaped (or not) alone."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __iter__(self) -> Iterator[bytes]:
+        data = self.data
+        yield b'"'
+        for start in range(0, len(data), _ESCAPED_PIECE):
+            yield data[start:start + _ESCAPED_PIECE].replace(b"\\", b"\\\\").replace(
+                b'"', b'\\"')
+        yield b'"'
+
+
+_ESCAPED_PIECE = 1024 * 1024
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -643,21 +670,20 @@ def _is_utf8_of(data: bytes, text: str) -> bool:
 _CONTROL_BYTE = re.compile(rb"[\x00-\x1f]")
 
 
-def _json_string_of(data: bytes) -> tuple[bytes, ...] | None:
-    """The UTF-8 text ``data`` as the SDK's encoder writes it as a JSON string, as pieces: the
-    quotes and the inside, never joined (a join was one more copy of the answer). None when
-    ``data`` holds a control character, which the encoder writes its own way.
+def _json_string_of(data: bytes) -> JsonStringPieces | None:
+    """The UTF-8 text ``data`` as the SDK's encoder writes it as a JSON string, as pieces made
+    when they are written (:class:`JsonStringPieces`). None when ``data`` holds a control
+    character, which the encoder writes its own way.
 
     ``pydantic_core`` writes strings with serde_json, which escapes exactly '"', '\\' and the
     control characters U+0000-U+001F, and writes every other character as its UTF-8 bytes
-    (``tests/test_answer_lines.py`` holds it to that). The pieces are made by two
-    ``bytes.replace``, about 25 ms for get_semantic_graph's 14 MB, once, when the answer is
-    kept. ``pydantic_core`` took 17 ms but raised RSS by 27 MiB to write its 15.8 MB (it grows
-    its buffer as it writes, then copies it out), and the warm-up's step ended 15 MiB higher.
+    (``tests/test_answer_lines.py`` holds it to that). ``pydantic_core`` itself raised RSS by
+    27 MiB to write get_semantic_graph's 15.8 MB (it grows its buffer as it writes, then copies
+    it out).
     """
     if _CONTROL_BYTE.search(data) is not None:
         return None
-    return (b'"', data.replace(b"\\", b"\\\\").replace(b'"', b'\\"'), b'"')
+    return JsonStringPieces(data)
 
 
 def _bundle_diagnostic(message: str) -> Diagnostic:

@@ -37,7 +37,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, BinaryIO, Final
@@ -342,7 +342,7 @@ def _replies_to(message: types.JSONRPCMessage, request_id: int | str) -> bool:
     return type(message.id) is type(request_id) and message.id == request_id
 
 
-def _write_line(sink: BinaryIO, pieces: Sequence[bytes]) -> None:
+def _write_line(sink: BinaryIO, pieces: Iterable[bytes]) -> None:
     """One line, written piece by piece (a big answer's pieces are kept encodings: joining
     them would copy the answer), then flushed."""
     for piece in pieces:
