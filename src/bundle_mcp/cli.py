@@ -302,6 +302,11 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--keep-alive wants a number of seconds, 1 or more")
     if remotes is not None:
         remotes.start(args.refresh)
+    # Before any bundle is loaded: a long-lived server's large buffers go back to the system
+    # when freed (bundle_mcp.heap).
+    from .heap import return_large_blocks
+
+    return_large_blocks()
     if args.http is None:
         return _serve_stdio(config, book, reader, remotes)
     if args.workers > 1:
