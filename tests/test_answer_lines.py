@@ -259,10 +259,10 @@ def test_a_kept_texts_json_string_is_the_sdks(outcome: Outcome) -> None:
 
 
 def test_a_kept_texts_json_string_is_the_sdks_across_its_pieces() -> None:
-    """The JSON string is escaped a mebibyte at a time as it is written: quotes, backslashes
-    and multi-byte characters on each side of a piece's edge come out as the SDK's encoder
-    writes the whole, on every pass."""
-    edge = 1024 * 1024
+    """The JSON string is escaped a piece at a time as it is written: quotes, backslashes and
+    multi-byte characters on each side of a piece's edge come out as the SDK's encoder writes
+    the whole, on every pass."""
+    edge = 256 * 1024
     filler = "a" * (edge - 3)
     text = "".join([filler, '"\\', "é", filler, "漢", '"', filler[:-2], "🙂\\", "x" * 10])
     data = text.encode()

@@ -97,10 +97,10 @@ class WireJson:
 
 class JsonStringPieces:
     """The UTF-8 text ``data`` as a JSON string, in pieces made on each pass over it: the
-    opening quote, the text a mebibyte at a time with its quotes and backslashes escaped, the
+    opening quote, the text 256 KiB at a time with its quotes and backslashes escaped, the
     closing quote. Kept, the escaped string cost as much memory as the answer itself (15.8 MB
     beside get_semantic_graph's 14.2 MB at 10,000 concepts, 5.3 MB for list_concepts); made as
-    it is written, it costs about 25 ms a pass for the larger and a mebibyte or two at a time.
+    it is written, it costs about 25 ms a pass for the larger and half a mebibyte at a time.
     A piece may start anywhere: the escaped bytes are ASCII, never part of a longer UTF-8
     sequence, so each byte is escaped (or not) alone."""
 
@@ -118,7 +118,11 @@ class JsonStringPieces:
         yield b'"'
 
 
-_ESCAPED_PIECE = 1024 * 1024
+# Below the 1 MiB from which a serving process maps blocks on their own (bundle_mcp.heap):
+# a piece and its escaped copy (at most twice as long) reuse the heap's free space, where
+# mebibyte pieces were mapped and faulted in at every pass (get_semantic_graph's warm stdio
+# call 42 → 66 ms in make bench).
+_ESCAPED_PIECE = 256 * 1024
 
 
 @dataclass(frozen=True, init=False, eq=False)
