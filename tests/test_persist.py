@@ -95,16 +95,6 @@ def test_a_save_asked_for_now_waits_for_one_in_progress_and_then_saves(
     assert set(cache.load(str(root))) == {f"c{n}.md" for n in range(40)}
 
 
-class _CountedSaves(ParseCache):
-    def __init__(self, directory: Path) -> None:
-        super().__init__(directory)
-        self.saves = 0
-
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        self.saves += 1
-        super().save(*args, **kwargs)
-
-
 def test_a_background_save_overtaken_by_a_save_of_the_same_bodies_saves_nothing(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -113,16 +103,17 @@ def test_a_background_save_overtaken_by_a_save_of_the_same_bodies_saves_nothing(
     # that one is done, the background one would only look for rows to find none.
     monkeypatch.setattr(snapshots, "PERSIST_DELAY_SECONDS", 0.3)
     root = _notes(tmp_path, 40)
-    cache = _CountedSaves(tmp_path / "cache")
+    cache = _HeldFirstSave(tmp_path / "cache")
+    cache.go_on.set()  # held by nothing: only its count of finished saves is read
     served = SnapshotCache(parse_cache=cache)
     snapshot = served.get(str(root), CancelToken())
     every_document_built(snapshot.documents)
     served.persist(str(root), snapshot)  # a call's: in the background, 0.3 s later
     served.persist(str(root), snapshot, now=True)  # the warm-up's: now
-    assert cache.saves == 1
+    assert cache.finished == 1
     timers = [t for t in threading.enumerate() if t.name == "bundle-mcp-parse-cache"]
     for timer in timers:
         timer.join(30)
-    assert cache.saves == 1
+    assert cache.finished == 1
     assert set(cache.load(str(root))) == {f"c{n}.md" for n in range(40)}
     # A save of more bodies than the last one still runs (the test above: the held one).

@@ -83,9 +83,9 @@ def _encode_words(words: DocumentWords) -> list[Any]:
     """The kept form: the document's distinct stems, and its fields coded by their place in
     that list (from ``LOCAL_FIRST``), so the row does not depend on this process's numbers."""
     width = words.width
+    # Every section's heading codes are a slice of ``headings`` (SectionTable holds to that).
     stems, local, recode = encoder(
-        _CODES, (words.title, words.description, words.headings, words.body,
-                 *(s.heading_words for s in words.sections)), width)
+        _CODES, (words.title, words.description, words.headings, words.body), width)
     return [local, stems,
             recode(words.title), recode(words.description), recode(words.headings),
             recode(words.body), list(words.lengths),
