@@ -26,6 +26,7 @@ from bundle_mcp.dispatch import (
     _json_string_of,
 )
 from bundle_mcp.okf.temporal import DATE_PROFILE
+from bundle_mcp.pieces import PackedBytes, Whole
 from bundle_mcp.server import build_server
 from stdio_pipes import Pipes, in_process
 
@@ -158,14 +159,15 @@ def test_a_held_answers_values_are_written_as_kept_never_copied_into_one_line() 
     in turn: the values are the kept encodings themselves, and the pieces make the line."""
     answer_lines = AnswerLines(min_chars=0)
     outcome = TRICKY[1]
-    wire = WireJson(to_json(outcome.structured), (b'"', to_json(outcome.text)[1:-1], b'"'))
+    structured, text = Whole(to_json(outcome.structured)), Whole(to_json(outcome.text))
+    wire = WireJson(structured, text)
     kept = Outcome(outcome.structured, outcome.text, outcome.is_error, wire=wire)
     message = _response(7, answer_lines.hold(kept))
     expanded = answer_lines.expand(message, _line(message))
     assert expanded is not None
     pieces = tuple(expanded)
-    assert any(piece is wire.structured for piece in pieces)
-    assert any(piece is tuple(wire.text)[1] for piece in pieces)
+    assert any(piece is structured.data for piece in pieces)
+    assert any(piece is text.data for piece in pieces)
     plain = _response(7, plain_result(outcome))
     assert b"".join(pieces) == _line(plain)
 
@@ -181,8 +183,11 @@ def test_a_kept_answer_is_encoded_once_when_it_is_kept() -> None:
     first = dispatcher.call("get_semantic_graph", {})
     again = dispatcher.call("get_semantic_graph", {})
     assert again is first and first.wire is not None
-    assert first.wire.structured == to_json(first.structured)
+    assert first.wire.structured.joined() == to_json(first.structured)
+    assert b"".join(first.wire.structured) == to_json(first.structured)
+    assert first.wire.structured.size == len(to_json(first.structured))
     assert b"".join(first.wire.text) == to_json(first.text)
+    assert first.wire.text.size == len(to_json(first.text))
     read = dispatcher.call("read_concept", {"concept_id": "beans/ethiopia-guji"})
     assert read.wire is None  # not kept: encoded only if a transport holds it
 
@@ -198,6 +203,10 @@ def _held_by(root: object) -> list[object]:
         held.append(value)
         if isinstance(value, Outcome | WireJson):
             stack.extend(vars(value).values())
+        elif isinstance(value, JsonStringPieces):
+            stack.append(value.source)
+        elif isinstance(value, PackedBytes):
+            stack.append(value._deflated)
         elif isinstance(value, dict):
             stack.extend((*value.keys(), *value.values()))
         elif isinstance(value, list | tuple):
@@ -206,23 +215,26 @@ def _held_by(root: object) -> list[object]:
 
 
 @pytest.mark.parametrize("tool", ["get_semantic_graph", "list_concepts"])
-def test_a_kept_answer_holds_its_json_once(tool: str) -> None:
+def test_a_kept_answer_holds_its_json_once_and_deflated(tool: str) -> None:
     """Issue 29: a kept answer held its JSON three times, as the text block (a str), the
     structured encoding and the text's JSON string (14.2, 14.2 and 15.8 MB for the bench's
-    get_semantic_graph). The text is now the structured encoding decoded when asked, and its
-    JSON string is escaped from the encoding as it is written; what is held at that size is
-    the encoding, nothing else."""
+    get_semantic_graph). The text is now the structured encoding decoded when asked, its JSON
+    string is escaped from the encoding as it is written, and the encoding is held deflated
+    (2.1 MB at that size): no string or bytes as long as a tenth of the answer is held but the
+    deflated encoding."""
     dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)))
     kept = dispatcher.call(tool, {})
     assert dispatcher.call(tool, {}) is kept and kept.wire is not None
-    encoded = kept.wire.structured
+    encoded = to_json(kept.structured)
+    assert len(encoded) > 10_000
+    packed = kept.wire.structured
+    assert isinstance(packed, PackedBytes) and packed.deflated_size < len(encoded) // 3
     big = [value for value in _held_by(kept)
-           if isinstance(value, str | bytes) and len(value) >= len(encoded) // 2]
-    assert [type(value) for value in big] == [bytes]
-    assert big[0] is encoded
-    assert isinstance(kept.wire.text, JsonStringPieces) and kept.wire.text.data is encoded
+           if isinstance(value, str | bytes) and len(value) >= len(encoded) // 10]
+    assert len(big) <= 1 and all(len(value) == packed.deflated_size for value in big)
+    assert isinstance(kept.wire.text, JsonStringPieces) and kept.wire.text.source is packed
     assert kept.text == json.dumps(kept.structured, ensure_ascii=False, separators=(",", ":"))
-    assert kept.text.encode() == encoded == to_json(kept.structured)
+    assert kept.text.encode() == packed.joined() == encoded
     assert b"".join(kept.wire.text) == to_json(kept.text)
     assert kept == Outcome(kept.structured, kept.text, kept.is_error)
 
@@ -251,11 +263,12 @@ def test_a_kept_texts_json_string_is_the_sdks(outcome: Outcome) -> None:
     for text in (outcome.text, json.dumps(outcome.structured, ensure_ascii=False),
                  "".join(chr(c) for c in range(0x20, 0x80)) + "é\u2028漢🙂\ufeff"):
         data = text.encode()
-        pieces = _json_string_of(data)
+        pieces = _json_string_of(data, PackedBytes(data))
         if any(ord(c) < 0x20 for c in text):
             assert pieces is None
         else:
             assert pieces is not None and b"".join(pieces) == to_json(text)
+            assert pieces.size == len(to_json(text))
 
 
 def test_a_kept_texts_json_string_is_the_sdks_across_its_pieces() -> None:
@@ -267,8 +280,9 @@ def test_a_kept_texts_json_string_is_the_sdks_across_its_pieces() -> None:
     text = "".join([filler, '"\\', "é", filler, "漢", '"', filler[:-2], "🙂\\", "x" * 10])
     data = text.encode()
     assert len(data) > 3 * edge
-    pieces = _json_string_of(data)
+    pieces = _json_string_of(data, PackedBytes(data))
     assert pieces is not None
     assert b"".join(pieces) == to_json(text)
     assert b"".join(pieces) == to_json(text)  # a second pass makes them again
+    assert pieces.size == len(to_json(text))
     assert max(len(piece) for piece in pieces) <= 2 * edge

@@ -29,6 +29,8 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.errors": "foundation",
     "bundle_mcp.cancel": "foundation",
     "bundle_mcp.observe": "foundation",
+    "bundle_mcp.pieces": "foundation",
+    "bundle_mcp.frozen_map": "foundation",
     "bundle_mcp.model": "model",
     "bundle_mcp.okf": "okf",
     "bundle_mcp.storage": "storage",
@@ -251,9 +253,9 @@ def test_storage_needs_only_the_standard_library_outside_the_package() -> None:
     assert broken == []
 
 
-def test_the_value_objects_import_only_the_error_types() -> None:
+def test_the_value_objects_import_only_the_error_types_and_the_frozen_mapping() -> None:
     """model.py holds no parser: the loader injects how a document's facts are computed."""
-    assert graph()[f"{PACKAGE}.model"] <= {f"{PACKAGE}.errors"}
+    assert graph()[f"{PACKAGE}.model"] <= {f"{PACKAGE}.errors", f"{PACKAGE}.frozen_map"}
 
 
 def test_the_checker_sees_a_forbidden_import() -> None:

@@ -229,6 +229,9 @@ def test_wide_documents_score_and_answer_as_narrow_ones(
 
     narrow, _ = served()
     monkeypatch.setattr(index, "_CODES", StemCodes(single_limit=LIMIT))
+    # No parse cache for the wide server: its save runs a second later in a thread, which
+    # would encode the documents with the process's table once this test has put it back.
+    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")
     wide, snapshot = served()
     assert wide == narrow
     widths = [document_words(doc).width for doc in snapshot.concepts.values()]

@@ -332,7 +332,8 @@ async def test_a_kept_answer_is_sent_as_its_kept_encodings() -> None:
             raw, is_error = await mcp_call(client, tool, {})
             assert raw_member(response.text, "structuredContent") == raw and not is_error
             assert json.loads(response.content)["content"][0]["text"] == kept.text
-            assert any(piece is kept.wire.structured for piece in _body(kept))
+            assert any(part is kept.wire.structured for part in _body(kept))
+            assert int(response.headers["content-length"]) == len(response.content)
 
 
 # --------------------------------------------------------------------------------------------

@@ -107,7 +107,8 @@ class AnswerLines:
         any other line unchanged, as one piece. The pieces are never joined: a join copied the
         whole answer again for as long as it was written (28.6 MiB for ``get_semantic_graph``
         at 10,000 concepts, the highest point of a server's memory). They are made as they are
-        taken (a kept text's JSON string is escaped a piece at a time): take them once."""
+        taken (a kept answer's encoding is inflated, and its text's JSON string escaped, a piece
+        at a time): take them once."""
         token = self._token_of(message)
         if token is None:
             return (line,)
@@ -120,7 +121,7 @@ class AnswerLines:
             return None
         structured_end = structured_at + len(token) + len('{"-s":0}')
         text_end = text_at + len(token) + len('"-t"')
-        pieces = sorted([(structured_at, structured_end, (encoded.structured,)),
+        pieces = sorted([(structured_at, structured_end, encoded.structured),
                          (text_at, text_end, encoded.text)], key=lambda piece: piece[0])
         out: list[Iterable[bytes]] = []
         position = 0

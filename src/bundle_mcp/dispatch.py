@@ -13,7 +13,7 @@ import json
 import logging
 import re
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ from .loader import PENDING_WRITE
 from .loader.views import reader_view
 from .model import Document, Memo, Snapshot, canonical_json
 from .observe import Notice
+from .pieces import PackedBytes, Pieces, Whole
 from .readers import ALL_READER, Reader
 from .serve_config import ServeConfig
 from .snapshots import SnapshotCache
@@ -86,43 +87,41 @@ _BUNDLE_FIELD = "$.bundle_path"
 
 @dataclass(frozen=True)
 class WireJson:
-    """An outcome's two values as the MCP SDK encodes them on the wire (``pydantic_core``): the
-    structured content, and the text block's JSON string as pieces written in turn (a kept
-    answer's are made from the structured encoding as they are written, never kept:
-    :class:`JsonStringPieces`)."""
+    """An outcome's two values as the MCP SDK encodes them on the wire (``pydantic_core``), as
+    pieces written in turn: the structured content, and the text block's JSON string. A kept
+    answer holds its structured encoding deflated (:class:`~bundle_mcp.pieces.PackedBytes`) and
+    makes the JSON string from it as it is written (:class:`JsonStringPieces`)."""
 
-    structured: bytes
-    text: Iterable[bytes]
+    structured: Pieces
+    text: Pieces
 
 
-class JsonStringPieces:
-    """The UTF-8 text ``data`` as a JSON string, in pieces made on each pass over it: the
-    opening quote, the text 256 KiB at a time with its quotes and backslashes escaped, the
+class JsonStringPieces(Pieces):
+    """The UTF-8 text ``source`` as a JSON string, in pieces made on each pass over it: the
+    opening quote, each of the source's pieces with its quotes and backslashes escaped, the
     closing quote. Kept, the escaped string cost as much memory as the answer itself (15.8 MB
     beside get_semantic_graph's 14.2 MB at 10,000 concepts, 5.3 MB for list_concepts); made as
     it is written, it costs about 25 ms a pass for the larger and half a mebibyte at a time.
     A piece may start anywhere: the escaped bytes are ASCII, never part of a longer UTF-8
     sequence, so each byte is escaped (or not) alone."""
 
-    __slots__ = ("data",)
+    __slots__ = ("source", "_size")
 
-    def __init__(self, data: bytes) -> None:
-        self.data = data
+    def __init__(self, source: Pieces, size: int) -> None:
+        """``size``: the escaped string's length, quotes included (counted by the maker, which
+        holds the text whole: :func:`_json_string_of`)."""
+        self.source = source
+        self._size = size
+
+    @property
+    def size(self) -> int:
+        return self._size
 
     def __iter__(self) -> Iterator[bytes]:
-        data = self.data
         yield b'"'
-        for start in range(0, len(data), _ESCAPED_PIECE):
-            yield data[start:start + _ESCAPED_PIECE].replace(b"\\", b"\\\\").replace(
-                b'"', b'\\"')
+        for piece in self.source:
+            yield piece.replace(b"\\", b"\\\\").replace(b'"', b'\\"')
         yield b'"'
-
-
-# Below the 1 MiB from which a serving process maps blocks on their own (bundle_mcp.heap):
-# a piece and its escaped copy (at most twice as long) reuse the heap's free space, where
-# mebibyte pieces were mapped and faulted in at every pass (get_semantic_graph's warm stdio
-# call 42 → 66 ms in make bench).
-_ESCAPED_PIECE = 256 * 1024
 
 
 @dataclass(frozen=True, init=False, eq=False)
@@ -158,11 +157,12 @@ class Outcome:
 
     @property
     def text(self) -> str:
-        """The text block (a kept answer's decoded anew at each ask: nothing keeps it)."""
+        """The text block (a kept answer's inflated and decoded anew at each ask: nothing
+        keeps it)."""
         if self._text is not None:
             return self._text
         assert self.wire is not None  # __init__ refuses an outcome with neither
-        return self.wire.structured.decode("utf-8")
+        return self.wire.structured.joined().decode("utf-8")
 
     @property
     def text_size(self) -> int:
@@ -171,7 +171,7 @@ class Outcome:
         if self._text is not None:
             return len(self._text)
         assert self.wire is not None
-        return len(self.wire.structured)
+        return self.wire.structured.size
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Outcome):
@@ -185,7 +185,8 @@ class Outcome:
         if self.wire is not None:
             return self.wire
         try:
-            return WireJson(pydantic_json(self.structured), (pydantic_json(self.text),))
+            return WireJson(Whole(pydantic_json(self.structured)),
+                            Whole(pydantic_json(self.text)))
         except PydanticSerializationError:
             return None
 
@@ -638,17 +639,22 @@ def _with_wire(outcome: Outcome) -> Outcome:
     Its text block is most often its result's JSON, the same bytes as the structured encoding
     (``to_json`` and the SDK's encoder agree on every result so far, though not on every float,
     so the bytes are compared, never assumed). Then the text is not kept, and its JSON string
-    is made from those bytes. Else both are encoded and kept, as before."""
+    is made from those bytes. Else both are encoded and kept, as before.
+
+    The structured encoding is kept deflated (:class:`~bundle_mcp.pieces.PackedBytes`: 14.2 →
+    2.1 MB for get_semantic_graph at 10,000 concepts), and each write inflates it a piece at a
+    time."""
     try:
         structured = pydantic_json(outcome.structured)
     except PydanticSerializationError:
         return outcome  # encoded by no one: the transport answers -32603 (Outcome.encoded)
     text = outcome.text
-    quoted = _json_string_of(structured) if _is_utf8_of(structured, text) else None
+    packed = PackedBytes(structured)
+    quoted = _json_string_of(structured, packed) if _is_utf8_of(structured, text) else None
     if quoted is not None:
-        return Outcome(outcome.structured, None, outcome.is_error, WireJson(structured, quoted))
+        return Outcome(outcome.structured, None, outcome.is_error, WireJson(packed, quoted))
     try:
-        wire = WireJson(structured, (pydantic_json(text),))
+        wire = WireJson(packed, Whole(pydantic_json(text)))
     except PydanticSerializationError:
         return outcome
     return Outcome(outcome.structured, text, outcome.is_error, wire)
@@ -674,10 +680,10 @@ def _is_utf8_of(data: bytes, text: str) -> bool:
 _CONTROL_BYTE = re.compile(rb"[\x00-\x1f]")
 
 
-def _json_string_of(data: bytes) -> JsonStringPieces | None:
+def _json_string_of(data: bytes, source: Pieces) -> JsonStringPieces | None:
     """The UTF-8 text ``data`` as the SDK's encoder writes it as a JSON string, as pieces made
-    when they are written (:class:`JsonStringPieces`). None when ``data`` holds a control
-    character, which the encoder writes its own way.
+    from ``source`` (``data`` in pieces) when they are written (:class:`JsonStringPieces`).
+    None when ``data`` holds a control character, which the encoder writes its own way.
 
     ``pydantic_core`` writes strings with serde_json, which escapes exactly '"', '\\' and the
     control characters U+0000-U+001F, and writes every other character as its UTF-8 bytes
@@ -687,7 +693,8 @@ def _json_string_of(data: bytes) -> JsonStringPieces | None:
     """
     if _CONTROL_BYTE.search(data) is not None:
         return None
-    return JsonStringPieces(data)
+    escaped = data.count(b'"') + data.count(b"\\")
+    return JsonStringPieces(source, len(data) + escaped + 2)
 
 
 def _bundle_diagnostic(message: str) -> Diagnostic:

@@ -21,6 +21,7 @@ served tools' contracts (:func:`openapi_document`). docs/REST.md has the endpoin
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -57,6 +58,7 @@ from .errors import (
     invalid_request,
     recovery_step,
 )
+from .pieces import Pieces
 from .readers import Reader, reader_in
 
 __all__ = [
@@ -294,14 +296,15 @@ def _no_constant(name: str) -> Any:
 # Answers
 
 
-def _body(outcome: Outcome) -> tuple[bytes, ...]:
-    """The answer's body, as pieces sent in turn."""
+def _body(outcome: Outcome) -> tuple[bytes | Pieces, ...]:
+    """The answer's body, as parts sent in turn (a kept answer's encodings as the pieces they
+    are made in)."""
     if outcome.wire is not None:
         # A kept answer, encoded when it was kept (dispatch.WireJson): its encodings are put
         # between the keys, as the encoder below writes them, rather than encoded again (30 MB
         # of get_semantic_graph at 10,000 concepts: 0.2 s on the event loop) or joined.
         closing = b',"isError":true}' if outcome.is_error else b',"isError":false}'
-        return (b'{"content":[{"type":"text","text":', *outcome.wire.text,
+        return (b'{"content":[{"type":"text","text":', outcome.wire.text,
                 b'}],"structuredContent":', outcome.wire.structured, closing)
     # pydantic-core writes JSON as the SDK's HTTP transport does (number forms, raw UTF-8), so
     # structuredContent here is the same bytes as in a /mcp answer.
@@ -333,13 +336,13 @@ async def _method_not_allowed(send: Send, allow: str) -> None:
 async def _send(
     send: Send,
     status: int,
-    body: bytes | tuple[bytes, ...],
+    body: bytes | tuple[bytes | Pieces, ...],
     headers: Sequence[tuple[bytes, bytes]] = (),
     *,
     retry_after: int | None = None,
     head: bool = False,
 ) -> None:
-    pieces = (body,) if isinstance(body, bytes) else body
+    parts = (body,) if isinstance(body, bytes) else body
     extra = [*headers]
     if retry_after is not None:
         extra.append((b"retry-after", str(retry_after).encode("ascii")))
@@ -349,7 +352,7 @@ async def _send(
             "status": status,
             "headers": [
                 (b"content-type", _JSON),
-                (b"content-length", str(sum(map(len, pieces))).encode("ascii")),
+                (b"content-length", str(sum(map(_length, parts))).encode("ascii")),
                 (b"cache-control", b"no-store"),
                 *extra,
             ],
@@ -358,8 +361,17 @@ async def _send(
     if head:
         await send({"type": "http.response.body", "body": b""})
         return
-    for n, piece in enumerate(pieces, 1):
-        await send({"type": "http.response.body", "body": piece, "more_body": n < len(pieces)})
+    pieces = itertools.chain.from_iterable((part,) if isinstance(part, bytes) else part
+                                           for part in parts)
+    piece = next(pieces, b"")
+    for following in pieces:
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+        piece = following
+    await send({"type": "http.response.body", "body": piece, "more_body": False})
+
+
+def _length(part: bytes | Pieces) -> int:
+    return len(part) if isinstance(part, bytes) else part.size
 
 
 _MAX_NAME_SHOWN = 128
