@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, cast
 
 from .errors import Diagnostic
+from .frozen_map import frozen_mapping
 
 CONCEPT = "concept"
 INDEX = "index"
@@ -47,16 +48,16 @@ def freeze(value: Any) -> Any:
 
     Keys and the short strings a bundle repeats are interned (:func:`_shared`): every document
     spells the same keys, and its types, tags, dates and references recur across the bundle.
-    An interned string equals the one it replaces, so no value changes.
+    An interned string equals the one it replaces, so no value changes. A mapping's keys are
+    held once for every mapping with the same keys (:func:`~bundle_mcp.frozen_map.frozen_mapping`).
     """
     kind = type(value)
     if kind is dict:
-        return types.MappingProxyType({
-            sys.intern(k) if type(k) is str else k: _frozen_item(v) for k, v in value.items()})
+        return frozen_mapping(value, _frozen_item)
     if kind is list or kind is tuple:
         return tuple([_frozen_item(v) for v in value])
     if isinstance(value, dict):
-        return types.MappingProxyType({k: freeze(v) for k, v in value.items()})
+        return frozen_mapping(value, freeze)
     if isinstance(value, (list, tuple)):
         return tuple(freeze(v) for v in value)
     return _frozen_item(value)
