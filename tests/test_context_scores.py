@@ -227,11 +227,11 @@ def test_wide_documents_score_and_answer_as_narrow_ones(
         assert not outcome.is_error, outcome.structured
         return outcome.structured, dispatcher.served_snapshot(root, CancelToken())
 
+    # No parse cache: a save runs a second later in a thread, and would encode one server's
+    # documents with the other table (the test's, or the process's once it is put back).
+    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")
     narrow, _ = served()
     monkeypatch.setattr(index, "_CODES", StemCodes(single_limit=LIMIT))
-    # No parse cache for the wide server: its save runs a second later in a thread, which
-    # would encode the documents with the process's table once this test has put it back.
-    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")
     wide, snapshot = served()
     assert wide == narrow
     widths = [document_words(doc).width for doc in snapshot.concepts.values()]

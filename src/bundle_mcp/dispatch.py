@@ -484,7 +484,7 @@ class Dispatcher:
             key: tuple[object, ...] = (name, canonical_json(params))
             outcome: Outcome = answers.get(
                 key if source is None else (*key, source),
-                lambda: _with_wire(self._answer(spec, call, params)),
+                lambda: self._kept_answer(spec, call, params),
                 token.check,
             )
         else:
@@ -493,17 +493,40 @@ class Dispatcher:
         return outcome
 
     def _answer(self, spec: ToolSpec, call: CallContext, params: dict[str, Any]) -> Outcome:
-        name, snapshot, token = spec.name, call.snapshot, call.token
         result = spec.run(call, params)
         if spec.read_only:
             # A write that has committed is reported as done, never as cancelled.
-            token.check()
+            call.token.check()
+        return self._finished(spec, call.snapshot, result)
+
+    def _finished(self, spec: ToolSpec, snapshot: Snapshot, result: dict[str, Any]) -> Outcome:
         structured_text = to_json(result)
         _check_budget(structured_text, spec.output_budget, "structured result")
         text = structured_text if spec.text is None else spec.text(result, snapshot)
         _check_budget(text, TEXT_BUDGET, "text block")
-        self.contracts.check_output(name, result)
+        self.contracts.check_output(spec.name, result)
         return Outcome(structured=result, text=text, is_error=False)
+
+    def _kept_answer(self, spec: ToolSpec, call: CallContext, params: dict[str, Any]) -> Outcome:
+        """:meth:`_answer`, encoded to be kept (:func:`_with_wire`). When the text block is the
+        result's JSON, the result is encoded a part at a time and deflated as it goes
+        (:func:`_packed_encoding`): the whole JSON is never held, as a string or as bytes.
+        Made whole, it was the highest point of an edit's follow-up warm-up (38 MiB over the
+        kept structures for get_semantic_graph at 10,000 concepts: the text, the encoding and
+        the encoder's growing buffer)."""
+        result = spec.run(call, params)
+        call.token.check()  # a tool that keeps its answers only reads (ToolSpec)
+        packed = _packed_encoding(result) if spec.text is None else None
+        if packed is None:
+            return _with_wire(self._finished(spec, call.snapshot, result))
+        encoding, quoted = packed
+        for budget, what in ((spec.output_budget, "structured result"),
+                             (TEXT_BUDGET, "text block")):
+            # _check_budget's test on the text, whose UTF-8 bytes these are.
+            if encoding.size > budget:
+                raise _over_budget(what, budget)
+        self.contracts.check_output(spec.name, result)
+        return Outcome(result, None, False, WireJson(encoding, quoted))
 
     def _resolve_bundle(self, value: str | None) -> str:
         bundles = self.config.bundles
@@ -660,6 +683,67 @@ def _with_wire(outcome: Outcome) -> Outcome:
     return Outcome(outcome.structured, text, outcome.is_error, wire)
 
 
+def _packed_encoding(result: dict[str, Any]) -> tuple[PackedBytes, JsonStringPieces] | None:
+    """``result``'s encoding by the SDK's encoder, deflated as it is made, and the text block's
+    JSON string made from it, when the text block (``to_json(result)``) is that encoding's
+    UTF-8; else None (a float the two spell apart, a value the SDK's encoder refuses, a
+    control character), and the caller encodes the whole as before.
+
+    The two encoders write containers alike (compact, keys in order), so the result is encoded
+    a part at a time (:func:`_json_parts`: its members, and a list member's items one by one),
+    each part by both and compared. A part ``to_json`` refuses raises as ``to_json(result)``
+    would; so does a part whose text cannot be UTF-8 (a lone surrogate), as
+    :func:`_check_budget` did."""
+    if not all(type(key) is str for key in result):
+        return None  # to_json writes other keys as strings: not a part of their own
+    # What the parts found: quotes and backslashes (what the JSON string adds to the
+    # encoding), and whether a part was written apart (the deflating then stops).
+    escapes, apart = [0], [False]
+
+    def checked() -> Iterator[bytes]:
+        for part in _json_parts(result):
+            if type(part) is bytes:
+                yield part
+                continue
+            (value,) = part
+            text = to_json(value).encode("utf-8")
+            try:
+                wire = pydantic_json(value)
+            except PydanticSerializationError:
+                wire = None
+            if wire != text or wire is None or _CONTROL_BYTE.search(wire) is not None:
+                apart[0] = True
+                return
+            escapes[0] += wire.count(b'"') + wire.count(b"\\")
+            yield wire
+
+    encoding = PackedBytes.of_pieces(checked())
+    if apart[0]:
+        return None
+    return encoding, JsonStringPieces(encoding, encoding.size + escapes[0] + 2)
+
+
+def _json_parts(result: dict[str, Any]) -> Iterator[bytes | tuple[Any]]:
+    """``result`` as the parts of its JSON: punctuation as bytes, and each value to encode (a
+    key, a member, each item of a non-empty list member) in a 1-tuple, in their place."""
+    yield b"{"
+    for n, (key, value) in enumerate(result.items()):
+        if n:
+            yield b","
+        yield (key,)
+        yield b":"
+        if type(value) is list and value:
+            yield b"["
+            for m, item in enumerate(value):
+                if m:
+                    yield b","
+                yield (item,)
+            yield b"]"
+        else:
+            yield (value,)
+    yield b"}"
+
+
 # Compared a piece at a time: a whole encoding would be one more copy of the answer, at the
 # moment the answer is held three times already (result, text, encoding).
 _COMPARED_CHARS = 1024 * 1024
@@ -738,7 +822,11 @@ def _check_budget(text: str, budget: int, what: str) -> None:
     # An ASCII text (CPython knows it without a scan) is as many bytes as characters and holds
     # no surrogate: its encoding, a copy of the whole answer, is not needed to know either.
     if len(text) > budget or (not text.isascii() and len(text.encode("utf-8")) > budget):
-        raise resource_limit(
-            f"the {what} is larger than its {budget}-byte budget",
-            "narrow the request: a smaller limit, a more specific query or fewer kinds",
-        )
+        raise _over_budget(what, budget)
+
+
+def _over_budget(what: str, budget: int) -> BundleError:
+    return resource_limit(
+        f"the {what} is larger than its {budget}-byte budget",
+        "narrow the request: a smaller limit, a more specific query or fewer kinds",
+    )

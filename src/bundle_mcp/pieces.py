@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 __all__ = ["PIECE", "PackedBytes", "Pieces", "Whole"]
 
@@ -77,6 +77,23 @@ class PackedBytes(Pieces):
     def __init__(self, data: bytes, level: int = LEVEL) -> None:
         self._deflated = zlib.compress(data, level)
         self._size = len(data)
+
+    @classmethod
+    def of_pieces(cls, pieces: Iterable[bytes], level: int = LEVEL) -> PackedBytes:
+        """The bytes ``pieces`` make, deflated as they come: the whole is never held."""
+        deflater = zlib.compressobj(level)
+        deflated: list[bytes] = []
+        size = 0
+        for piece in pieces:
+            size += len(piece)
+            out = deflater.compress(piece)
+            if out:  # mostly empty: the deflater holds its input until it has a block
+                deflated.append(out)
+        deflated.append(deflater.flush())
+        packed = cls.__new__(cls)
+        packed._deflated = b"".join(deflated)
+        packed._size = size
+        return packed
 
     @property
     def size(self) -> int:
