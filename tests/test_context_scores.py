@@ -9,6 +9,7 @@ does not go back to reading every matching document. Every bundle is written by 
 
 from __future__ import annotations
 
+import threading
 from array import array
 from typing import TYPE_CHECKING, Any
 
@@ -228,8 +229,12 @@ def test_wide_documents_score_and_answer_as_narrow_ones(
         return outcome.structured, dispatcher.served_snapshot(root, CancelToken())
 
     # No parse cache: a save runs a second later in a thread, and would encode one server's
-    # documents with the other table (the test's, or the process's once it is put back).
+    # documents with the other table (the test's, or the process's once it is put back). The
+    # saves earlier tests' servers set off are let finish first, for the same reason.
     monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")
+    for thread in threading.enumerate():
+        if thread.name == "bundle-mcp-parse-cache":
+            thread.join(timeout=60)
     narrow, _ = served()
     monkeypatch.setattr(index, "_CODES", StemCodes(single_limit=LIMIT))
     wide, snapshot = served()

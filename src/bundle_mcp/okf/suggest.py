@@ -39,9 +39,9 @@ import re
 import types
 from array import array
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from itertools import chain, filterfalse
+from itertools import chain
 from typing import cast
 
 from ..cancel import CancelToken
@@ -226,8 +226,10 @@ def updated_index(
     texts = list(earlier.texts)
     # The dropped texts' numbers and those let go before are free: the added texts
     # take the free numbers first, so the texts grow no longer than the most ever held.
-    gone_numbers = {n for n, t in enumerate(texts) if t in dropped}
-    free = sorted(gone_numbers | {n for n, t in enumerate(texts) if not t})
+    # Found with list.index (a scan in C): a Python loop over every text cost about 3 ms at
+    # 30,000 texts on each edit's first "did you mean".
+    gone_numbers = {texts.index(t) for t in dropped}
+    free = sorted(gone_numbers | set(_positions(texts, "")))
     for number in gone_numbers:
         texts[number] = ""
     placed = dict(zip(added, free, strict=False))
@@ -248,7 +250,13 @@ def updated_index(
         for pair in bigrams(text):
             touched.setdefault(pair, []).append(number)
     for pair, more in touched.items():
-        kept = array(code, filterfalse(gone_numbers.__contains__, postings.get(pair, ())))
+        kept = array(code, postings.get(pair, ()))
+        for number in gone_numbers:
+            # A text's number is in its bigram's posting once (bigrams are a set), and
+            # copying the array then removing it scans in C: filtering it a number at a
+            # time was about 5 ms for one deleted concept's bigrams at 30,000 texts.
+            if number in kept:
+                kept.remove(number)
         kept.extend(more)
         if kept:
             postings[pair] = kept
@@ -261,6 +269,18 @@ def updated_index(
         texts=tuple(texts),
         postings=types.MappingProxyType(postings),
     )
+
+
+def _positions(items: list[str], value: str) -> Iterator[int]:
+    """The positions of ``value`` in ``items``, in order."""
+    start = 0
+    while True:
+        try:
+            start = items.index(value, start)
+        except ValueError:
+            return
+        yield start
+        start += 1
 
 
 def _concepts_at(snapshot: Snapshot, paths: Iterable[str]) -> list[str]:
