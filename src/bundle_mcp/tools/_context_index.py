@@ -32,6 +32,7 @@ import hashlib
 import itertools
 import math
 import re
+import sys
 import threading
 from array import array
 from collections import OrderedDict
@@ -109,7 +110,9 @@ def _decode_words(value: Any) -> DocumentWords:
         lengths=(first, second, third, fourth), width=width,
         sections=SectionTable.of([
             SectionWords(
-                heading=exactly(str, heading), line_start=exactly(int, line_start),
+                # Interned, as the Markdown facts' headings are when read back: one string
+                # for both (60,000 sections in the bench bundle).
+                heading=sys.intern(exactly(str, heading)), line_start=exactly(int, line_start),
                 line_end=exactly(int, line_end), start=exactly(int, start) * width,
                 end=exactly(int, end) * width, length=exactly(int, length),
                 heading_words=recode(exactly(str, heading_words)),
