@@ -427,7 +427,7 @@ class _Source:
         cached, fixed = self.cached, self.record
         assert cached is not None
         path, data = fixed.path, self.read()
-        doc = decode(path, data, fixed.sha256, cached.entry(path, fixed.sha256),
+        doc = decode(fixed, data, cached.entry(path, fixed.sha256),
                      cached.kept(path, fixed.sha256))
         if doc is not None:
             return doc, DECODED

@@ -730,16 +730,20 @@ def _layout_of(doc: Document) -> list[int]:
 
 
 def decode(
-    path: str, data: bytes, sha256: str, entry: Any,
+    record: FileRecord, data: bytes, entry: Any,
     stored: Callable[[str], Any] | None = None,
 ) -> Document | None:
-    """The cached document for these bytes, or ``None`` when the entry does not fit them.
-    ``stored``: the kept values of its derived structures, by key (``Document.stored``)."""
+    """The cached document for these bytes (``record``: the capture's record of them, which
+    the document keeps: one record per file, not one more), or ``None`` when the entry does
+    not fit them. ``stored``: the kept values of its derived structures, by key
+    (``Document.stored``)."""
+    path, sha256 = record.path, record.sha256
     try:
         if not isinstance(entry, dict) or entry["sha256"] != sha256 or entry["size"] != len(data):
             return None
+        if record.size != len(data):
+            return None
         text = data.decode("utf-8") if entry["parse_error"] is None else ""
-        record = FileRecord(path, len(data), sha256)
         if entry["parse_error"] is not None:
             broken = _broken_text(data)
             return Document(
