@@ -119,7 +119,7 @@ def test_edges_after_a_change_equal_edges_built_anew(
     """Issue 29: after a change the edges are the predecessor's with the changed files' made
     again (``Snapshot._edge_update``); they and their index by concept must be those a capture
     with no predecessor builds, whatever changed (an edit, a delete, a file that stops
-    parsing, a created concept: built anew)."""
+    parsing, a created concept that others already name)."""
     before = _assembled(_cells(files))
     before.edges  # noqa: B018 (held by the predecessor, as the warm-up leaves it)
     if indexed:
@@ -154,3 +154,21 @@ def test_an_edit_keeps_the_edges_of_the_files_it_did_not_touch() -> None:
     assert after.edges_by_concept["h"] is earlier_index["h"]
     assert after.edges_by_concept["a"] != earlier_index["a"]
     assert dict(after.edges_by_concept) == dict(_assembled(dict(cells)).edges_by_concept)
+
+
+def test_a_created_concept_gains_the_edges_that_already_named_it() -> None:
+    """A created concept: the concepts whose links or relations name it have their edges made
+    again; every other edge is the predecessor's object."""
+    files = {"a": _linking(["k", "b"], None), "b": _linking([], "k"), "c": _linking(["a"], None)}
+    before = _assembled(_cells(files))
+    before.edges_by_concept  # noqa: B018
+    cells = dict(before.documents.cells)
+    cells.update(_cells({"k": _linking(["c"], None)}))
+    after = _assembled(cells, predecessor=before)
+    alone = _assembled(dict(cells))
+    assert after.edges == alone.edges
+    assert dict(after.edges_by_concept) == dict(alone.edges_by_concept)
+    assert {(e.source_id, e.target_id) for e in after.edges_by_concept["k"]} == {
+        ("a", "k"), ("b", "k"), ("k", "c")}
+    (c_to_a,) = [e for e in before.edges if e.source_id == "c"]
+    assert any(e is c_to_a for e in after.edges)

@@ -958,13 +958,14 @@ class Snapshot:
     @functools.cached_property
     def _edge_update(self) -> _EdgeUpdate | None:
         """The predecessor's edges with those of the changed files made again; None when
-        there is no predecessor holding its edges, too many files changed, or a concept was
-        added (an edge into a new concept may come from any file).
+        there is no predecessor holding its edges, or too many files changed.
 
         An edge depends on its source's document and on whether its target is a concept. So
-        only the edges out of the concepts at changed paths (before or after) are made again,
-        and the edges into a concept that is gone are dropped; a concept's ID is read from its
-        document, as the concept list does."""
+        the edges out of the concepts at changed paths (before or after) are made again, the
+        edges into a concept that is gone are dropped, and a concept that is new has the edges
+        out of every concept whose links or relations name it made again (a look at each
+        concept's kept facts, no parse); a concept's ID is read from its document, as the
+        concept list does."""
         earlier = self.predecessor()
         if earlier is None or "edges" not in earlier.__dict__:
             return None
@@ -972,14 +973,18 @@ class Snapshot:
         if len(changed) > MAX_RECHECKED_FILES:
             return None
         redone: set[str] = set()
+        added: set[str] = set()
         for path in changed:
             now, before = _concept_at(self, path), _concept_at(earlier, path)
             if now is not None:
                 if now not in earlier.concepts:
-                    return None
+                    added.add(now)
                 redone.add(now)
             if before is not None:
                 redone.add(before)
+        if added:
+            redone.update(cid for cid, doc in self.concepts.items()
+                          if cid not in redone and _names_any(doc, added))
         gone = {cid for cid in redone if cid not in self.concepts}
         kept: list[Edge] = []
         dropped: list[Edge] = []
@@ -1102,6 +1107,12 @@ class _EdgeUpdate:
                 entry.sort(key=_edge_order)
                 index[concept_id] = tuple(entry)
         return types.MappingProxyType(index)
+
+
+def _names_any(doc: Document, concept_ids: set[str]) -> bool:
+    """Whether one of ``doc``'s links or relations targets one of ``concept_ids``."""
+    return any(link.concept_id in concept_ids for link in doc.markdown.links) or any(
+        rel.target_id in concept_ids for rel in doc.relations)
 
 
 def _concept_at(snapshot: Snapshot, path: str) -> str | None:
