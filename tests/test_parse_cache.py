@@ -77,6 +77,20 @@ def test_read_back_the_link_targets_are_shared_and_the_yaml_is_cut_from_the_text
                         if isinstance(value, str) and value == raw and name != "text"]
 
 
+def test_a_document_read_back_keeps_the_captures_record(cache: ParseCache) -> None:
+    """Issue 29: a document read back made a FileRecord of its own beside the capture's (one
+    more per file, with its spelled JSON); it keeps the capture's."""
+    bundle = str(EXAMPLE)
+    first, _ = load_bundle(bundle)
+    _facts(first)
+    cache.save(bundle, every_document_built(first.documents))
+    second, _ = load_bundle(bundle, cached=cache.load(bundle))
+    assert markdown_from_cache(next(iter(second.documents.values())))
+    for path, doc in second.documents.items():
+        assert doc.record is second.documents.record(path)
+        assert doc.record == first.documents[path].record
+
+
 def test_an_entry_for_other_bytes_is_ignored(cache: ParseCache, tmp_path: Path) -> None:
     root = tmp_path / "b"
     root.mkdir()
