@@ -7,6 +7,7 @@ import re
 import shutil
 import sqlite3
 import threading
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import pytest
 
 from bundle_mcp.loader import document as document_module
 from bundle_mcp.loader import load_bundle
-from bundle_mcp.loader.parse_cache import FORMAT, ParseCache, markdown_from_cache
+from bundle_mcp.loader.parse_cache import FORMAT, ParseCache, encode_facts, markdown_from_cache
 from toolcall import every_document_built
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "coffee-roastery"
@@ -422,3 +423,34 @@ def test_a_full_disk_fails_the_save_whole_and_serving_goes_on(
     restarted, _ = load_bundle(str(bundle), cached=after)
     fresh, _ = load_bundle(str(bundle))
     assert _facts(restarted) == _facts(fresh)
+
+
+def test_a_save_encodes_each_documents_facts_as_it_writes_them(
+    cache: ParseCache, tmp_path: Path
+) -> None:
+    """Issue 29: a cold save held every document's facts, encoded, in one list before writing
+    them (22 MiB at 10,000 concepts), and the process stayed that much larger afterwards. Now
+    each is encoded as SQLite takes its row: what Python holds at the highest point of a save
+    is a small share of all the facts' text."""
+    bundle = tmp_path / "linked"
+    bundle.mkdir()
+    for n in range(200):
+        links = " ".join(f"See [note {m}](note-{m:03d}.md#part-{m})." for m in range(n, n + 40))
+        (bundle / f"note-{n:03d}.md").write_text(
+            f"---\ntype: Note\ntitle: Note {n}\n---\n# Note {n}\n\n## Part {n}\n\n{links}\n",
+            encoding="utf-8")
+    snapshot, _ = load_bundle(str(bundle))
+    documents = every_document_built(snapshot.documents)
+    facts = [encode_facts(doc) for doc in documents.values() if doc.markdown is not None]
+    total = sum(len(text) for text in facts if text is not None)
+    assert total > 500_000
+    del facts
+    tracemalloc.start()
+    try:
+        cache.save(str(bundle), documents)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < total // 4
+    again, _ = load_bundle(str(bundle), cached=cache.load(str(bundle)))
+    assert all(markdown_from_cache(doc) for doc in again.documents.values())
