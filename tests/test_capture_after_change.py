@@ -37,6 +37,18 @@ def _assembled(cells: dict[str, Any], predecessor: Snapshot | None = None) -> Sn
                              predecessor=predecessor)
 
 
+def _changed(before: Snapshot, changes: dict[str, str | None]) -> tuple[Snapshot, Snapshot]:
+    """The capture after ``changes`` (a name's new text, or None: deleted) following
+    ``before``, and the same files captured with no predecessor."""
+    cells = dict(before.documents.cells)
+    for name, text in changes.items():
+        if text is None:
+            cells.pop(f"{name}.md", None)
+        else:
+            cells.update(_cells({name: text}))
+    return _assembled(cells, predecessor=before), _assembled(dict(cells))
+
+
 def _seen(snapshot: Snapshot) -> tuple[Any, ...]:
     # A file listed that turns out not to parse is no concept either way (only its parse can
     # tell, and a built broken file is left out of the list up front).
@@ -57,14 +69,7 @@ def test_a_capture_after_a_change_equals_one_without_a_predecessor(
         before.documents[f"{name}.md"]  # noqa: B018 (built before the change, or not)
     if checked:
         before.broken  # noqa: B018 (the predecessor's answer, when it has one)
-    cells = dict(before.documents.cells)
-    for name, text in changes.items():
-        if text is None:
-            cells.pop(f"{name}.md", None)
-        else:
-            cells.update(_cells({name: text}))
-    after = _assembled(cells, predecessor=before)
-    alone = _assembled(dict(cells))
+    after, alone = _changed(before, changes)
     assert after.predecessor() is before
     assert _seen(after) == _seen(alone)
 
@@ -124,14 +129,7 @@ def test_edges_after_a_change_equal_edges_built_anew(
     before.edges  # noqa: B018 (held by the predecessor, as the warm-up leaves it)
     if indexed:
         before.edges_by_concept  # noqa: B018
-    cells = dict(before.documents.cells)
-    for name, text in changes.items():
-        if text is None:
-            cells.pop(f"{name}.md", None)
-        else:
-            cells.update(_cells({name: text}))
-    after = _assembled(cells, predecessor=before)
-    alone = _assembled(dict(cells))
+    after, alone = _changed(before, changes)
     assert after.edges == alone.edges
     assert dict(after.edges_by_concept) == dict(alone.edges_by_concept)
     assert "_edge_update" not in after.__dict__  # let go once the index is built
