@@ -244,3 +244,59 @@ def test_a_trusted_file_takes_the_row_its_stat_goes_with(
     assert not dispatcher.call("read_concept", {"concept_id": "f1/c10"}).is_error
     assert snapshots.get(str(bundle), CancelToken()).revision == revision
     assert "f1/c10.md" in reads  # read when built, never captured: the stat was trusted
+
+
+def _captured_unsettled(bundle: Path, cache: Path, monkeypatch: pytest.MonkeyPatch
+                        ) -> tuple[SnapshotCache, Any]:
+    """A capture taken while every file had changed too recently to trust its stat, every
+    document built; then the margin moved so that a stat taken from now on is settled (as
+    seconds later, when the warm-up saves)."""
+    monkeypatch.setattr(capture_module, "SETTLE_NS", 86_400 * 10**9)
+    snapshots = SnapshotCache(parse_cache=ParseCache(cache), watch=False)
+    snapshot = snapshots.get(str(bundle), CancelToken())
+    every_document_built(snapshot.documents)
+    monkeypatch.setattr(capture_module, "SETTLE_NS", -60 * 10**9)
+    return snapshots, snapshot
+
+
+def test_the_warm_up_save_trusts_the_stats_that_settled_since_the_capture(
+    bundle: Path, tmp_path: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 29: a server started within seconds of its bundle being written (a clone, a copy)
+    captured every stat unsettled, so no save kept one, and every restart read and hashed
+    every file before its first answer. The warm-up's save reads those files again, stat
+    first, and keeps the stats that are settled now and go with the same bytes."""
+    snapshots, snapshot = _captured_unsettled(bundle, tmp_path / "cache", monkeypatch)
+    reads.clear()
+    snapshots.persist(str(bundle), snapshot, now=True)
+    assert len(reads) == CONCEPTS + 1  # each file read again, once
+    rows = ParseCache(tmp_path / "cache").load(str(bundle))
+    assert rows is not None and len(rows.trusted_stats()) == CONCEPTS + 1
+    # Kept with the capture: a later save (which writes exactly the stats it is given)
+    # keeps them too.
+    later = snapshots._settled_stats(snapshots._slot(str(bundle)), snapshot)
+    assert len(later) == CONCEPTS + 1
+    reads.clear()
+    restarted, dispatcher = _restarted(bundle, tmp_path / "cache")
+    assert not dispatcher.call("read_concept", {"concept_id": "f1/c10"}).is_error
+    assert sorted(reads) == ["f1/c10.md", "f2/c11.md", "index.md"]
+
+
+def test_the_warm_up_save_never_trusts_a_file_changed_since_the_capture(
+    bundle: Path, tmp_path: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    snapshots, snapshot = _captured_unsettled(bundle, tmp_path / "cache", monkeypatch)
+    changed = bundle / "f1" / "c10.md"
+    changed.write_text(changed.read_text(encoding="utf-8") + "Changed.\n", encoding="utf-8")
+    (bundle / "f2" / "c11.md").unlink()
+    snapshots.persist(str(bundle), snapshot, now=True)
+    rows = ParseCache(tmp_path / "cache").load(str(bundle))
+    assert rows is not None
+    trusted = rows.trusted_stats()
+    assert "f1/c10.md" not in trusted and "f2/c11.md" not in trusted
+    assert len(trusted) == CONCEPTS - 1
+    reads.clear()
+    restarted, _ = _restarted(bundle, tmp_path / "cache")
+    again = restarted.get(str(bundle), CancelToken())
+    assert "f2/c11.md" not in again.documents
+    assert again.documents["f1/c10.md"].text.endswith("Changed.\n")

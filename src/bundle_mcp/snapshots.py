@@ -8,6 +8,7 @@ object itself is returned, which keeps its memoised indexes (edges, folds) warm 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import os
 import threading
@@ -17,8 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from .cancel import CancelToken
+from .errors import BundleError
 from .limits import DEFAULT_CAPS, Caps
-from .loader import PENDING_WRITE, load_bundle, refresh_files
+from .loader import PENDING_WRITE, load_bundle, refresh_files, settled_keys
 from .loader.capture import StatKey
 from .loader.parse_cache import KeptParts, ParseCache, has_markdown
 from .loader.precheck import Precheck
@@ -249,8 +251,10 @@ class SnapshotCache:
                     # (the warm-up's own, after its kept answers' calls had set this one
                     # off): it would only look for rows to find none, under the lock.
                     if now or last is None or last[0] != done[0] or last[1] < parsed:
-                        self._parse_cache.save(bundle_path, snapshot.documents,
-                                               self._settled_stats(slot, snapshot))
+                        stats = self._settled_stats(slot, snapshot)
+                        if now:  # the warm-up's save, off every call's path
+                            stats.update(self._settled_since(bundle_path, slot, snapshot))
+                        self._parse_cache.save(bundle_path, snapshot.documents, stats)
                     else:
                         done = last
             finally:
@@ -282,6 +286,34 @@ class SnapshotCache:
             if key.settled and path in saved and path in captured
             and saved[path].record == captured[path].record
         }
+
+    def _settled_since(self, bundle_path: str, slot: _Slot, snapshot: Snapshot
+                       ) -> dict[str, StatKey]:
+        """The last capture's unsettled stats that can be trusted now
+        (:func:`~bundle_mcp.loader.settled_keys`), for the files whose bytes in ``snapshot``
+        are the ones it saw; kept in the capture's stats too, so that every later save keeps
+        them (a save writes exactly the stats it is given)."""
+        with slot.lock:
+            cached = slot.cached
+        if cached is None:
+            return {}
+        captured = cached.snapshot.documents.cells
+        saved = snapshot.documents.cells
+        unsettled = {
+            path: (key, saved[path].record.sha256) for path, key in cached.stats.items()
+            if not key.settled and path in saved and path in captured
+            and saved[path].record == captured[path].record
+        }
+        if not unsettled:
+            return {}
+        try:
+            keys = settled_keys(bundle_path, unsettled)
+        except (OSError, BundleError):
+            return {}  # the root is gone or unreadable: the next capture says so
+        with slot.lock:
+            if slot.cached is cached and keys:
+                slot.cached = dataclasses.replace(cached, stats={**cached.stats, **keys})
+        return keys
 
     def _slot(self, bundle_path: str) -> _Slot:
         with self._slots_lock:

@@ -261,13 +261,16 @@ def check_total(total: int, limit: int = MAX_TOTAL_BYTES) -> None:
         )
 
 
-def read_relative(root_fd: int, path: str) -> tuple[bytes, StatKey] | None:
+def read_relative(
+    root_fd: int, path: str, seen_ns: int | None = None
+) -> tuple[bytes, StatKey] | None:
     """Read one bundle file by its relative path without following any symlink.
 
     Each folder on the way is opened with ``O_NOFOLLOW`` relative to the one before, and the
     file must still be a regular file within the per-file cap. ``None`` when anything on the
     way is missing, unreadable, or is not what a capture would have read: the caller then
-    walks the whole tree, which reports why.
+    walks the whole tree, which reports why. ``seen_ns``: as for a walk, the time taken before
+    the file was looked at, against which its key is settled or not (:meth:`StatKey.of`).
     """
     *folders, name = path.split("/")
     fd = _open_folders(root_fd, folders)
@@ -281,7 +284,7 @@ def read_relative(root_fd: int, path: str) -> tuple[bytes, StatKey] | None:
         if not stat.S_ISREG(checked.st_mode) or checked.st_size > MAX_FILE_BYTES:
             return None
         try:
-            return _read_file(name, fd, checked, MAX_FILE_BYTES, path)
+            return _read_file(name, fd, checked, MAX_FILE_BYTES, path, seen_ns)
         except _EntryFailure:
             return None
     finally:
