@@ -272,20 +272,25 @@ class SnapshotCache:
         timer.daemon = True
         timer.start()
 
-    def _settled_stats(self, slot: _Slot, snapshot: Snapshot) -> dict[str, StatKey]:
-        """The settled stats of the last capture, for the files whose bytes in ``snapshot``
-        are the ones that capture saw: a stat is only ever saved beside its own bytes' hash."""
+    def _captured_stats(self, slot: _Slot, snapshot: Snapshot
+                        ) -> tuple[_Cached | None, dict[str, StatKey]]:
+        """The last capture, and its stats of the files whose bytes in ``snapshot`` are the
+        ones it saw: a stat is only ever saved beside its own bytes' hash."""
         with slot.lock:
             cached = slot.cached
         if cached is None:
-            return {}
+            return None, {}
         captured = cached.snapshot.documents.cells
         saved = snapshot.documents.cells
-        return {
+        return cached, {
             path: key for path, key in cached.stats.items()
-            if key.settled and path in saved and path in captured
-            and saved[path].record == captured[path].record
+            if path in saved and path in captured and saved[path].record == captured[path].record
         }
+
+    def _settled_stats(self, slot: _Slot, snapshot: Snapshot) -> dict[str, StatKey]:
+        """The settled ones of :meth:`_captured_stats`."""
+        _, stats = self._captured_stats(slot, snapshot)
+        return {path: key for path, key in stats.items() if key.settled}
 
     def _settled_since(self, bundle_path: str, slot: _Slot, snapshot: Snapshot
                        ) -> dict[str, StatKey]:
@@ -293,18 +298,11 @@ class SnapshotCache:
         (:func:`~bundle_mcp.loader.settled_keys`), for the files whose bytes in ``snapshot``
         are the ones it saw; kept in the capture's stats too, so that every later save keeps
         them (a save writes exactly the stats it is given)."""
-        with slot.lock:
-            cached = slot.cached
-        if cached is None:
-            return {}
-        captured = cached.snapshot.documents.cells
-        saved = snapshot.documents.cells
-        unsettled = {
-            path: (key, saved[path].record.sha256) for path, key in cached.stats.items()
-            if not key.settled and path in saved and path in captured
-            and saved[path].record == captured[path].record
-        }
-        if not unsettled:
+        cached, stats = self._captured_stats(slot, snapshot)
+        cells = snapshot.documents.cells
+        unsettled = {path: (key, cells[path].record.sha256)
+                     for path, key in stats.items() if not key.settled}
+        if cached is None or not unsettled:
             return {}
         try:
             keys = settled_keys(bundle_path, unsettled)
