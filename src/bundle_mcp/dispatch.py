@@ -108,8 +108,8 @@ class JsonStringPieces(Pieces):
     __slots__ = ("source", "_size")
 
     def __init__(self, source: Pieces, size: int) -> None:
-        """``size``: the escaped string's length, quotes included (counted by the maker, which
-        holds the text whole: :func:`_json_string_of`)."""
+        """``size``: the escaped string's length, quotes included, counted by its maker
+        (:func:`_json_string_of` from the whole text, :func:`_packed_encoding` part by part)."""
         self.source = source
         self._size = size
 
