@@ -9,7 +9,8 @@ pure function of the frozen fields, so memoising it changes no observable value.
 The value objects own no format rule: whoever builds a :class:`Document` hands it the
 :class:`FormatRules` its derived data is computed by (the loader's are
 ``bundle_mcp.loader.document.OKF_RULES``), so this module imports no parser and depends only on
-:mod:`bundle_mcp.errors` and the standard library.
+:mod:`bundle_mcp.errors`, :mod:`bundle_mcp.frozen_map` (the frozen mappings) and the standard
+library.
 """
 
 from __future__ import annotations
