@@ -12,6 +12,7 @@ import pytest
 from bundle_mcp import snapshots
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.model import Snapshot
 from bundle_mcp.snapshots import SnapshotCache
 from toolcall import every_document_built
 
@@ -72,16 +73,23 @@ class _HeldFirstSave(ParseCache):
         self.finished += 1
 
 
+def _served_held(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *, delay: float
+                 ) -> tuple[Path, _HeldFirstSave, SnapshotCache, Snapshot]:
+    """Forty notes served over a parse cache whose first save waits for ``go_on``, background
+    saves starting ``delay`` seconds after the call that set them off; their snapshot."""
+    monkeypatch.setattr(snapshots, "PERSIST_DELAY_SECONDS", delay)
+    root = _notes(tmp_path, 40)
+    cache = _HeldFirstSave(tmp_path / "cache")
+    served = SnapshotCache(parse_cache=cache)
+    return root, cache, served, served.get(str(root), CancelToken())
+
+
 def test_a_save_asked_for_now_waits_for_one_in_progress_and_then_saves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # The warm-up's own calls start a background save early; the warm-up's last save must not
     # be skipped because that one is still running (it saw only some documents built).
-    monkeypatch.setattr(snapshots, "PERSIST_DELAY_SECONDS", 0.0)
-    root = _notes(tmp_path, 40)
-    cache = _HeldFirstSave(tmp_path / "cache")
-    served = SnapshotCache(parse_cache=cache)
-    snapshot = served.get(str(root), CancelToken())
+    root, cache, served, snapshot = _served_held(tmp_path, monkeypatch, delay=0.0)
     served.persist(str(root), snapshot)  # the background save of a call: it is held
     assert cache.first_started.wait(30)
     every_document_built(snapshot.documents)
@@ -101,12 +109,8 @@ def test_a_background_save_overtaken_by_a_save_of_the_same_bodies_saves_nothing(
     # The warm-up's kept answers are calls: the first sets off a background save a moment
     # later, and the warm-up's own save (asked for now) of every body runs before it. Once
     # that one is done, the background one would only look for rows to find none.
-    monkeypatch.setattr(snapshots, "PERSIST_DELAY_SECONDS", 0.3)
-    root = _notes(tmp_path, 40)
-    cache = _HeldFirstSave(tmp_path / "cache")
+    root, cache, served, snapshot = _served_held(tmp_path, monkeypatch, delay=0.3)
     cache.go_on.set()  # held by nothing: only its count of finished saves is read
-    served = SnapshotCache(parse_cache=cache)
-    snapshot = served.get(str(root), CancelToken())
     every_document_built(snapshot.documents)
     served.persist(str(root), snapshot)  # a call's: in the background, 0.3 s later
     served.persist(str(root), snapshot, now=True)  # the warm-up's: now

@@ -717,7 +717,7 @@ def _packed_encoding(result: dict[str, Any]) -> tuple[PackedBytes, JsonStringPie
             escapes[0] += wire.count(b'"') + wire.count(b"\\")
             yield wire
 
-    encoding = PackedBytes.of_pieces(checked())
+    encoding = PackedBytes(checked())
     if apart[0]:
         return None
     return encoding, JsonStringPieces(encoding, encoding.size + escapes[0] + 2)

@@ -74,26 +74,20 @@ class PackedBytes(Pieces):
 
     __slots__ = ("_deflated", "_size")
 
-    def __init__(self, data: bytes, level: int = LEVEL) -> None:
-        self._deflated = zlib.compress(data, level)
-        self._size = len(data)
-
-    @classmethod
-    def of_pieces(cls, pieces: Iterable[bytes], level: int = LEVEL) -> PackedBytes:
-        """The bytes ``pieces`` make, deflated as they come: the whole is never held."""
+    def __init__(self, data: bytes | Iterable[bytes], level: int = LEVEL) -> None:
+        """``data``: the bytes, or pieces that make them, deflated as they come (the whole is
+        never held)."""
         deflater = zlib.compressobj(level)
         deflated: list[bytes] = []
         size = 0
-        for piece in pieces:
+        for piece in (data,) if isinstance(data, bytes) else data:
             size += len(piece)
             out = deflater.compress(piece)
             if out:  # mostly empty: the deflater holds its input until it has a block
                 deflated.append(out)
         deflated.append(deflater.flush())
-        packed = cls.__new__(cls)
-        packed._deflated = b"".join(deflated)
-        packed._size = size
-        return packed
+        self._deflated = b"".join(deflated)
+        self._size = size
 
     @property
     def size(self) -> int:
