@@ -31,6 +31,7 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.observe": "foundation",
     "bundle_mcp.pieces": "foundation",
     "bundle_mcp.frozen_map": "foundation",
+    "bundle_mcp.packed_text": "foundation",
     "bundle_mcp.model": "model",
     "bundle_mcp.okf": "okf",
     "bundle_mcp.storage": "storage",
@@ -254,8 +255,10 @@ def test_storage_needs_only_the_standard_library_outside_the_package() -> None:
 
 
 def test_the_value_objects_import_only_the_error_types_and_the_frozen_mapping() -> None:
-    """model.py holds no parser: the loader injects how a document's facts are computed."""
-    assert graph()[f"{PACKAGE}.model"] <= {f"{PACKAGE}.errors", f"{PACKAGE}.frozen_map"}
+    """model.py holds no parser: the loader injects how a document's facts are computed. It
+    imports the error types, the frozen mapping and the compressed text its documents hold."""
+    assert graph()[f"{PACKAGE}.model"] <= {
+        f"{PACKAGE}.errors", f"{PACKAGE}.frozen_map", f"{PACKAGE}.packed_text"}
 
 
 def test_the_checker_sees_a_forbidden_import() -> None:

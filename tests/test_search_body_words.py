@@ -101,8 +101,8 @@ def test_bodies_are_not_kept_folded_unless_not_ascii(snapshot: Snapshot) -> None
         assert doc.folded_body() == fold(doc.body)
     ascii_ids = {columns.concept_ids[n] for n in columns.ascii_positions}
     assert ascii_ids == {cid for cid, doc in snapshot.concepts.items() if doc.text.isascii()}
-    assert all(text is snapshot.concepts[columns.concept_ids[n]].text
-               for n, text in zip(columns.ascii_positions, columns.ascii_texts, strict=True))
+    assert all(packed is snapshot.concepts[columns.concept_ids[n]].packed
+               for n, packed in zip(columns.ascii_positions, columns.ascii_texts, strict=True))
     assert {columns.concept_ids[n] for n in columns.other_positions} == {"d/kappa"}
     assert {columns.concept_ids[n] for n in columns.kept_positions} == {"a/gamma", "b/delta"}
 

@@ -38,6 +38,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from .errors import Diagnostic
 from .frozen_map import frozen_mapping
+from .packed_text import PackedText
 
 CONCEPT = "concept"
 INDEX = "index"
@@ -430,16 +431,18 @@ class FormatRules:
 class Document:
     """One captured ``.md`` file: a concept or a reserved ``index.md`` / ``log.md``.
 
-    ``text`` is the whole decoded file (the raw file for ``read_concept``); ``body`` is the text
-    after the frontmatter block and starts on physical line ``body_line`` (1-based). A document that
-    could not be parsed keeps ``parse_error`` and empty parsed fields.
+    ``text`` is the whole decoded file (the raw file for ``read_concept``), kept compressed
+    (``packed``, :mod:`bundle_mcp.packed_text`) and decompressed on each read: read it once per
+    use, not once per line. ``body`` is the text after the frontmatter block and starts on
+    physical line ``body_line`` (1-based). A document that could not be parsed keeps
+    ``parse_error`` and empty parsed fields.
     """
 
     path: str
     kind: str
     concept_id: str | None
     record: FileRecord
-    text: str
+    packed: PackedText
     # Where the frontmatter block's YAML lies in ``text`` (start, end), None without one: the
     # YAML is cut from the text when asked for (:attr:`frontmatter_raw`), not kept beside it.
     frontmatter_span: tuple[int, int] | None
@@ -459,6 +462,11 @@ class Document:
     # cache's ``derived`` rows for these bytes); ``None`` when nothing was kept. Read only by
     # ``derived.of_document``, which still builds whatever this cannot give.
     stored: Callable[[str], Any] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def text(self) -> str:
+        """The whole decoded file, decompressed now."""
+        return self.packed.text()
 
     @property
     def frontmatter_raw(self) -> str | None:
@@ -504,9 +512,9 @@ class Document:
         fold = self.rules.fold
         fm = self.fm
         tags = fm.get("tags")
-        text = self.text
         # An ASCII text has an ASCII body: only the others' bodies are cut out to be asked.
-        ascii_body = text.isascii() or self.body.isascii()
+        body = None if self.packed.ascii else self.body
+        ascii_body = body is None or body.isascii()
         return FoldedFields(
             concept_id=fold(self.concept_id or ""),
             title=fold(fm["title"]) if isinstance(fm.get("title"), str) else "",
@@ -516,7 +524,7 @@ class Document:
             tags=tuple(fold(t) for t in tags if isinstance(t, str))
             if isinstance(tags, tuple)
             else (),
-            kept_body=None if ascii_body else fold(self.body),
+            kept_body=None if ascii_body or body is None else fold(body),
         )
 
     def folded_body(self) -> str:
@@ -538,11 +546,14 @@ class Document:
             # ASCII text folds to text of the same length: the body's fold is the text's from
             # ``body_start`` on, found there without cutting the body out first.
             return fold(text).find(needle, self.body_start) >= 0
-        return needle in fold(self.body)
+        return needle in fold(text[self.body_start:])
 
-    @functools.cached_property
+    @property
     def lines(self) -> Lines:
-        """Physical lines of the file without their terminators (CRLF, CR and LF end a line)."""
+        """Physical lines of the file without their terminators (CRLF, CR and LF end a line).
+
+        Made on each read, over the text decompressed for it: kept, they would keep the text
+        whole beside its compressed form. Take them once per use."""
         return self.rules.lines(self.text)
 
     @property

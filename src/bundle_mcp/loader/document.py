@@ -18,6 +18,7 @@ from ..okf.folding import fold
 from ..okf.ids import concept_id_for_path, concept_id_problem
 from ..okf.markdown_facts import parse_markdown
 from ..okf.relations import extract_relations
+from ..packed_text import PackedText
 from .frontmatter import FrontmatterError, Split, load_yaml, split_frontmatter
 from .precheck import Prechecked
 from .text import LineView, count_lines
@@ -68,7 +69,7 @@ class Checked:
             kind=self.kind,
             concept_id=concept_id,
             record=self.record,
-            text=self.text,
+            packed=PackedText(self.text),
             frontmatter_span=(
                 None if split.raw is None else (split.raw_start, split.raw_end)),
             frontmatter_value=freeze(frontmatter) if frontmatter is not None else None,
@@ -147,7 +148,7 @@ def _broken(
         kind=kind,
         concept_id=concept_id,
         record=record,
-        text=text,
+        packed=PackedText(text),
         frontmatter_span=None,
         frontmatter_value=None,
         body_start=len(text),

@@ -61,6 +61,7 @@ from ..model import (
     anchors_of,
     thaw,
 )
+from ..packed_text import PackedText
 from .capture import StatKey
 from .document import OKF_RULES
 from .frontmatter import DELIMITER_LINE, split_frontmatter
@@ -757,7 +758,8 @@ def decode(
             broken = _broken_text(data)
             return Document(
                 path=path, kind=_str(entry["kind"]), concept_id=_opt_str(entry["concept_id"]),
-                record=record, text=broken, frontmatter_span=None, frontmatter_value=None,
+                record=record, packed=PackedText(broken), frontmatter_span=None,
+                frontmatter_value=None,
                 body_start=len(broken), body_line=1, line_count=count_lines(broken),
                 rules=OKF_RULES, parse_error=Diagnostic.from_row(entry["parse_error"]),
             )
@@ -771,7 +773,7 @@ def decode(
             kind=_str(entry["kind"]),
             concept_id=_interned(entry["concept_id"]),
             record=record,
-            text=text,
+            packed=PackedText(text),
             frontmatter_span=None if frontmatter is None else (raw_start, raw_end),
             frontmatter_value=None if frontmatter is None else Unfrozen(frontmatter),
             body_start=body_start,

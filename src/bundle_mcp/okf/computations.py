@@ -212,9 +212,10 @@ def computation_tokens(tokens: Sequence[Token]) -> ComputationTokens:
 def inline_blocks(doc: Document) -> InlineBlocks:
     """The code blocks (fenced or indented) directly under each level-1 ``# Computation``
     heading, up to the next level-1 heading; lines are 1-based lines of the file."""
-    if not doc.body:
+    body = doc.body
+    if not body:
         return InlineBlocks(0, ())
-    found = computation_tokens(markdown_parser().parse(doc.body))
+    found = computation_tokens(markdown_parser().parse(body))
     return InlineBlocks(len(found.headings), tuple(_block(tok, doc) for tok in found.blocks))
 
 
@@ -357,7 +358,8 @@ def _markdown_file_text(doc: Document) -> ComputationText:
 
 
 def _all_blocks(doc: Document) -> tuple[tuple[int, int, str, str], ...]:
-    tokens = markdown_parser().parse(doc.body) if doc.body else []
+    body = doc.body
+    tokens = markdown_parser().parse(body) if body else []
     return tuple(_block(tok, doc) for tok in _code_tokens(tokens))
 
 

@@ -46,9 +46,10 @@ def markdown_parser() -> MarkdownIt:
 
 def parse_markdown_reference(doc: Document) -> MarkdownFacts:
     """The reference: markdown-it-py's token stream, read as the format's rules say."""
-    if doc.parse_error is not None or not doc.body:
+    body = doc.body if doc.parse_error is None else ""
+    if not body:
         return _NO_FACTS
-    tokens = markdown_parser().parse(doc.body)
+    tokens = markdown_parser().parse(body)
     offset = doc.body_line
     links: list[Link] = []
     refs: list[FootnoteRef] = []

@@ -61,9 +61,10 @@ class _Fallback(Exception):
 
 def parse_markdown_fast(doc: Document) -> MarkdownFacts | None:
     """The reference's facts for ``doc`` from the Rust tree, or ``None`` to use the reference."""
-    if doc.parse_error is not None or not doc.body:
+    body = doc.body if doc.parse_error is None else ""
+    if not body:
         return MarkdownFacts((), (), (), (), ())
-    src = _NEWLINES.sub("\n", doc.body).replace("\0", "\ufffd")
+    src = _NEWLINES.sub("\n", body).replace("\0", "\ufffd")
     if "^[" in src:
         return None  # inline footnotes: the reference numbers and labels them its own way
     if _LOWERCASE_DECLARATION.search(src):

@@ -104,4 +104,5 @@ def section_text(doc: Document, section: Section) -> str:
 
 def body_text(doc: Document) -> str:
     """The body's physical lines (after the frontmatter), line ends normalised to ``\\n``."""
-    return doc.lines.span(doc.body_line - 1, len(doc.lines))
+    lines = doc.lines
+    return lines.span(doc.body_line - 1, len(lines))

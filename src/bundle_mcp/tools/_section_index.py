@@ -538,7 +538,7 @@ def counts_in_folded_body(doc: Document) -> bool:
     """Whether the document's terms are counted in its folded body by offsets (an ASCII body
     folds to its lowercase: same length, same offsets as the text). Otherwise each section's
     words are kept; ``tests/test_search_sections_queries.py`` checks both give one answer."""
-    return doc.body.isascii()
+    return doc.packed.ascii or doc.body.isascii()
 
 
 def _ascii_whole_word(term: str) -> re.Pattern[str]:
@@ -587,16 +587,17 @@ def _index(doc: Any) -> _DocumentIndex:
     heading_words: list[str] = []
     words: list[str] = []
     heading_end = words_end = token_count = total_length = 0
+    lines = doc.lines  # once: each read decompresses the text (Document.lines)
     for section in doc.markdown.sections:
         first, last = section.line_start - 1, section.line_end
         if ascii_body:
-            start, end = doc.lines.bounds(first, last)
+            start, end = lines.bounds(first, last)
             start, end = start - doc.body_start, end - doc.body_start
             raw_tokens = _ASCII_WORD.findall(body, start, end)
             if not raw_tokens and not body[start:end].strip():
                 continue
         else:
-            raw = doc.lines.span(first, last)
+            raw = lines.span(first, last)
             if not raw.strip():
                 continue
             raw_tokens = tokens(raw)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import operator
 from array import array
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from typing import Any
@@ -15,6 +15,7 @@ from ..derived import Slot, of_snapshot
 from ..model import Document, FoldedFields, Snapshot
 from ..okf.folding import fold
 from ..okf.temporal import reference_from
+from ..packed_text import PackedText
 from ..toolspec import CallContext, ToolSpec
 from ._body_words import kept_index
 from ._common import Cards, invalid_field, limit_from
@@ -42,7 +43,7 @@ _JOIN = "\x00"
 # scan of the column's strings in one pass of C.
 _FEW_HITS = 64
 # The texts a body scan first searches as written, to tell whether the rest are worth it
-# (``SearchFields._written``): a few milliseconds at most.
+# (``SearchFields._scanned``): a few milliseconds at most.
 _SAMPLED_TEXTS = 256
 
 
@@ -98,9 +99,9 @@ class SearchFields:
     titles: JoinedColumn
     descriptions: JoinedColumn
     # Three kinds of body, each scanned its own way (``_scanned``); positions in the columns.
-    # An ASCII text (the document's own, not a copy): its fold has the text's offsets, so the
-    # body's fold is the text's from the body's start on.
-    ascii_texts: tuple[str, ...]
+    # An ASCII text (the document's own, compressed: a scan decompresses each in turn): its
+    # fold has the text's offsets, so the body's fold is the text's from the body's start on.
+    ascii_texts: tuple[PackedText, ...]
     ascii_starts: array[int]
     ascii_positions: tuple[int, ...]
     kept_bodies: tuple[str, ...]  # a non-ASCII body: its fold, kept by the document
@@ -141,47 +142,35 @@ class SearchFields:
                 found[n] = priority
         return found
 
-    def _written(self, needle: str) -> list[bool] | None:
-        """Per ASCII text, whether ``needle`` is in its body as written; ``None`` when that is
-        not worth asking.
-
-        A needle that is its own fold, found in a text as written, is in its fold at the same
-        place, so only the texts where it is not are folded. Most needles that come this far
-        (no word of them narrows the bodies) are common, mostly written in lowercase: then most
-        texts are never folded, and this costs less than a fold of each. A needle mostly
-        written otherwise (a capital, as in a heading) would cost a search as written on top of
-        the fold of nearly every text: when fewer than half of the first texts hold it as
-        written, the rest are folded straight away.
-        """
-        if fold(needle) != needle:
-            return None
-        texts, starts = self.ascii_texts, self.ascii_starts
-        head = min(_SAMPLED_TEXTS, len(texts))
-        written = list(map((-1).__lt__, map(str.find, texts[:head], repeat(needle),
-                                             starts[:head])))
-        if sum(written) * 2 < head:
-            return written + [False] * (len(texts) - head)
-        written.extend(map((-1).__lt__, map(str.find, texts[head:], repeat(needle),
-                                            starts[head:])))
-        return written
-
     def _scanned(self, needle: str, token: CancelToken) -> Iterable[int]:
         """The positions of every concept whose folded body holds ``needle``, each kind of body
-        in one pass of C where it can be."""
+        the way it is cheapest.
+
+        An ASCII text is decompressed once (``PackedText``) and searched as written first: a
+        needle that is its own fold, found in a text as written, is in its fold at the same
+        place, so only the texts where it is not are folded. Most needles that come this far
+        (no word of them narrows the bodies) are common, mostly written in lowercase: then most
+        texts are never folded. A needle mostly written otherwise (a capital, as in a heading)
+        would cost a search as written on top of the fold of nearly every text: when fewer than
+        half of the first texts hold it as written, the rest are folded straight away.
+        """
         texts, starts, positions = self.ascii_texts, self.ascii_starts, self.ascii_positions
         if needle.isascii():  # else in no ASCII text, nor in its fold
-            unfolded: Sequence[int] = range(len(texts))
-            written = self._written(needle)
-            if written is not None:
-                yield from compress(positions, written)
-                unfolded = [k for k, found in enumerate(written) if not found]
-                token.check()
-            # ASCII text folds to text of the same length (``fold``): found at or after the
-            # body's start is found in the body's fold. Each folded text is let go once checked.
-            found_at = map(str.find, map(fold, map(texts.__getitem__, unfolded)), repeat(needle),
-                           map(starts.__getitem__, unfolded))
-            yield from compress(map(positions.__getitem__, unfolded),
-                                map((-1).__lt__, found_at))
+            as_written = fold(needle) == needle
+            held = 0
+            for k, packed in enumerate(texts):
+                if not k % _SAMPLED_TEXTS:
+                    token.check()
+                    if k == _SAMPLED_TEXTS:
+                        as_written = as_written and held * 2 >= k
+                text, start = packed.text(), starts[k]
+                if as_written and text.find(needle, start) >= 0:
+                    held += 1
+                    yield positions[k]
+                # ASCII text folds to text of the same length (``fold``): found at or after
+                # the body's start is found in the body's fold.
+                elif fold(text).find(needle, start) >= 0:
+                    yield positions[k]
         token.check()
         yield from compress(self.kept_positions,
                             map(operator.contains, self.kept_bodies, repeat(needle)))
@@ -195,7 +184,7 @@ def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
     folded: list[FoldedFields] = []
     tags: list[str] = []
     owners: list[int] = []
-    ascii_texts: list[str] = []
+    ascii_texts: list[PackedText] = []
     ascii_starts = array("L")
     ascii_positions: list[int] = []
     kept_bodies: list[str] = []
@@ -212,8 +201,8 @@ def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
         if fields.kept_body is not None:
             kept_bodies.append(fields.kept_body)
             kept_positions.append(n)
-        elif doc.text.isascii():
-            ascii_texts.append(doc.text)
+        elif doc.packed.ascii:
+            ascii_texts.append(doc.packed)
             ascii_starts.append(doc.body_start)
             ascii_positions.append(n)
         else:

@@ -181,8 +181,9 @@ def _citations(doc: Document) -> Iterator[Diagnostic]:
                    "citation markers require a bottom '# Citations' section", markers[0][1])
         return
     numbers: list[int] = []
+    lines = doc.lines  # once: each read decompresses the text (Document.lines)
     for n in range(first, last_line + 1):
-        m = _CITATION_ENTRY.fullmatch(doc.lines[n - 1])
+        m = _CITATION_ENTRY.fullmatch(lines[n - 1])
         if not m:
             continue
         numbers.append(int(m[1]))

@@ -153,6 +153,7 @@ def _index_structure(doc: Document) -> Iterator[Diagnostic]:
 
 def _log_structure(doc: Document) -> Iterator[Diagnostic]:
     tokens = _tokens(doc)
+    lines = doc.lines  # once: each read decompresses the text (Document.lines)
     previous = None
     group: tuple[int, str] | None = None
     group_entries = 0
@@ -161,7 +162,7 @@ def _log_structure(doc: Document) -> Iterator[Diagnostic]:
         if tok.type == "heading_open" and tok.map is not None:
             text = tokens[i + 1].content.strip()
             line = tok.map[0] + doc.body_line
-            raw_heading = doc.lines[line - 1].strip()
+            raw_heading = lines[line - 1].strip()
             starts_group = tok.tag == "h2" or _DATE_LIKE.fullmatch(text)
             if starts_group and group is not None and group_entries == 0:
                 yield _empty_group(doc, group)
@@ -198,7 +199,7 @@ def _log_structure(doc: Document) -> Iterator[Diagnostic]:
             continue
         elif tok.type == "bullet_list_open":
             for n in range(tok.map[0], tok.map[1]):
-                raw = doc.lines[n + doc.body_line - 1]
+                raw = lines[n + doc.body_line - 1]
                 stripped = raw.lstrip()
                 if raw and raw[0] in "-*+":
                     group_entries += 1
@@ -213,7 +214,7 @@ def _log_structure(doc: Document) -> Iterator[Diagnostic]:
             line = tok.map[0] + doc.body_line
             yield error(doc.path, "log_non_list_entry",
                         f"log date group contains non-list entry: "
-                        f"\"{doc.lines[line - 1].strip()}\"", line, spec_ref=SPEC_LOG)
+                        f"\"{lines[line - 1].strip()}\"", line, spec_ref=SPEC_LOG)
     if group is not None and group_entries == 0:
         yield _empty_group(doc, group)
 
@@ -242,7 +243,8 @@ def index_description_mismatches(doc: Document, snapshot: Snapshot) -> Iterator[
 
 
 def _tokens(doc: Document) -> list[Token]:
-    return markdown_parser().parse(doc.body) if doc.body else []
+    body = doc.body
+    return markdown_parser().parse(body) if body else []
 
 
 def _first_link(inline: Token | None) -> tuple[str | None, str]:

@@ -1,0 +1,145 @@
+"""A document's text is held compressed (``bundle_mcp.packed_text``, issue 29): read back whole
+and exact, held in fewer bytes than the text, from any thread; a built document keeps no copy
+of it, parsed or read back from the parse cache, and a call decompresses only the texts of the
+documents its answer reads."""
+
+from __future__ import annotations
+
+import threading
+import tracemalloc
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bundle_mcp import packed_text
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.packed_text import MIN_PACKED, PackedText
+from toolcall import every_document_built
+
+# A page of prose as documentation has it: words repeat, so it compresses to well under half.
+_WORDS = ("the pipeline retries each stage when its input is late and records the latency of "
+          "every run in the nightly report so that owners see slow stages early").split()
+
+
+def _page(n: int, words: int = 900) -> str:
+    body = " ".join(_WORDS[(n + k * 7) % len(_WORDS)] for k in range(words))
+    return f"---\ntype: Runbook\ntitle: Page {n}\n---\n# Page {n}\n\n{body}\n"
+
+
+@given(st.text())
+def test_a_packed_text_reads_back_exactly(text: str) -> None:
+    packed = PackedText(text)
+    assert packed.text() == text
+    assert len(packed) == len(text)
+    assert packed.ascii == text.isascii()
+    assert packed == PackedText(text)
+    assert hash(packed) == hash(PackedText(text))
+
+
+@given(st.text(min_size=MIN_PACKED), st.text(min_size=MIN_PACKED))
+def test_packed_texts_are_equal_when_their_texts_are(a: str, b: str) -> None:
+    assert (PackedText(a) == PackedText(b)) == (a == b)
+
+
+def test_a_short_text_is_kept_as_it_is_and_a_long_one_compressed() -> None:
+    short, long = "# Title\n", _page(1)
+    assert PackedText(short).packed_size == len(short)
+    assert PackedText(long).packed_size * 2 < len(long.encode())
+
+
+def test_a_packed_text_holds_fewer_bytes_than_its_text() -> None:
+    """What is held, counted by the allocator: the compressor's own output object keeps a
+    block as large as its input, so keeping it would save nothing (a copy of its length is
+    kept)."""
+    texts = [_page(n) for n in range(50)]
+    size = sum(len(t) for t in texts)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        packed = [PackedText(t) for t in texts]
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held * 2 < size, (held, size)
+    assert [p.text() for p in packed] == texts
+
+
+def test_texts_read_back_from_many_threads_at_once() -> None:
+    """Each thread decompresses with its own context (Zstandard's are not to be shared)."""
+    packed = [(PackedText(_page(n)), _page(n)) for n in range(40)]
+    wrong: list[int] = []
+
+    def read() -> None:
+        for _ in range(20):
+            wrong.extend(n for n, (p, text) in enumerate(packed) if p.text() != text)
+
+    threads = [threading.Thread(target=read) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert wrong == []
+
+
+def _bundle(root: Path, pages: int = 30) -> str:
+    root.mkdir()
+    (root / "index.md").write_text('---\nokf_version: "0.2"\n---\n# Bundle\n', encoding="utf-8")
+    (root / "p").mkdir()
+    for n in range(pages):
+        (root / "p" / f"c{n}.md").write_text(_page(n), encoding="utf-8")
+    return str(root)
+
+
+@pytest.mark.parametrize("how", ["parsed", "read back"])
+def test_a_built_document_keeps_its_text_compressed_and_no_copy(
+    tmp_path: Path, how: str
+) -> None:
+    bundle = _bundle(tmp_path / "b")
+    first, _ = load_bundle(bundle)
+    every_document_built(first.documents)
+    snapshot = first
+    if how == "read back":
+        cache = ParseCache(tmp_path / "cache")
+        cache.save(bundle, first.documents)
+        snapshot, _ = load_bundle(bundle, cached=cache.load(bundle))
+        every_document_built(snapshot.documents)
+    for path, doc in snapshot.documents.items():
+        text = (Path(bundle) / path).read_text(encoding="utf-8")
+        assert doc.text == text
+        assert isinstance(doc.packed, PackedText)
+        if doc.is_concept:
+            assert doc.packed.packed_size * 2 < len(text), path
+        doc.markdown  # noqa: B018 (built and kept)
+        doc.folded  # noqa: B018
+        doc.lines  # noqa: B018 (made on each read, never kept)
+        held = [value for value in vars(doc).values() if isinstance(value, str)]
+        assert not any(len(value) >= MIN_PACKED for value in held), path
+
+
+def test_a_call_decompresses_only_the_texts_its_answer_reads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Once the warm-up's structures exist, reading one concept decompresses that concept's
+    text alone (a feature that scans every text in a small call fails here)."""
+    bundle = _bundle(tmp_path / "b", pages=60)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    token = CancelToken()
+    arguments = {"bundle_path": bundle, "concept_id": "p/c7"}
+    dispatcher.call("read_concept", arguments, token)  # loads the snapshot
+    read: list[str] = []
+    real = PackedText.text
+
+    def counted(self: PackedText) -> str:
+        text = real(self)
+        read.append(text.split("\n", 3)[2])  # its title line
+        return text
+
+    monkeypatch.setattr(packed_text.PackedText, "text", counted)
+    outcome = dispatcher.call("read_concept", arguments, token)
+    assert not outcome.is_error
+    assert read and set(read) == {"title: Page 7"}
