@@ -512,9 +512,9 @@ class Document:
         fold = self.rules.fold
         fm = self.fm
         tags = fm.get("tags")
-        # An ASCII text has an ASCII body: only the others' bodies are cut out to be asked.
+        # An ASCII text has an ASCII body: only the others' bodies are decompressed and cut
+        # out to be asked.
         body = None if self.packed.ascii else self.body
-        ascii_body = body is None or body.isascii()
         return FoldedFields(
             concept_id=fold(self.concept_id or ""),
             title=fold(fm["title"]) if isinstance(fm.get("title"), str) else "",
@@ -524,7 +524,7 @@ class Document:
             tags=tuple(fold(t) for t in tags if isinstance(t, str))
             if isinstance(tags, tuple)
             else (),
-            kept_body=None if ascii_body or body is None else fold(body),
+            kept_body=fold(body) if body is not None and not body.isascii() else None,
         )
 
     def folded_body(self) -> str:
