@@ -145,3 +145,31 @@ def test_a_call_decompresses_only_the_texts_its_answer_reads(
     outcome = dispatcher.call("read_concept", arguments, token)
     assert not outcome.is_error
     assert read and set(read) == {"title: Page 7"}
+
+
+def test_a_context_pack_cuts_the_texts_of_the_items_it_can_hold_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Sixty pages answer the question; a small pack holds a few. An item that cannot fit even
+    with no text is left out before its section is cut from its document's text, so the
+    call decompresses a few texts, not one per ranked candidate."""
+    bundle = _bundle(tmp_path / "b", pages=60)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    token = CancelToken()
+    arguments = {"bundle_path": bundle, "question": "which stage retries when input is late",
+                 "max_tokens": 256}
+    dispatcher.call("context", arguments, token)  # builds the index and the snapshot
+    read: list[int] = []
+    real = PackedText.text
+    caller = threading.get_ident()
+
+    def counted(self: PackedText) -> str:
+        if threading.get_ident() == caller:
+            read.append(id(self))
+        return real(self)
+
+    monkeypatch.setattr(packed_text.PackedText, "text", counted)
+    answer = dispatcher.call("context", arguments, token).structured
+    assert answer is not None
+    assert len(answer["items"]) + answer["omitted"] >= 30
+    assert len(set(read)) <= len(answer["items"]) + 2, (len(set(read)), answer["omitted"])

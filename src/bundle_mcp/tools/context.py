@@ -575,8 +575,14 @@ def _pack(
         if len(items) >= MAX_ITEMS:
             omitted += 1
             continue
-        text, clipped = _full_text(snapshot, c, not items)
         copies = also_in.get((c.concept_id, c.line_start), [])
+        # No text makes an item cheaper than an empty one marked clipped: when even that does
+        # not fit, the item is left out without cutting its text (a section's text is cut
+        # from its document's text, decompressed for it).
+        if used + token_cost(_item(snapshot, c, len(items) + 1, ref, "", True, copies)) > budget:
+            omitted += 1
+            continue
+        text, clipped = _full_text(snapshot, c, not items)
         item = _item(snapshot, c, len(items) + 1, ref, text, clipped, copies)
         cost = token_cost(item)
         if used + cost > budget:
