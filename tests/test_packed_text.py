@@ -95,6 +95,13 @@ def _bundle(root: Path, pages: int = 30) -> str:
     return str(root)
 
 
+def _dispatcher(bundle: str, monkeypatch: pytest.MonkeyPatch) -> Dispatcher:
+    """A dispatcher with no parse cache: no background save runs after the test (it would
+    read texts, and allocate, in other tests' time)."""
+    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")
+    return Dispatcher(ServeConfig(bundles=(bundle,)))
+
+
 @pytest.mark.parametrize("how", ["parsed", "read back"])
 def test_a_built_document_keeps_its_text_compressed_and_no_copy(
     tmp_path: Path, how: str
@@ -127,7 +134,7 @@ def test_a_call_decompresses_only_the_texts_its_answer_reads(
     """Reading one concept decompresses that concept's text alone, in the calling thread (a
     feature that scans every text in a small call fails here)."""
     bundle = _bundle(tmp_path / "b", pages=60)
-    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    dispatcher = _dispatcher(bundle, monkeypatch)
     token = CancelToken()
     arguments = {"bundle_path": bundle, "concept_id": "p/c7"}
     dispatcher.call("read_concept", arguments, token)  # loads the snapshot
@@ -154,7 +161,7 @@ def test_a_context_pack_cuts_the_texts_of_the_items_it_can_hold_only(
     with no text is left out before its section is cut from its document's text, so the
     call decompresses a few texts, not one per ranked candidate."""
     bundle = _bundle(tmp_path / "b", pages=60)
-    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    dispatcher = _dispatcher(bundle, monkeypatch)
     token = CancelToken()
     arguments = {"bundle_path": bundle, "question": "which stage retries when input is late",
                  "max_tokens": 256}
@@ -173,3 +180,26 @@ def test_a_context_pack_cuts_the_texts_of_the_items_it_can_hold_only(
     assert answer is not None
     assert len(answer["items"]) + answer["omitted"] >= 30
     assert len(set(read)) <= len(answer["items"]) + 2, (len(set(read)), answer["omitted"])
+
+
+def test_a_threads_kept_compression_context_stays_small() -> None:
+    """A long text is compressed with a context of its own: the thread's kept one keeps the
+    workspace of the largest input it compressed, and every thread keeps one."""
+
+    def kept_after(text: str) -> int:
+        sizes: list[int] = []
+
+        def work() -> None:
+            PackedText(text)
+            sizes.append(packed_text._CONTEXTS.compressor.memory_size())
+
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+        return sizes[0]
+
+    page = _page(3)
+    assert len(page.encode()) <= packed_text.KEPT_CONTEXT_MAX
+    long = page * 200  # about a megabyte
+    assert PackedText(long).text() == long
+    assert kept_after(long) <= kept_after(page)
