@@ -348,16 +348,19 @@ def test_the_pack_never_exceeds_its_budget_with_copies(
 
 
 def test_the_holders_of_a_stem_are_a_compact_array_in_concept_order(tmp_path: Path) -> None:
-    # 4 bytes a holder, not a tuple of pointers: the index of a 9,978-concept bundle is about
-    # 26 MiB smaller (bench/results/2026-12-04-context-known-items.md).
+    # 2 bytes a holder below 65,536 concepts, not a tuple of pointers: the index of a
+    # 9,978-concept bundle is about 26 MiB smaller than with tuples
+    # (bench/results/2026-12-04-context-known-items.md), and 2 bytes instead of 4 a holder
+    # saved about 5 MiB more (docs/decisions/memory-texts.md).
     from array import array
 
-    from bundle_mcp.tools._context_index import holders
+    from bundle_mcp.tools._context_index import holder_code, holders
 
     root = versioned_bundle(tmp_path)
     dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
     snapshot = dispatcher.served_snapshot(root, CancelToken())
     index = holders(snapshot, CancelToken())
-    assert all(isinstance(at, array) and at.typecode == "i" for at in index.by_stem.values())
+    assert all(isinstance(at, array) and at.typecode == "H" for at in index.by_stem.values())
+    assert (holder_code(1 << 16), holder_code((1 << 16) + 1)) == ("H", "i")
     cache = [index.concepts[n][0] for n in index.by_stem[stem("cache")]]
     assert cache == [cid for cid, _ in index.concepts if cid.endswith("cache") or cid == "guide"]

@@ -511,7 +511,7 @@ class _Holders:
     (concept at position p: sections first_section[p] up to first_section[p + 1])."""
 
     concepts: tuple[tuple[str, DocumentWords], ...]
-    by_stem: dict[str, array[int]]  # 4 bytes a holder, not a tuple's 8-byte pointer
+    by_stem: dict[str, array[int]]  # 2 or 4 bytes a holder (holder_code), not a tuple's 8
     first_section: array[int]
     owner: array[int]  # section number in the snapshot → its concept's position
 
@@ -526,6 +526,7 @@ def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
     found: dict[str, array[int]] = {}
     first_section = array("i", (0,))
     owner = array("i")
+    code = holder_code(len(snapshot.concepts))
     for n, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
         words = document_words(doc)
@@ -535,10 +536,16 @@ def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
         for word in words.vocabulary():
             held = found.get(word)
             if held is None:
-                found[word] = array("i", (n,))
+                found[word] = array(code, (n,))
             else:
                 held.append(n)
     return _Holders(tuple(concepts), found, first_section, owner)
+
+
+def holder_code(concepts: int) -> str:
+    """The array type of a stem's holders: two bytes a holder while the positions fit (below
+    65,536 concepts; 2.9 million holders at 9,978 concepts), four past that."""
+    return "H" if concepts <= 1 << 16 else "i"
 
 
 def holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
