@@ -64,6 +64,14 @@ def test_fold_is_nfc_of_casefold(text: str, folded: str) -> None:
     assert fold(text) == folded
 
 
+def test_a_text_that_is_its_own_fold_is_given_back_not_copied() -> None:
+    """Search keeps the folds of every concept's ID, tags and description: for the ones that
+    are already folded (lowercase ASCII), the fold is the string itself, not a second copy."""
+    already = "".join(["jobs/", "nightly-export"])  # made at run time: not a shared constant
+    assert fold(already) is already
+    assert fold("Nightly Export") == "nightly export"
+
+
 def test_search_concepts_matches_decomposed_and_composed_forms(tmp_bundle) -> None:
     root = tmp_bundle({"a.md": note("Caf\u00e9"), "b.md": note("x", "CAFE\u0301 sign")})
     snapshot, _ = load_bundle(root)

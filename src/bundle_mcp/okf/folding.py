@@ -10,7 +10,10 @@ def fold(text: str) -> str:
 
     ASCII text has no decompositions and casefolds to its lowercase, so it skips the two
     normalisations: most documentation is ASCII, and this runs over every body of a bundle.
+    Text that is its own fold is given back as it is, not as an equal copy: the folds search
+    keeps of every concept's ID, tags and description are mostly the strings themselves.
     """
     if text.isascii():
-        return text.lower()
+        folded = text.lower()
+        return text if folded == text else folded
     return unicodedata.normalize("NFC", unicodedata.normalize("NFD", text).casefold())
