@@ -348,7 +348,7 @@ def test_the_pack_never_exceeds_its_budget_with_copies(
 
 
 def test_the_holders_of_a_stem_are_a_compact_array_in_concept_order(tmp_path: Path) -> None:
-    # 2 bytes a holder below 65,536 concepts, not a tuple of pointers: the index of a
+    # 2 bytes a holder up to 65,536 concepts, not a tuple of pointers: the index of a
     # 9,978-concept bundle is about 26 MiB smaller than with tuples
     # (bench/results/2026-12-04-context-known-items.md), and 2 bytes instead of 4 a holder
     # saved about 5 MiB more (docs/decisions/memory-texts.md).

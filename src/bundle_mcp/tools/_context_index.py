@@ -543,7 +543,7 @@ def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
 
 
 def holder_code(concepts: int) -> str:
-    """The array type of a stem's holders: two bytes a holder while the positions fit (below
+    """The array type of a stem's holders: two bytes a holder while the positions fit (up to
     65,536 concepts; 2.9 million holders at 9,978 concepts), four past that."""
     return "H" if concepts <= 1 << 16 else "i"
 
