@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bundle_mcp.cancel import CancelToken
+from bundle_mcp.okf import graph as graph_module
 from bundle_mcp.okf.graph import (
     COMMUNITY_KIND,
     COMMUNITY_WEIGHT,
@@ -177,6 +178,34 @@ def test_a_walk_builds_arcs_only_for_the_concepts_it_expands() -> None:
     walk(graph, [graph.concept("c05")], Selection.every(), 2, UNBOUNDED, CancelToken())
     expanded = {concept_id for concept_id in snapshot.concepts if concept_id in graph._arcs}
     assert expanded == {"c04", "c05", "c06"}
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_walk_tables_stay_bounded_and_answer_as_unbounded_ones(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A graph keeps at most WALK_TABLES_KEPT concepts' walk tables: walks from every concept
+    leave each table within it, and a walk whose tables were emptied meanwhile (a cap of 3)
+    finds exactly what one with every table kept finds."""
+    snapshot = snapshot_of(_bundle(seed))
+    token = CancelToken()
+    starts = sorted(snapshot.concepts)
+
+    def walks(graph: BundleGraph) -> list[Any]:
+        out = []
+        for name in sorted(SELECTIONS):
+            for start in starts:
+                seeds = [graph.concept(start), *graph.sections_of(start)[:1]]
+                done = walk(graph, seeds, SELECTIONS[name], 3, UNBOUNDED, token)
+                out.append((done.found, done.cut, done.total))
+        return out
+
+    unbounded = walks(BundleGraph(snapshot))
+    monkeypatch.setattr(graph_module, "WALK_TABLES_KEPT", 3)
+    small = BundleGraph(snapshot)
+    assert walks(small) == unbounded
+    tables = (small._arcs, small._field_arcs, small._section_arcs, small._sections)
+    assert all(0 < len(table) <= 3 for table in tables)
 
 
 @pytest.mark.parametrize("seed", range(2))

@@ -43,10 +43,10 @@ from __future__ import annotations
 
 import re
 import types
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..cancel import CancelToken
 from ..derived import Slot, of_snapshot
@@ -407,6 +407,28 @@ def field_edges(
     )
 
 
+# The most concepts whose walk tables (arcs, field arcs, section arcs, section entities) a graph
+# keeps, each table on its own: past it, a table is emptied and fills again with what the next
+# walks reach. Kept for every concept a long-serving graph's walks have expanded, they grew to
+# about 70 MiB at 9,978 concepts; a depth-2 walk from the bench's 1,000-link hub expands 534
+# concepts, and the bench's walks 1,333 together.
+WALK_TABLES_KEPT = 2048
+
+_V = TypeVar("_V")
+
+
+def _kept(table: dict[str, _V], key: str, build: Callable[[], _V]) -> _V:
+    """``table[key]``, built and stored when missing; a table at :data:`WALK_TABLES_KEPT`
+    entries is emptied first. Every value is a pure function of the snapshot and the key, so a
+    value built again equals the one let go, and a race keeps one of two equal values."""
+    found = table.get(key)
+    if found is None:
+        if len(table) >= WALK_TABLES_KEPT:
+            table.clear()
+        found = table.setdefault(key, build())
+    return found
+
+
 class BundleGraph:
     """Entities, tags and adjacency of one snapshot, each part built on first use.
 
@@ -422,7 +444,8 @@ class BundleGraph:
         self._sections: dict[str, tuple[Entity, ...]] = {}
         self._tags: dict[str, tuple[str, ...]] = {}
         # The walk's per-concept adjacency (:meth:`arcs`), built when a walk first expands the
-        # concept: nothing here is built for a concept no walk reached.
+        # concept: nothing here is built for a concept no walk reached, and at most
+        # WALK_TABLES_KEPT concepts' are kept (:func:`_kept`).
         self._arcs: dict[str, tuple[Arc, ...]] = {}
         self._field_arcs: dict[str, tuple[Arc, ...]] = {}
         self._section_arcs: dict[str, tuple[SectionArc, ...]] = {}
@@ -442,14 +465,12 @@ class BundleGraph:
     def sections_of(self, concept_id: str) -> tuple[Entity, ...]:
         """A concept's section entities in document order (a locator that is a concept ID
         names that concept, so such a section is left out)."""
-        found = self._sections.get(concept_id)
-        if found is None:
+        def build() -> tuple[Entity, ...]:
             doc = self.snapshot.concepts[concept_id]
             entities = (self._section_entity(doc, s) for s in doc.markdown.sections)
-            found = self._sections.setdefault(
-                concept_id, tuple(e for e in entities if e is not None)
-            )
-        return found
+            return tuple(e for e in entities if e is not None)
+
+        return _kept(self._sections, concept_id, build)
 
     def _section_entity(self, doc: Document, section: Section) -> Entity | None:
         section_id = locator(doc.path, section.line_start, section.line_end)
@@ -569,31 +590,21 @@ class BundleGraph:
     def arcs(self, concept_id: str) -> tuple[Arc, ...]:
         """The walk's view of a concept's links and relations (:attr:`Snapshot.edges_by_concept`,
         in its order), each with its ranking key already built (see :data:`Arc`)."""
-        found = self._arcs.get(concept_id)
-        if found is None:
-            edges = self.snapshot.edges_by_concept.get(concept_id, ())
-            found = self._arcs.setdefault(concept_id, _arcs(concept_id, edges))
-        return found
+        return _kept(self._arcs, concept_id, lambda: _arcs(
+            concept_id, self.snapshot.edges_by_concept.get(concept_id, ())))
 
     def field_arcs(self, concept_id: str, token: CancelToken) -> tuple[Arc, ...]:
         """:meth:`arcs` for the concept's field edges (:meth:`field_edges_of`)."""
-        found = self._field_arcs.get(concept_id)
-        if found is None:
-            edges = self.field_edges_of(concept_id, token)
-            found = self._field_arcs.setdefault(concept_id, _arcs(concept_id, edges))
-        return found
+        return _kept(self._field_arcs, concept_id,
+                     lambda: _arcs(concept_id, self.field_edges_of(concept_id, token)))
 
     def section_arcs(self, concept_id: str) -> tuple[SectionArc, ...]:
         """The ``PART_OF`` edges from a concept's sections, as the concept's walk sees them
         (incoming), in :meth:`sections_of` order."""
-        found = self._section_arcs.get(concept_id)
-        if found is None:
-            found = self._section_arcs.setdefault(concept_id, tuple(
-                ((-PART_OF_WEIGHT, PART_OF, INCOMING, concept_id, section.id, concept_id),
-                 section)
-                for section in self.sections_of(concept_id)
-            ))
-        return found
+        return _kept(self._section_arcs, concept_id, lambda: tuple(
+            ((-PART_OF_WEIGHT, PART_OF, INCOMING, concept_id, section.id, concept_id), section)
+            for section in self.sections_of(concept_id)
+        ))
 
     def field_edges_of(self, concept_id: str, token: CancelToken) -> tuple[Edge, ...]:
         """The field edges touching a concept, in :func:`field_edges` order."""
