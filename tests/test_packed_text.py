@@ -126,6 +126,9 @@ def test_a_built_document_keeps_its_text_compressed_and_no_copy(
         doc.lines  # noqa: B018 (made on each read, never kept)
         held = [value for value in vars(doc).values() if isinstance(value, str)]
         assert not any(len(value) >= MIN_PACKED for value in held), path
+        # Lines kept would keep the text (a LineView holds the text it was cut from).
+        assert "lines" not in vars(doc), path
+        assert doc.lines is not doc.lines
 
 
 def test_a_call_decompresses_only_the_texts_its_answer_reads(
