@@ -1,18 +1,34 @@
 """What a built document holds (issue 29): one object per repeated string, no second copy of
-its frontmatter once frozen, no cached facts' text once decoded. Parsed and read back from the
+its frontmatter once frozen, its Markdown facts as packed text rather than objects. Parsed and read back from the
 parse cache alike: a restarted server must hold what a cold one holds."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 from pathlib import Path
 
 import pytest
 
 from bundle_mcp.loader import load_bundle
-from bundle_mcp.loader.document import parse_document
-from bundle_mcp.loader.parse_cache import ParseCache, markdown_from_cache
-from bundle_mcp.model import Document, Snapshot, Unfrozen, anchors_of, thaw
+from bundle_mcp.loader.document import document_rules, parse_document
+from bundle_mcp.loader.parse_cache import (
+    ParseCache,
+    encode_facts,
+    has_markdown,
+    markdown_from_cache,
+    markdown_used,
+)
+from bundle_mcp.model import (
+    Document,
+    Link,
+    MarkdownFacts,
+    Section,
+    Snapshot,
+    Unfrozen,
+    anchors_of,
+    thaw,
+)
 from bundle_mcp.okf.markdown import parse_markdown_reference
 from toolcall import every_document_built
 
@@ -136,16 +152,34 @@ def test_read_back_frontmatter_lets_its_json_go_once_frozen(tmp_path: Path) -> N
     assert isinstance(other, Unfrozen) and value != other
 
 
-def test_read_back_facts_let_their_text_go_once_decoded(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["parsed", "read back"])
+def test_a_document_keeps_its_facts_as_packed_text_not_objects(tmp_path: Path, how: str) -> None:
     first, second = _parsed_and_read_back(tmp_path)
-    doc = second.documents["a/c0.md"]
-    decode = doc.rules.markdown
-    assert any(isinstance(r, str) for r in gc.get_referents(decode))
+    doc = (first if how == "parsed" else second).documents["a/c0.md"]
     facts = doc.markdown
-    assert facts == first.documents["a/c0.md"].markdown
-    assert not any(isinstance(r, str) for r in gc.get_referents(decode))
-    # Asked again (only a race would), it parses the body: the same facts.
-    assert decode(doc) == facts
+    assert facts == parse_markdown_reference(doc)
+    # Each read decodes anew: nothing the document holds is a fact object.
+    again = doc.markdown
+    assert again == facts and again is not facts
+    del facts, again
+    gc.collect()
+    held = [doc, *gc.get_referents(doc), *gc.get_referents(doc.rules.markdown)]
+    for value in list(held):
+        held.extend(gc.get_referents(value) if isinstance(value, dict) else ())
+    assert not any(isinstance(v, (MarkdownFacts, Link, Section)) for v in held)
+    assert markdown_used(doc) and has_markdown(doc)
+
+
+def test_a_damaged_facts_text_is_parsed_instead_and_replaced(tmp_path: Path) -> None:
+    first, _ = _parsed_and_read_back(tmp_path)
+    parsed = first.documents["a/c0.md"]
+    for damaged in ("not json", '{"links": 3}', '{"links": [], "sections": [[1]]}'):
+        rules = document_rules(damaged)
+        doc = dataclasses.replace(parsed, rules=rules)
+        assert markdown_from_cache(doc) and not markdown_used(doc)
+        # What a save writes is checked first: the parse's facts, not the damaged text.
+        assert encode_facts(doc) == encode_facts(parsed)
+        assert doc.markdown == parsed.markdown == doc.markdown
 
 
 def test_the_anchors_answer_as_a_set_would() -> None:

@@ -1,7 +1,7 @@
 """Work counters: a one-concept call parses one document, whatever the bundle's size.
 
 No test here reads a clock. Each counts the documents whose Markdown was parsed during a call
-(``"markdown" in doc.__dict__``: ``Document.markdown`` is computed on first use and kept there),
+(``markdown_used``: whether ``Document.markdown`` was asked for, parsed or read back),
 so a feature that drags the whole bundle into a small call fails here on any machine. Issue 29
 found ``read_concept`` parsing all 9,890 documents of a bundle to say which computations one
 concept links to.
@@ -15,7 +15,7 @@ import pytest
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
-from bundle_mcp.loader.parse_cache import ParseCache, markdown_from_cache
+from bundle_mcp.loader.parse_cache import ParseCache, markdown_from_cache, markdown_used
 from bundle_mcp.model import Snapshot, Unfrozen
 from bundle_mcp.snapshots import SnapshotCache
 from toolcall import every_document_built
@@ -45,7 +45,7 @@ def _write_bundle(root: Path) -> None:
 
 
 def _parsed(snapshot: Snapshot) -> set[str]:
-    return {doc.path for doc in snapshot.documents.built() if "markdown" in doc.__dict__}
+    return {doc.path for doc in snapshot.documents.built() if markdown_used(doc)}
 
 
 def _built(snapshot: Snapshot) -> set[str]:
@@ -142,7 +142,7 @@ def _parsed_by_the_parser(snapshot: Snapshot) -> set[str]:
     """Documents whose Markdown facts the parser computed (not read back from the cache)."""
     return {
         doc.path for doc in snapshot.documents.built()
-        if "markdown" in doc.__dict__ and not markdown_from_cache(doc)
+        if markdown_used(doc) and not markdown_from_cache(doc)
     }
 
 

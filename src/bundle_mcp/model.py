@@ -422,7 +422,9 @@ class FormatRules:
     so memoising its result on the document changes no answer.
     """
 
-    markdown: Callable[[Document], MarkdownFacts]  # links, sections, anchors, footnotes
+    # Links, sections, anchors, footnotes; the loader gives each document a callable of its
+    # own that keeps what it computed (as packed text: ``loader.facts_codec.PackedFacts``).
+    markdown: Callable[[Document], MarkdownFacts]
     fold: Callable[[str], str]  # caseless matching, for the fields search compares
     lines: Callable[[str], Lines]  # the physical lines every line number counts
 
@@ -499,11 +501,19 @@ class Document:
         """The frontmatter mapping, empty when there is none."""
         return self.frontmatter if self.frontmatter is not None else _EMPTY
 
-    @functools.cached_property
+    @property
     def markdown(self) -> MarkdownFacts:
-        # Parsed (or read back from the parse cache) on first use: listing or reading a concept
-        # needs no Markdown parse.
+        """The Markdown facts, made now from what the rules keep: the body is parsed on first
+        use (listing or reading a concept needs no Markdown parse), then its facts are kept as
+        compressed text and decoded on each read (``loader.facts_codec``). Read them once per
+        use, not once per link."""
         return self.rules.markdown(self)
+
+    @functools.cached_property
+    def sliced(self) -> bool:
+        """Whether the concept was cut into sections (two or more): walks ask it of every
+        concept they pass, so it is kept rather than read from the facts each time."""
+        return len(self.markdown.sections) > 1
 
     @functools.cached_property
     def folded(self) -> FoldedFields:

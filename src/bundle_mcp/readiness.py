@@ -58,6 +58,7 @@ from . import derived
 from .cancel import CancelToken
 from .dispatch import Dispatcher, Outcome, UnknownTool
 from .errors import BundleError
+from .loader.parse_cache import has_markdown
 from .model import Snapshot
 from .okf.scopes import NOTHING, Access, FolderScope
 from .readers import ALL_READER, Reader
@@ -121,12 +122,15 @@ def _answer(
 
 
 def _build_documents(view: Snapshot, paths: Sequence[str], token: CancelToken) -> None:
-    """Build the documents, their Markdown facts and, for a concept, its search folds."""
+    """Build the documents, their Markdown facts (parsed once and kept packed; facts read
+    back from the parse cache are decoded when used, not here) and, for a concept, its search
+    folds."""
     for path in paths:
         token.check()
         doc = view.documents[path]
         if doc.parse_error is None:
-            doc.markdown  # noqa: B018 (built on first use and kept)
+            if not has_markdown(doc):
+                doc.markdown  # noqa: B018 (parsed on first use, kept as packed text)
             if doc.is_concept:
                 doc.folded  # noqa: B018
 

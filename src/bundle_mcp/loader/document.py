@@ -2,7 +2,7 @@
 
 Frontmatter and relations are parsed here, in two steps (:func:`check_document` decides
 whether the file parses, :meth:`Checked.finish` does the rest); the Markdown body is parsed on
-demand, by the :data:`OKF_RULES` every document the loader builds is given.
+demand, by the rules every document the loader builds is given (:func:`document_rules`).
 """
 
 from __future__ import annotations
@@ -19,13 +19,22 @@ from ..okf.ids import concept_id_for_path, concept_id_problem
 from ..okf.markdown_facts import parse_markdown
 from ..okf.relations import extract_relations
 from ..packed_text import PackedText
+from .facts_codec import PackedFacts
 from .frontmatter import FrontmatterError, Split, load_yaml, split_frontmatter
 from .precheck import Prechecked
 from .text import LineView, count_lines
 
 # The rules a document's derived data is computed by (see FormatRules): one set, so every
 # document, parsed or read back from the parse cache, agrees on links, folds and line numbers.
+# A document that parses is given its own copy whose ``markdown`` keeps its facts
+# (:func:`document_rules`); this shared one parses on each use (a broken document's empty body).
 OKF_RULES = FormatRules(markdown=parse_markdown, fold=fold, lines=LineView)
+
+
+def document_rules(cached_facts: str | None = None) -> FormatRules:
+    """:data:`OKF_RULES` for one document, its Markdown facts kept packed once computed, or
+    read from ``cached_facts`` (the parse cache's JSON text of them) on each use."""
+    return FormatRules(markdown=PackedFacts(cached_facts), fold=fold, lines=LineView)
 
 
 def document_kind(path: str) -> str:
@@ -76,7 +85,7 @@ class Checked:
             body_start=split.body_start,
             body_line=split.body_line,
             line_count=self.line_count,
-            rules=OKF_RULES,
+            rules=document_rules(),
             relations=relations,
             relation_diagnostics=relation_diagnostics,
         )

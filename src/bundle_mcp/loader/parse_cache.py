@@ -35,7 +35,6 @@ import json
 import logging
 import os
 import sqlite3
-import sys
 import threading
 import weakref
 import zlib
@@ -50,20 +49,22 @@ from ..model import (
     Document,
     Documents,
     FileRecord,
-    FootnoteDef,
-    FootnoteRef,
     FormatRules,
-    Link,
-    MarkdownFacts,
     Relation,
-    Section,
     Unfrozen,
-    anchors_of,
     thaw,
 )
 from ..packed_text import PackedText
 from .capture import StatKey
-from .document import OKF_RULES
+from .document import OKF_RULES, document_rules
+from .facts_codec import (
+    PackedFacts,
+    as_int,
+    as_opt_str,
+    as_str,
+    interned_or_none,
+    interned_str,
+)
 from .frontmatter import DELIMITER_LINE, split_frontmatter
 from .text import BOM, count_breaks, count_lines
 
@@ -690,12 +691,21 @@ def _prune(directory: Path) -> None:
 
 def has_markdown(doc: Document) -> bool:
     """Whether the document's Markdown facts have been computed (and so can be cached)."""
-    return "markdown" in doc.__dict__ or markdown_from_cache(doc)
+    holder = doc.rules.markdown
+    return isinstance(holder, PackedFacts) and holder.computed
+
+
+def markdown_used(doc: Document) -> bool:
+    """Whether the document's Markdown facts were asked for (parsed or read back): what the
+    work counters count."""
+    holder = doc.rules.markdown
+    return isinstance(holder, PackedFacts) and holder.used
 
 
 def markdown_from_cache(doc: Document) -> bool:
-    """Whether the document's Markdown facts are read back from this cache (on first use)."""
-    return isinstance(doc.rules.markdown, _CachedMarkdown)
+    """Whether the document's Markdown facts are read back from this cache (on each use)."""
+    holder = doc.rules.markdown
+    return isinstance(holder, PackedFacts) and holder.from_cache
 
 
 def edge_targets(doc: Document) -> set[str]:
@@ -725,11 +735,9 @@ def encode_entry(doc: Document) -> dict[str, Any]:
 
 def encode_facts(doc: Document) -> str | None:
     """The document's Markdown facts as JSON text, ``None`` when they have not been computed.
-    Kept as text in the entry a load returns: decoded on the document's first use."""
-    facts = doc.__dict__.get("markdown")
-    if facts is None and markdown_from_cache(doc):
-        facts = doc.markdown
-    return None if facts is None else _json(_facts(facts))
+    Kept as text in the entry a load returns, as the document itself keeps them."""
+    holder = doc.rules.markdown
+    return holder.text(doc) if isinstance(holder, PackedFacts) else None
 
 
 def _layout_of(doc: Document) -> list[int]:
@@ -757,7 +765,7 @@ def decode(
         if entry["parse_error"] is not None:
             broken = _broken_text(data)
             return Document(
-                path=path, kind=_str(entry["kind"]), concept_id=_opt_str(entry["concept_id"]),
+                path=path, kind=as_str(entry["kind"]), concept_id=as_opt_str(entry["concept_id"]),
                 record=record, packed=PackedText(broken), frontmatter_span=None,
                 frontmatter_value=None,
                 body_start=len(broken), body_line=1, line_count=count_lines(broken),
@@ -770,8 +778,8 @@ def decode(
         raw_start, raw_end, body_start, body_line = layout
         return Document(
             path=path,
-            kind=_str(entry["kind"]),
-            concept_id=_interned(entry["concept_id"]),
+            kind=as_str(entry["kind"]),
+            concept_id=interned_or_none(entry["concept_id"]),
             record=record,
             packed=PackedText(text),
             frontmatter_span=None if frontmatter is None else (raw_start, raw_end),
@@ -782,8 +790,8 @@ def decode(
             rules=_rules(entry["markdown"]),
             stored=stored,
             relations=tuple(
-                Relation(_interned_str(a), _interned_str(b), _interned_str(c),
-                         _interned_str(d), _interned(e))
+                Relation(interned_str(a), interned_str(b), interned_str(c),
+                         interned_str(d), interned_or_none(e))
                 for a, b, c, d, e in entry["relations"]
             ),
             relation_diagnostics=tuple(
@@ -799,7 +807,7 @@ def _layout(text: str, value: Any, has_frontmatter: bool) -> tuple[int, int, int
     The delimiter lines must sit exactly where the entry says, and the body line must be the
     number of line breaks before the body plus one: an entry that does not fit is not used.
     """
-    raw_start, raw_end, body_start, body_line = (_int(v) for v in value)
+    raw_start, raw_end, body_start, body_line = (as_int(v) for v in value)
     if not 0 <= raw_start <= raw_end <= body_start <= len(text):
         return None
     if body_line != count_breaks(text[:body_start]) + 1:
@@ -823,94 +831,8 @@ def _broken_text(data: bytes) -> str:
         return ""
 
 
-def _facts(facts: MarkdownFacts) -> dict[str, Any]:
-    return {
-        "links": [[x.raw, x.line, x.target, x.concept_id, x.fragment, x.is_directory]
-                  for x in facts.links],
-        "sections": [[s.index, s.heading, s.level, s.anchor, s.line_start, s.line_end,
-                      list(s.breadcrumb)] for s in facts.sections],
-        "refs": [[r.label, r.line] for r in facts.footnote_refs],
-        "defs": [[d.label, d.line, d.text] for d in facts.footnote_defs],
-    }
-
-
 def _rules(text: Any) -> FormatRules:
     """The loader's rules, with the Markdown facts read from the entry when it holds them."""
-    if text is None:
-        return OKF_RULES
-    if not isinstance(text, str):
+    if text is not None and not isinstance(text, str):
         raise TypeError("markdown facts must be JSON text")
-    return FormatRules(_CachedMarkdown(text), OKF_RULES.fold, OKF_RULES.lines)
-
-
-class _CachedMarkdown:
-    """A document's ``FormatRules.markdown``: the cached facts, decoded on first use.
-
-    The text is let go once decoded (it was about 1.9 KB a document, kept for the process's
-    life): ``Document.markdown`` keeps what this returns, so it is called once. A second call,
-    which only a race could make, parses the body, which gives the same facts.
-    """
-
-    __slots__ = ("_text",)
-
-    def __init__(self, text: str) -> None:
-        self._text: str | None = text
-
-    def __call__(self, doc: Document) -> MarkdownFacts:
-        text, self._text = self._text, None
-        if text is not None:
-            try:
-                return _unfacts(json.loads(text))
-            except (KeyError, TypeError, ValueError, IndexError):
-                pass  # a damaged entry: the body is parsed instead
-        return OKF_RULES.markdown(doc)
-
-
-def _unfacts(value: Any) -> MarkdownFacts:
-    # Interned as a parse interns them (okf.markdown): a breadcrumb repeats its section's and
-    # its parents' headings, and headings, anchors, fragments and footnote labels recur across
-    # a bundle; decoded JSON would give each its own copy.
-    sections = tuple(
-        Section(_int(i), _interned(h), _int(lv), _interned(a), _int(s), _int(e),
-                tuple([_interned_str(b) for b in crumbs]))
-        for i, h, lv, a, s, e, crumbs in value["sections"]
-    )
-    return MarkdownFacts(
-        links=tuple(
-            Link(_str(r), _int(n), _interned(t), _interned(c), _interned(f), bool(d))
-            for r, n, t, c, f, d in value["links"]
-        ),
-        sections=sections,
-        anchors=anchors_of(sections),
-        footnote_refs=tuple(FootnoteRef(_interned_str(a), _int(n)) for a, n in value["refs"]),
-        footnote_defs=tuple(
-            FootnoteDef(_interned_str(a), _int(n), _str(t)) for a, n, t in value["defs"]),
-    )
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise TypeError("expected a string")
-    return value
-
-
-def _opt_str(value: Any) -> str | None:
-    return None if value is None else _str(value)
-
-
-def _interned_str(value: Any) -> str:
-    """A string of the Markdown facts or a relation, interned as a parse interns it
-    (``okf.markdown``, ``okf.relations``): read back, each would hold a copy of its own.
-    (Not ``model._shared``, which interns only identifier-like frontmatter values.)"""
-    return sys.intern(_str(value))
-
-
-def _interned(value: Any) -> str | None:
-    """:func:`_interned_str`, or ``None``."""
-    return None if value is None else _interned_str(value)
-
-
-def _int(value: Any) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError("expected an integer")
-    return value
+    return document_rules(text)

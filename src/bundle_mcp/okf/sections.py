@@ -77,7 +77,7 @@ def section_at(doc: Document, line_start: int, line_end: int) -> Section | None:
 
 def is_sliced(doc: Document) -> bool:
     """A concept with fewer than two sections was never cut: it is its own only span."""
-    return len(doc.markdown.sections) > 1
+    return doc.sliced
 
 
 def section_name(section: Section, untitled: str = PREAMBLE_NAME) -> str:

@@ -1,0 +1,143 @@
+"""A document's Markdown facts as JSON text, and the holder that keeps them that way.
+
+The facts (links, sections, footnotes: :class:`~bundle_mcp.model.MarkdownFacts`) are what most
+whole-bundle structures are built from, once per snapshot, and what a per-concept call reads of
+its own document. Kept as objects for the life of the process they were about 30 MiB at 10,000
+concepts, more than the texts they came from; kept as their JSON text, compressed
+(:class:`~bundle_mcp.packed_text.PackedText`), about 7 MiB. :class:`PackedFacts` is a
+document's ``FormatRules.markdown``: it parses the body (or takes the parse cache's text) once,
+keeps the text, and decodes it on each use (about 30 µs for a page of the bench bundle).
+
+The same text is the parse cache's ``facts`` row, so a save writes what the holder keeps.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from ..model import FootnoteDef, FootnoteRef, Link, MarkdownFacts, Section, anchors_of
+from ..okf.markdown_facts import parse_markdown
+from ..packed_text import PackedText
+
+if TYPE_CHECKING:
+    from ..model import Document
+
+
+def facts_json(facts: MarkdownFacts) -> str:
+    """The facts as compact JSON text (the parse cache's ``facts`` row)."""
+    return json.dumps({
+        "links": [[x.raw, x.line, x.target, x.concept_id, x.fragment, x.is_directory]
+                  for x in facts.links],
+        "sections": [[s.index, s.heading, s.level, s.anchor, s.line_start, s.line_end,
+                      list(s.breadcrumb)] for s in facts.sections],
+        "refs": [[r.label, r.line] for r in facts.footnote_refs],
+        "defs": [[d.label, d.line, d.text] for d in facts.footnote_defs],
+    }, ensure_ascii=False, separators=(",", ":"))
+
+
+def facts_of_json(text: str) -> MarkdownFacts:
+    """The facts :func:`facts_json` wrote. Raises ``ValueError``, ``TypeError``, ``KeyError``
+    or ``IndexError`` for a text that is not such facts (a damaged row)."""
+    value = json.loads(text)
+    # Interned as a parse interns them (okf.markdown): a breadcrumb repeats its section's and
+    # its parents' headings, and headings, anchors, fragments and footnote labels recur across
+    # a bundle; decoded JSON would give each its own copy.
+    sections = tuple(
+        Section(as_int(i), interned_or_none(h), as_int(lv), interned_or_none(a), as_int(s),
+                as_int(e), tuple([interned_str(b) for b in crumbs]))
+        for i, h, lv, a, s, e, crumbs in value["sections"]
+    )
+    return MarkdownFacts(
+        links=tuple(
+            Link(as_str(r), as_int(n), interned_or_none(t), interned_or_none(c),
+                 interned_or_none(f), bool(d))
+            for r, n, t, c, f, d in value["links"]
+        ),
+        sections=sections,
+        anchors=anchors_of(sections),
+        footnote_refs=tuple(FootnoteRef(interned_str(a), as_int(n)) for a, n in value["refs"]),
+        footnote_defs=tuple(
+            FootnoteDef(interned_str(a), as_int(n), as_str(t)) for a, n, t in value["defs"]),
+    )
+
+
+DAMAGED = (KeyError, TypeError, ValueError, IndexError)  # what a damaged facts text raises
+
+
+class PackedFacts:
+    """One document's ``FormatRules.markdown``: its facts kept as packed JSON text.
+
+    Given the parse cache's text, it decodes that text on each call; given none, the first
+    call parses the body and keeps the facts' text. A text that does not decode (a damaged
+    row) is replaced by the parse of the body, which gives the facts the row should have held.
+    Two threads calling first at once each parse (equal facts); either text kept is the same.
+    """
+
+    __slots__ = ("_packed", "_checked", "from_cache", "used")
+
+    def __init__(self, cached: str | None = None) -> None:
+        self._packed = None if cached is None else PackedText(cached)
+        # A text of our own making decodes; the parse cache's is checked by its first decode.
+        self._checked = False
+        self.from_cache = cached is not None  # the facts came from the parse cache's row
+        self.used = False  # the facts were asked for at least once (the work counters' view)
+
+    def __call__(self, doc: Document) -> MarkdownFacts:
+        self.used = True
+        packed = self._packed
+        if packed is not None:
+            try:
+                facts = facts_of_json(packed.text())
+            except DAMAGED:
+                pass
+            else:
+                self._checked = True
+                return facts
+        facts = parse_markdown(doc)
+        self._packed = PackedText(facts_json(facts))
+        self._checked = True
+        return facts
+
+    @property
+    def computed(self) -> bool:
+        """Whether the facts are known (parsed here or read from the parse cache)."""
+        return self._packed is not None
+
+    def text(self, doc: Document) -> str | None:
+        """The facts' JSON text, checked, or ``None`` when they were never computed."""
+        if self._packed is None:
+            return None
+        if not self._checked:
+            self(doc)  # decodes the cached text once, or replaces a damaged one
+        packed = self._packed
+        return None if packed is None else packed.text()
+
+
+def as_str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError("expected a string")
+    return value
+
+
+def as_opt_str(value: Any) -> str | None:
+    return None if value is None else as_str(value)
+
+
+def interned_str(value: Any) -> str:
+    """A string of the Markdown facts or a relation, interned as a parse interns it
+    (``okf.markdown``, ``okf.relations``): read back, each would hold a copy of its own.
+    (Not ``model._shared``, which interns only identifier-like frontmatter values.)"""
+    return sys.intern(as_str(value))
+
+
+def interned_or_none(value: Any) -> str | None:
+    """:func:`interned_str`, or ``None``."""
+    return None if value is None else interned_str(value)
+
+
+def as_int(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise TypeError("expected an integer")
+    return value
