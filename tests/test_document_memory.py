@@ -1,16 +1,17 @@
 """What a built document holds (issue 29): one object per repeated string, no second copy of
-its frontmatter once frozen, its Markdown facts as packed text rather than objects. Parsed and read back from the
-parse cache alike: a restarted server must hold what a cold one holds."""
+its frontmatter once frozen, its Markdown facts as packed text rather than objects. Parsed and
+read back from the parse cache alike: a restarted server must hold what a cold one holds."""
 
 from __future__ import annotations
 
 import dataclasses
 import gc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader import facts_codec, load_bundle
 from bundle_mcp.loader.document import document_rules, parse_document
 from bundle_mcp.loader.parse_cache import (
     ParseCache,
@@ -193,3 +194,48 @@ def test_the_anchors_answer_as_a_set_would() -> None:
         assert all(a in facts.anchors for a in expected)
         assert "h-99" not in facts.anchors
         assert isinstance(facts.anchors, tuple if headings <= 16 else frozenset)
+
+
+@pytest.mark.parametrize("how", ["parsed", "read back"])
+def test_sections_alone_agree_with_the_facts_and_counting_them_decodes_nothing(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = _parsed_and_read_back(tmp_path)
+    for doc in _concepts(first if how == "parsed" else second):
+        assert doc.sections == doc.markdown.sections
+        assert doc.section_count == len(doc.markdown.sections)
+        assert doc.sliced == (len(doc.markdown.sections) > 1)
+    # Once the facts were made, a walk's question (is it cut into sections?) decodes nothing.
+    decoded: list[str] = []
+
+    def counted(name: str, real: Callable[[str], object]) -> Callable[[str], object]:
+        def decode(text: str) -> object:
+            decoded.append(name)
+            return real(text)
+        return decode
+
+    monkeypatch.setattr(facts_codec, "facts_of_json", counted("facts", facts_codec.facts_of_json))
+    monkeypatch.setattr(facts_codec, "sections_of_json",
+                        counted("sections", facts_codec.sections_of_json))
+    for doc in _concepts(first if how == "parsed" else second):
+        assert doc.sliced == (doc.section_count > 1)
+    assert decoded == []
+    # Its sections alone, from a text known good, make no links.
+    doc = _concepts(first if how == "parsed" else second)[0]
+    doc.sections  # noqa: B018
+    assert decoded == ["sections"]
+
+
+def test_a_built_edge_index_gives_a_concepts_outgoing_edges_without_its_facts(
+    tmp_path: Path,
+) -> None:
+    first, second = _parsed_and_read_back(tmp_path)
+    fresh, _ = load_bundle(str(tmp_path / "b"))
+    expected = {cid: fresh.outgoing_edges(cid) for cid in fresh.concepts}
+    second.edges_by_concept  # noqa: B018
+    hub = second.documents["a/hub.md"]
+    before = markdown_used(hub)
+    for cid, edges in expected.items():
+        assert second.outgoing_edges(cid) == edges
+        assert edges == tuple(e for e in second.edges if e.source_id == cid)
+    assert markdown_used(hub) == before

@@ -427,6 +427,11 @@ class FormatRules:
     markdown: Callable[[Document], MarkdownFacts]
     fold: Callable[[str], str]  # caseless matching, for the fields search compares
     lines: Callable[[str], Lines]  # the physical lines every line number counts
+    # ``markdown``'s sections alone, without making its links (a walk needs no more); and how
+    # many there are, known without decoding once the facts have been made (walks ask it of
+    # every concept they pass: ``Document.sliced``).
+    sections: Callable[[Document], tuple[Section, ...]]
+    section_count: Callable[[Document], int]
 
 
 @dataclass(frozen=True)
@@ -509,11 +514,21 @@ class Document:
         use, not once per link."""
         return self.rules.markdown(self)
 
-    @functools.cached_property
+    @property
+    def sections(self) -> tuple[Section, ...]:
+        """``markdown.sections``, made without the rest of the facts."""
+        return self.rules.sections(self)
+
+    @property
+    def section_count(self) -> int:
+        """``len(markdown.sections)``, without decoding the facts again once they were made
+        (``FormatRules.section_count``)."""
+        return self.rules.section_count(self)
+
+    @property
     def sliced(self) -> bool:
-        """Whether the concept was cut into sections (two or more): walks ask it of every
-        concept they pass, so it is kept rather than read from the facts each time."""
-        return len(self.markdown.sections) > 1
+        """Whether the concept was cut into sections (two or more)."""
+        return self.section_count > 1
 
     @functools.cached_property
     def folded(self) -> FoldedFields:
@@ -1024,6 +1039,11 @@ class Snapshot:
         """The resolved edges from one concept, in :attr:`edges` order: the same edges as
         ``[e for e in edges if e.source_id == concept_id]``, from that concept's own links and
         relations alone, so a one-concept call parses one document instead of the bundle."""
+        if "edges_by_concept" in self.__dict__:
+            # Built (the warm-up builds it): its edges of the concept, in edge order, cost no
+            # decoding of the concept's Markdown facts.
+            return tuple(e for e in self.edges_by_concept.get(concept_id, ())
+                         if e.source_id == concept_id)
         doc = self.concepts.get(concept_id)
         return tuple(sorted(self._edges_from(doc), key=_edge_order)) if doc is not None else ()
 

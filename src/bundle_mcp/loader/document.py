@@ -19,7 +19,7 @@ from ..okf.ids import concept_id_for_path, concept_id_problem
 from ..okf.markdown_facts import parse_markdown
 from ..okf.relations import extract_relations
 from ..packed_text import PackedText
-from .facts_codec import PackedFacts
+from .facts_codec import PackedFacts, packed_section_count, packed_sections
 from .frontmatter import FrontmatterError, Split, load_yaml, split_frontmatter
 from .precheck import Prechecked
 from .text import LineView, count_lines
@@ -28,13 +28,16 @@ from .text import LineView, count_lines
 # document, parsed or read back from the parse cache, agrees on links, folds and line numbers.
 # A document that parses is given its own copy whose ``markdown`` keeps its facts
 # (:func:`document_rules`); this shared one parses on each use (a broken document's empty body).
-OKF_RULES = FormatRules(markdown=parse_markdown, fold=fold, lines=LineView)
+OKF_RULES = FormatRules(markdown=parse_markdown, fold=fold, lines=LineView,
+                        sections=lambda doc: doc.markdown.sections,
+                        section_count=lambda doc: len(doc.markdown.sections))
 
 
 def document_rules(cached_facts: str | None = None) -> FormatRules:
     """:data:`OKF_RULES` for one document, its Markdown facts kept packed once computed, or
     read from ``cached_facts`` (the parse cache's JSON text of them) on each use."""
-    return FormatRules(markdown=PackedFacts(cached_facts), fold=fold, lines=LineView)
+    return FormatRules(markdown=PackedFacts(cached_facts), fold=fold, lines=LineView,
+                       sections=packed_sections, section_count=packed_section_count)
 
 
 def document_kind(path: str) -> str:

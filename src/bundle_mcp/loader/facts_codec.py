@@ -41,14 +41,7 @@ def facts_of_json(text: str) -> MarkdownFacts:
     """The facts :func:`facts_json` wrote. Raises ``ValueError``, ``TypeError``, ``KeyError``
     or ``IndexError`` for a text that is not such facts (a damaged row)."""
     value = json.loads(text)
-    # Interned as a parse interns them (okf.markdown): a breadcrumb repeats its section's and
-    # its parents' headings, and headings, anchors, fragments and footnote labels recur across
-    # a bundle; decoded JSON would give each its own copy.
-    sections = tuple(
-        Section(as_int(i), interned_or_none(h), as_int(lv), interned_or_none(a), as_int(s),
-                as_int(e), tuple([interned_str(b) for b in crumbs]))
-        for i, h, lv, a, s, e, crumbs in value["sections"]
-    )
+    sections = _sections(value["sections"])
     return MarkdownFacts(
         links=tuple(
             Link(as_str(r), as_int(n), interned_or_none(t), interned_or_none(c),
@@ -60,6 +53,26 @@ def facts_of_json(text: str) -> MarkdownFacts:
         footnote_refs=tuple(FootnoteRef(interned_str(a), as_int(n)) for a, n in value["refs"]),
         footnote_defs=tuple(
             FootnoteDef(interned_str(a), as_int(n), as_str(t)) for a, n, t in value["defs"]),
+    )
+
+
+def sections_of_json(text: str) -> tuple[Section, ...]:
+    """The sections of the facts :func:`facts_json` wrote, the rest not made (a walk needs a
+    concept's sections only). Raises as :func:`facts_of_json` does."""
+    value = json.loads(text)
+    if not isinstance(value, dict):
+        raise TypeError("facts are a JSON object")
+    return _sections(value["sections"])
+
+
+def _sections(rows: Any) -> tuple[Section, ...]:
+    # Interned as a parse interns them (okf.markdown): a breadcrumb repeats its section's and
+    # its parents' headings, and headings, anchors, fragments and footnote labels recur across
+    # a bundle; decoded JSON would give each its own copy.
+    return tuple(
+        Section(as_int(i), interned_or_none(h), as_int(lv), interned_or_none(a), as_int(s),
+                as_int(e), tuple([interned_str(b) for b in crumbs]))
+        for i, h, lv, a, s, e, crumbs in rows
     )
 
 
@@ -75,12 +88,13 @@ class PackedFacts:
     Two threads calling first at once each parse (equal facts); either text kept is the same.
     """
 
-    __slots__ = ("_packed", "_checked", "from_cache", "used")
+    __slots__ = ("_packed", "_checked", "_sections", "from_cache", "used")
 
     def __init__(self, cached: str | None = None) -> None:
         self._packed = None if cached is None else PackedText(cached)
         # A text of our own making decodes; the parse cache's is checked by its first decode.
         self._checked = False
+        self._sections = -1  # how many sections the facts hold, once they were made here
         self.from_cache = cached is not None  # the facts came from the parse cache's row
         self.used = False  # the facts were asked for at least once (the work counters' view)
 
@@ -94,11 +108,25 @@ class PackedFacts:
                 pass
             else:
                 self._checked = True
+                self._sections = len(facts.sections)
                 return facts
         facts = parse_markdown(doc)
         self._packed = PackedText(facts_json(facts))
         self._checked = True
+        self._sections = len(facts.sections)
         return facts
+
+    def sections(self, doc: Document) -> tuple[Section, ...]:
+        """``self(doc).sections``, decoding the sections only once the text is known good."""
+        packed = self._packed
+        if packed is not None and self._checked:
+            return sections_of_json(packed.text())
+        return self(doc).sections
+
+    def section_count(self, doc: Document) -> int:
+        """``len(self(doc).sections)``, decoding only if the facts were never made here."""
+        known = self._sections
+        return known if known >= 0 else len(self(doc).sections)
 
     @property
     def computed(self) -> bool:
@@ -113,6 +141,23 @@ class PackedFacts:
             self(doc)  # decodes the cached text once, or replaces a damaged one
         packed = self._packed
         return None if packed is None else packed.text()
+
+
+def packed_section_count(doc: Document) -> int:
+    """``FormatRules.section_count`` of a document whose ``markdown`` is a :class:`PackedFacts`."""
+    return _holder(doc).section_count(doc)
+
+
+def packed_sections(doc: Document) -> tuple[Section, ...]:
+    """``FormatRules.sections`` of a document whose ``markdown`` is a :class:`PackedFacts`."""
+    return _holder(doc).sections(doc)
+
+
+def _holder(doc: Document) -> PackedFacts:
+    holder = doc.rules.markdown
+    if not isinstance(holder, PackedFacts):
+        raise TypeError("the document's rules keep no packed facts")
+    return holder
 
 
 def as_str(value: Any) -> str:

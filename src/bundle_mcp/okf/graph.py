@@ -467,7 +467,7 @@ class BundleGraph:
         names that concept, so such a section is left out)."""
         def build() -> tuple[Entity, ...]:
             doc = self.snapshot.concepts[concept_id]
-            entities = (self._section_entity(doc, s) for s in doc.markdown.sections)
+            entities = (self._section_entity(doc, s) for s in doc.sections)
             return tuple(e for e in entities if e is not None)
 
         return _kept(self._sections, concept_id, build)

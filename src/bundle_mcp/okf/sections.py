@@ -67,7 +67,7 @@ def parse_locator(value: str) -> LocatorParts | None:
 
 def section_at(doc: Document, line_start: int, line_end: int) -> Section | None:
     """The section spanning exactly these lines (sections are sorted by start line)."""
-    sections = doc.markdown.sections
+    sections = doc.sections
     at = bisect.bisect_left(sections, line_start, key=lambda s: s.line_start)
     if at < len(sections) and sections[at].line_start == line_start:
         if sections[at].line_end == line_end:

@@ -206,7 +206,7 @@ def _neighbor(snapshot: Snapshot, found: Found, content_max: int) -> dict[str, A
             "truncated": cut,
             "sliced": is_sliced(doc),
             "passage_index": section.index if section is not None else None,
-            "passage_total": len(doc.markdown.sections) if section is not None else None,
+            "passage_total": doc.section_count if section is not None else None,
             "parent_entity_id": entity.concept_id if section is not None else None,
             "breadcrumb": breadcrumb(section) if section is not None else None,
             "widen_with": "fetch_slice" if section is not None else None,

@@ -69,7 +69,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         }
         return {**result, **_window_fields([passage], window, False, None, None, not cut, doc)}
 
-    sections = doc.markdown.sections
+    sections = doc.sections
     anchor = entity.section.index if entity.section is not None else None
     start = window_start(anchor, window, len(sections))
     selected = sections[start : start + window]
