@@ -14,7 +14,7 @@ def concept_name(doc: Document) -> str:
     title = text_field(doc.fm, "title").strip()
     if title:
         return title
-    for section in doc.markdown.sections:
+    for section in doc.sections:
         if section.heading and section.heading.strip():
             return section.heading.strip()
     return (doc.concept_id or "").rsplit("/", 1)[-1]

@@ -349,7 +349,7 @@ def _build(doc: Document) -> DocumentWords:
     ascii_body = doc.packed.ascii or doc.body.isascii()
     body = doc.folded_body() if ascii_body else ""  # folded for this build only
     spans = []
-    for section in doc.markdown.sections:
+    for section in doc.sections:
         first, last = section.line_start - 1, section.line_end
         raw = lines.span(first, last)
         if not raw.strip():

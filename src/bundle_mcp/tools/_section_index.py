@@ -588,7 +588,7 @@ def _index(doc: Any) -> _DocumentIndex:
     words: list[str] = []
     heading_end = words_end = token_count = total_length = 0
     lines = doc.lines  # once: each read decompresses the text (Document.lines)
-    for section in doc.markdown.sections:
+    for section in doc.sections:
         first, last = section.line_start - 1, section.line_end
         if ascii_body:
             start, end = lines.bounds(first, last)

@@ -6,7 +6,8 @@ its reason, and every other rule still runs on the files that parsed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import functools
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
@@ -196,6 +197,9 @@ def findings_for(
     yield from of_snapshot(snapshot, BUNDLE_FINDINGS, lambda: tuple(_bundle_findings(snapshot)))
 
 
+ANCHORS_KEPT = 4096  # link targets whose anchors one validation walk keeps at a time
+
+
 def _walk(
     snapshot: Snapshot, strict: bool, rules: VersionRules, check_links: bool, token: CancelToken
 ) -> Walk:
@@ -203,6 +207,15 @@ def _walk(
     ``as_of``). Walking 10,000 files' kept findings cost a call ~100 ms; it is done once per
     snapshot and variant instead."""
     steps: list[WalkStep] = []
+    # Link targets come back (every page of a folder links its index), and a target's anchors
+    # are read from its facts, decoded on each read: the last ones read are kept for this walk.
+    @functools.lru_cache(maxsize=ANCHORS_KEPT)
+    def anchors_at(path: str) -> Collection[str]:
+        return links.target_anchors(snapshot.documents[path])
+
+    def anchors(target: Document) -> Collection[str]:
+        return anchors_at(target.path)
+
     for doc in snapshot.documents.values():
         token.check()
         before = of_document(
@@ -232,7 +245,8 @@ def _walk(
             after.extend(found)
         if check_links:
             found = of_snapshot(
-                snapshot, LINK_FINDINGS, _tupled(links.link_findings, doc, snapshot), doc.path
+                snapshot, LINK_FINDINGS, _tupled(links.link_findings, doc, snapshot, anchors),
+                doc.path,
             )
             after.extend(found)
         if before or stale is not None or after:

@@ -142,7 +142,7 @@ def _resource(doc: Document, value: Any) -> Iterator[Diagnostic]:
 
 def _body_conventions(doc: Document) -> Iterator[Diagnostic]:
     """``# Examples`` content, the ``# Schema`` section of tables, v0.1 ``# Citations``."""
-    sections = doc.markdown.sections
+    sections = doc.sections
     top = [s for s in sections if s.level == 1]
     for s in top:
         if s.heading == "Examples" and not _is_concrete(doc, s.line_start + 1, s.line_end):
@@ -175,7 +175,8 @@ def _citations(doc: Document) -> Iterator[Diagnostic]:
     markers = _prose_markers(doc, doc.body_line, body_end)
     if not markers:
         return
-    last = doc.markdown.sections[-1] if doc.markdown.sections else None
+    sections = doc.sections
+    last = sections[-1] if sections else None
     if section is None or last is None or last.line_start != heading:
         yield warn(doc.path, "citations_section_missing",
                    "citation markers require a bottom '# Citations' section", markers[0][1])

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import posixpath
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 
 from ..derived import Slot, of_snapshot
 from ..errors import Diagnostic
-from ..model import INDEX, Document, Link, Snapshot
+from ..model import INDEX, Document, Link, Snapshot, anchors_of
 from ..okf.ids import path_for_concept_id
 from ..okf.markdown import resolve_link
 from .findings import info, warn
@@ -20,10 +20,16 @@ CONCEPT_IDS_BY_CASEFOLD: Slot[Mapping[str, tuple[str, ...]]] = Slot(
 SLOTS = (CONCEPT_IDS_BY_CASEFOLD,)
 
 
-def link_findings(doc: Document, snapshot: Snapshot) -> Iterator[Diagnostic]:
-    """Broken in-bundle links are INFO; a fragment that names no heading of its target is WARN."""
+def link_findings(
+    doc: Document, snapshot: Snapshot,
+    anchors: Callable[[Document], Collection[str]] | None = None,
+) -> Iterator[Diagnostic]:
+    """Broken in-bundle links are INFO; a fragment that names no heading of its target is WARN.
+    ``anchors``: a target's anchors (by default read from its facts; a pass over every
+    document hands in a cache, since the same targets come back)."""
     if doc.parse_error is not None:
         return
+    anchors_of_target = anchors or target_anchors
     for link in doc.markdown.links:
         target = _target_document(link.target, link.concept_id, link.is_directory, snapshot)
         if target is None:
@@ -32,9 +38,15 @@ def link_findings(doc: Document, snapshot: Snapshot) -> Iterator[Diagnostic]:
                        f"broken link to \"{link.raw}\" (target not found){hint}", link.line)
             continue
         if link.fragment and isinstance(target, Document):
-            if link.fragment not in target.markdown.anchors:
+            if link.fragment not in anchors_of_target(target):
                 yield warn(doc.path, "missing_anchor",
                            f"anchor not found in target file: {link.raw}", link.line)
+
+
+def target_anchors(target: Document) -> Collection[str]:
+    """The anchors a link's fragment may name in ``target`` (``markdown.anchors``, from its
+    sections alone: its links are not made)."""
+    return anchors_of(target.sections)
 
 
 def broken_links(doc: Document, snapshot: Snapshot) -> Iterator[Link]:
