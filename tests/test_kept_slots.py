@@ -147,6 +147,12 @@ def test_what_is_read_back_equals_what_is_built(filled: tuple[Path, Path]) -> No
         read_back = section_index._document_index(doc)
         built = section_index._index(fresh.concepts[concept_id])
         assert read_back == built, concept_id
+        # One string for a heading, whichever index holds it (the context index's words
+        # are read back interned too).
+        words = context_index.document_words(doc)
+        theirs = {s.heading: s.heading for s in words.sections}  # its non-blank sections
+        shared = [h for h in read_back.headings if h in theirs]
+        assert shared and all(h is theirs[h] for h in shared), concept_id
     assert any(not section_index._document_index(d).ascii_body
                for d in restarted.concepts.values())
 

@@ -54,7 +54,9 @@ def _encode_index(index: _DocumentIndex) -> list[Any]:
 def _decode_index(value: Any) -> _DocumentIndex:
     (title_words, token_count, total_length, ascii_body, headings, table, heading_words,
      words) = value
-    headings = tuple(exactly(str, h) for h in headings)
+    # Interned, as a parse interns them: the context index's sections hold the same headings
+    # (one string for both, 60,000 sections in the bench bundle).
+    headings = tuple([sys.intern(exactly(str, h)) for h in headings])
     try:
         numbers = array("i", [exactly(int, n) for n in exactly(list, table)])
     except OverflowError as error:  # a damaged row: a number no C int holds
