@@ -239,3 +239,30 @@ def test_a_built_edge_index_gives_a_concepts_outgoing_edges_without_its_facts(
         assert second.outgoing_edges(cid) == edges
         assert edges == tuple(e for e in second.edges if e.source_id == cid)
     assert markdown_used(hub) == before
+
+
+@pytest.mark.parametrize("how", ["parsed", "read back"])
+def test_which_concepts_a_document_may_link_to_is_answered_from_kept_bits(
+    tmp_path: Path, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new concept asks every document whether it links to it: never a wrong "no", and, once
+    a document's facts were made, no decoding to say so."""
+    first, second = _parsed_and_read_back(tmp_path)
+    docs = _concepts(first if how == "parsed" else second)
+    named = {doc.path: {link.concept_id for link in doc.markdown.links} - {None}
+             for doc in docs}
+    decoded: list[str] = []
+    real = facts_codec.facts_of_json
+
+    def counted(text: str) -> object:
+        decoded.append(text)
+        return real(text)
+
+    monkeypatch.setattr(facts_codec, "facts_of_json", counted)
+    strangers = [f"elsewhere/c{n}" for n in range(200)]
+    for doc in docs:
+        for concept_id in named[doc.path]:
+            assert doc.rules.may_link_to(doc, {concept_id})
+        # Some of 200 IDs it does not name share a bit with one it does; most do not.
+        assert sum(doc.rules.may_link_to(doc, {s}) for s in strangers) < 100
+    assert decoded == []

@@ -432,6 +432,9 @@ class FormatRules:
     # every concept they pass: ``Document.sliced``).
     sections: Callable[[Document], tuple[Section, ...]]
     section_count: Callable[[Document], int]
+    # Whether a link of the document may name one of these concept IDs: False is sure, True
+    # may not be. A new concept asks every document; most say no without decoding their facts.
+    may_link_to: Callable[[Document, Collection[str]], bool]
 
 
 @dataclass(frozen=True)
@@ -1153,8 +1156,9 @@ class _EdgeUpdate:
 
 def _names_any(doc: Document, concept_ids: set[str]) -> bool:
     """Whether one of ``doc``'s links or relations targets one of ``concept_ids``."""
-    return any(link.concept_id in concept_ids for link in doc.markdown.links) or any(
-        rel.target_id in concept_ids for rel in doc.relations)
+    return any(rel.target_id in concept_ids for rel in doc.relations) or (
+        doc.rules.may_link_to(doc, concept_ids)
+        and any(link.concept_id in concept_ids for link in doc.markdown.links))
 
 
 def _concept_at(snapshot: Snapshot, path: str) -> str | None:

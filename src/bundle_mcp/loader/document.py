@@ -19,7 +19,12 @@ from ..okf.ids import concept_id_for_path, concept_id_problem
 from ..okf.markdown_facts import parse_markdown
 from ..okf.relations import extract_relations
 from ..packed_text import PackedText
-from .facts_codec import PackedFacts, packed_section_count, packed_sections
+from .facts_codec import (
+    PackedFacts,
+    packed_may_link_to,
+    packed_section_count,
+    packed_sections,
+)
 from .frontmatter import FrontmatterError, Split, load_yaml, split_frontmatter
 from .precheck import Prechecked
 from .text import LineView, count_lines
@@ -30,14 +35,16 @@ from .text import LineView, count_lines
 # (:func:`document_rules`); this shared one parses on each use (a broken document's empty body).
 OKF_RULES = FormatRules(markdown=parse_markdown, fold=fold, lines=LineView,
                         sections=lambda doc: doc.markdown.sections,
-                        section_count=lambda doc: len(doc.markdown.sections))
+                        section_count=lambda doc: len(doc.markdown.sections),
+                        may_link_to=lambda doc, concept_ids: True)
 
 
 def document_rules(cached_facts: str | None = None) -> FormatRules:
     """:data:`OKF_RULES` for one document, its Markdown facts kept packed once computed, or
     read from ``cached_facts`` (the parse cache's JSON text of them) on each use."""
     return FormatRules(markdown=PackedFacts(cached_facts), fold=fold, lines=LineView,
-                       sections=packed_sections, section_count=packed_section_count)
+                       sections=packed_sections, section_count=packed_section_count,
+                       may_link_to=packed_may_link_to)
 
 
 def document_kind(path: str) -> str:

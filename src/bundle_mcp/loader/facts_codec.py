@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
 from ..model import FootnoteDef, FootnoteRef, Link, MarkdownFacts, Section, anchors_of
@@ -88,13 +89,14 @@ class PackedFacts:
     Two threads calling first at once each parse (equal facts); either text kept is the same.
     """
 
-    __slots__ = ("_packed", "_checked", "_sections", "from_cache", "used")
+    __slots__ = ("_packed", "_checked", "_sections", "_named", "from_cache", "used")
 
     def __init__(self, cached: str | None = None) -> None:
         self._packed = None if cached is None else PackedText(cached)
         # A text of our own making decodes; the parse cache's is checked by its first decode.
         self._checked = False
         self._sections = -1  # how many sections the facts hold, once they were made here
+        self._named = -1  # the links' concept IDs as bits (_named_bits), once made here
         self.from_cache = cached is not None  # the facts came from the parse cache's row
         self.used = False  # the facts were asked for at least once (the work counters' view)
 
@@ -107,14 +109,29 @@ class PackedFacts:
             except DAMAGED:
                 pass
             else:
-                self._checked = True
-                self._sections = len(facts.sections)
+                self._remember(facts)
                 return facts
         facts = parse_markdown(doc)
         self._packed = PackedText(facts_json(facts))
+        self._remember(facts)
+        return facts
+
+    def _remember(self, facts: MarkdownFacts) -> None:
+        """What is kept of facts made here besides their text: that the text decodes, and the
+        small answers asked of every document (its section count, which IDs its links name)."""
         self._checked = True
         self._sections = len(facts.sections)
-        return facts
+        self._named = _named_bits(link.concept_id for link in facts.links)
+
+    def may_link_to(self, doc: Document, concept_ids: Collection[str]) -> bool:
+        """Whether a link of the document may name one of ``concept_ids``: ``False`` is sure,
+        ``True`` may not be (the facts then say). A new concept asks it of every document
+        (which of them now link to it?); this answers from a few bits kept per document
+        instead of decoding every document's facts."""
+        if self._named < 0:
+            self(doc)
+        named = self._named
+        return any(named >> (hash(c) & _NAMED_BITS_MASK) & 1 for c in concept_ids)
 
     def sections(self, doc: Document) -> tuple[Section, ...]:
         """``self(doc).sections``, decoding the sections only once the text is known good."""
@@ -146,6 +163,25 @@ class PackedFacts:
 def packed_section_count(doc: Document) -> int:
     """``FormatRules.section_count`` of a document whose ``markdown`` is a :class:`PackedFacts`."""
     return _holder(doc).section_count(doc)
+
+
+# A document's linked concept IDs, each as one bit of 256 chosen by its hash (a Bloom filter
+# of one hash): about 60 bytes a document; a page linking 13 concepts has about 5% of bits set,
+# so a new concept decodes about one document in twenty to learn which ones link to it.
+_NAMED_BITS_MASK = 255
+
+
+def _named_bits(concept_ids: Iterable[str | None]) -> int:
+    bits = 0
+    for concept_id in concept_ids:
+        if concept_id is not None:
+            bits |= 1 << (hash(concept_id) & _NAMED_BITS_MASK)
+    return bits
+
+
+def packed_may_link_to(doc: Document, concept_ids: Collection[str]) -> bool:
+    """``FormatRules.may_link_to`` of a document whose ``markdown`` is a :class:`PackedFacts`."""
+    return _holder(doc).may_link_to(doc, concept_ids)
 
 
 def packed_sections(doc: Document) -> tuple[Section, ...]:
