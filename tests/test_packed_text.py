@@ -134,27 +134,33 @@ def test_a_built_document_keeps_its_text_compressed_and_no_copy(
 def test_a_call_decompresses_only_the_texts_its_answer_reads(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Reading one concept decompresses that concept's text alone, in the calling thread (a
-    feature that scans every text in a small call fails here)."""
+    """Reading one concept decompresses that concept's text alone, and its Markdown facts'
+    text (kept packed too), in the calling thread (a feature that scans every text in a small
+    call fails here)."""
     bundle = _bundle(tmp_path / "b", pages=60)
     dispatcher = _dispatcher(bundle, monkeypatch)
     token = CancelToken()
     arguments = {"bundle_path": bundle, "concept_id": "p/c7"}
     dispatcher.call("read_concept", arguments, token)  # loads the snapshot
     read: list[str] = []
+    facts: list[str] = []
     real = PackedText.text
     caller = threading.get_ident()  # a background save reads texts too: not the call's
 
     def counted(self: PackedText) -> str:
         text = real(self)
         if threading.get_ident() == caller:
-            read.append(text.split("\n", 3)[2])  # its title line
+            if text.startswith("---\n"):
+                read.append(text.split("\n", 3)[2])  # its title line
+            else:
+                facts.append(text)  # a document's Markdown facts, as JSON
         return text
 
     monkeypatch.setattr(packed_text.PackedText, "text", counted)
     outcome = dispatcher.call("read_concept", arguments, token)
     assert not outcome.is_error
     assert read and set(read) == {"title: Page 7"}
+    assert facts and all('"Page 7"' in text for text in facts)  # its own heading's
 
 
 def test_a_context_pack_cuts_the_texts_of_the_items_it_can_hold_only(

@@ -306,8 +306,12 @@ _ANCHORS_AS_TUPLE = 16
 def anchors_of(sections: Sequence[Section]) -> Collection[str]:
     """The heading anchors of ``sections`` (``in`` is all a caller asks of them): distinct,
     since a document's slugs are (``okf.markdown.SlugCounter``)."""
-    anchors = tuple([s.anchor for s in sections if s.anchor is not None])
-    return anchors if len(anchors) <= _ANCHORS_AS_TUPLE else frozenset(anchors)
+    return anchors_from([s.anchor for s in sections if s.anchor is not None])
+
+
+def anchors_from(anchors: list[str]) -> Collection[str]:
+    """:func:`anchors_of`, given the sections' anchors in order."""
+    return tuple(anchors) if len(anchors) <= _ANCHORS_AS_TUPLE else frozenset(anchors)
 
 
 class Unfrozen:
@@ -431,6 +435,7 @@ class FormatRules:
     # many there are, known without decoding once the facts have been made (walks ask it of
     # every concept they pass: ``Document.sliced``).
     sections: Callable[[Document], tuple[Section, ...]]
+    anchors: Callable[[Document], Collection[str]]  # ``markdown.anchors``, no section made
     section_count: Callable[[Document], int]
     # Whether a link of the document may name one of these concept IDs: False is sure, True
     # may not be. A new concept asks every document; most say no without decoding their facts.
@@ -521,6 +526,12 @@ class Document:
     def sections(self) -> tuple[Section, ...]:
         """``markdown.sections``, made without the rest of the facts."""
         return self.rules.sections(self)
+
+    @property
+    def anchors(self) -> Collection[str]:
+        """``markdown.anchors``, made without the sections (a link's fragment is checked
+        against them)."""
+        return self.rules.anchors(self)
 
     @property
     def section_count(self) -> int:

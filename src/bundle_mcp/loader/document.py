@@ -21,6 +21,7 @@ from ..okf.relations import extract_relations
 from ..packed_text import PackedText
 from .facts_codec import (
     PackedFacts,
+    packed_anchors,
     packed_may_link_to,
     packed_section_count,
     packed_sections,
@@ -35,6 +36,7 @@ from .text import LineView, count_lines
 # (:func:`document_rules`); this shared one parses on each use (a broken document's empty body).
 OKF_RULES = FormatRules(markdown=parse_markdown, fold=fold, lines=LineView,
                         sections=lambda doc: doc.markdown.sections,
+                        anchors=lambda doc: doc.markdown.anchors,
                         section_count=lambda doc: len(doc.markdown.sections),
                         may_link_to=lambda doc, concept_ids: True)
 
@@ -43,7 +45,8 @@ def document_rules(cached_facts: str | None = None) -> FormatRules:
     """:data:`OKF_RULES` for one document, its Markdown facts kept packed once computed, or
     read from ``cached_facts`` (the parse cache's JSON text of them) on each use."""
     return FormatRules(markdown=PackedFacts(cached_facts), fold=fold, lines=LineView,
-                       sections=packed_sections, section_count=packed_section_count,
+                       sections=packed_sections, anchors=packed_anchors,
+                       section_count=packed_section_count,
                        may_link_to=packed_may_link_to)
 
 

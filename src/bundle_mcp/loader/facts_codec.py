@@ -18,7 +18,15 @@ import sys
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING, Any
 
-from ..model import FootnoteDef, FootnoteRef, Link, MarkdownFacts, Section, anchors_of
+from ..model import (
+    FootnoteDef,
+    FootnoteRef,
+    Link,
+    MarkdownFacts,
+    Section,
+    anchors_from,
+    anchors_of,
+)
 from ..okf.markdown_facts import parse_markdown
 from ..packed_text import PackedText
 
@@ -38,10 +46,14 @@ def facts_json(facts: MarkdownFacts) -> str:
     }, ensure_ascii=False, separators=(",", ":"))
 
 
-def facts_of_json(text: str) -> MarkdownFacts:
+def facts_of_json(text: str, known_good: bool = False) -> MarkdownFacts:
     """The facts :func:`facts_json` wrote. Raises ``ValueError``, ``TypeError``, ``KeyError``
-    or ``IndexError`` for a text that is not such facts (a damaged row)."""
+    or ``IndexError`` for a text that is not such facts (a damaged row). ``known_good``: the
+    text decoded before (or was written here), so its values are not checked again; the facts
+    are the same either way."""
     value = json.loads(text)
+    if known_good:
+        return _trusted_facts(value)
     sections = _sections(value["sections"])
     return MarkdownFacts(
         links=tuple(
@@ -57,13 +69,19 @@ def facts_of_json(text: str) -> MarkdownFacts:
     )
 
 
-def sections_of_json(text: str) -> tuple[Section, ...]:
+def sections_of_json(text: str, known_good: bool = False) -> tuple[Section, ...]:
     """The sections of the facts :func:`facts_json` wrote, the rest not made (a walk needs a
     concept's sections only). Raises as :func:`facts_of_json` does."""
     value = json.loads(text)
     if not isinstance(value, dict):
         raise TypeError("facts are a JSON object")
-    return _sections(value["sections"])
+    return _trusted_sections(value["sections"]) if known_good else _sections(value["sections"])
+
+
+def anchors_of_json(text: str) -> Collection[str]:
+    """``facts_of_json(text).anchors`` of a known good text, no section made."""
+    rows = json.loads(text)["sections"]
+    return anchors_from([row[3] for row in rows if row[3] is not None])
 
 
 def _sections(rows: Any) -> tuple[Section, ...]:
@@ -73,6 +91,33 @@ def _sections(rows: Any) -> tuple[Section, ...]:
     return tuple(
         Section(as_int(i), interned_or_none(h), as_int(lv), interned_or_none(a), as_int(s),
                 as_int(e), tuple([interned_str(b) for b in crumbs]))
+        for i, h, lv, a, s, e, crumbs in rows
+    )
+
+
+# The same objects as the checked decoders make, from a text known good: most reads of a
+# document's facts are of its own text, and checking each value cost a third of a decode.
+def _trusted_facts(value: Any) -> MarkdownFacts:
+    intern = sys.intern
+    sections = _trusted_sections(value["sections"])
+    return MarkdownFacts(
+        links=tuple(
+            Link(r, n, t if t is None else intern(t), c if c is None else intern(c),
+                 f if f is None else intern(f), bool(d))
+            for r, n, t, c, f, d in value["links"]
+        ),
+        sections=sections,
+        anchors=anchors_of(sections),
+        footnote_refs=tuple(FootnoteRef(intern(a), n) for a, n in value["refs"]),
+        footnote_defs=tuple(FootnoteDef(intern(a), n, t) for a, n, t in value["defs"]),
+    )
+
+
+def _trusted_sections(rows: Any) -> tuple[Section, ...]:
+    intern = sys.intern
+    return tuple(
+        Section(i, h if h is None else intern(h), lv, a if a is None else intern(a), s, e,
+                tuple([intern(b) for b in crumbs]))
         for i, h, lv, a, s, e, crumbs in rows
     )
 
@@ -104,6 +149,8 @@ class PackedFacts:
         self.used = True
         packed = self._packed
         if packed is not None:
+            if self._checked:
+                return facts_of_json(packed.text(), known_good=True)
             try:
                 facts = facts_of_json(packed.text())
             except DAMAGED:
@@ -137,8 +184,15 @@ class PackedFacts:
         """``self(doc).sections``, decoding the sections only once the text is known good."""
         packed = self._packed
         if packed is not None and self._checked:
-            return sections_of_json(packed.text())
+            return sections_of_json(packed.text(), known_good=True)
         return self(doc).sections
+
+    def anchors(self, doc: Document) -> Collection[str]:
+        """``self(doc).anchors``, no section made once the text is known good."""
+        packed = self._packed
+        if packed is not None and self._checked:
+            return anchors_of_json(packed.text())
+        return self(doc).anchors
 
     def section_count(self, doc: Document) -> int:
         """``len(self(doc).sections)``, decoding only if the facts were never made here."""
@@ -182,6 +236,11 @@ def _named_bits(concept_ids: Iterable[str | None]) -> int:
 def packed_may_link_to(doc: Document, concept_ids: Collection[str]) -> bool:
     """``FormatRules.may_link_to`` of a document whose ``markdown`` is a :class:`PackedFacts`."""
     return _holder(doc).may_link_to(doc, concept_ids)
+
+
+def packed_anchors(doc: Document) -> Collection[str]:
+    """``FormatRules.anchors`` of a document whose ``markdown`` is a :class:`PackedFacts`."""
+    return _holder(doc).anchors(doc)
 
 
 def packed_sections(doc: Document) -> tuple[Section, ...]:

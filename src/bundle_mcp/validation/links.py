@@ -7,7 +7,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 
 from ..derived import Slot, of_snapshot
 from ..errors import Diagnostic
-from ..model import INDEX, Document, Link, Snapshot, anchors_of
+from ..model import INDEX, Document, Link, Snapshot
 from ..okf.ids import path_for_concept_id
 from ..okf.markdown import resolve_link
 from .findings import info, warn
@@ -44,9 +44,9 @@ def link_findings(
 
 
 def target_anchors(target: Document) -> Collection[str]:
-    """The anchors a link's fragment may name in ``target`` (``markdown.anchors``, from its
-    sections alone: its links are not made)."""
-    return anchors_of(target.sections)
+    """The anchors a link's fragment may name in ``target`` (``markdown.anchors``, read
+    without making its links or sections)."""
+    return target.anchors
 
 
 def broken_links(doc: Document, snapshot: Snapshot) -> Iterator[Link]:
