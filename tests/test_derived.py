@@ -153,7 +153,7 @@ def test_only_a_carried_slot_is_read_from_a_predecessor() -> None:
     with pytest.raises(ValueError, match="not carried"):
         derived.kept(snapshot, GRAPH)
     assert {slot.name for slot in derived.slots() if slot.carried} == {
-        "concept_suggestions", "body_words"}
+        "concept_suggestions", "body_words", "link_findings"}
 
 
 def _slot_names(snapshot: Snapshot) -> set[str]:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, ParamSpec, TypeVar
 
 from ..cancel import CancelToken
-from ..derived import Codec, Slot, of_document, of_snapshot
+from ..derived import Codec, Slot, kept, of_document, of_snapshot
 from ..errors import ERROR, INFO, WARN, Diagnostic
 from ..model import Document, Snapshot
 from ..okf.temporal import DATE_PROFILE, Reference
@@ -71,7 +71,9 @@ INDEX_FINDINGS: Slot[Findings] = Slot(
     "strict-mode index.md description mismatches, per index file",
 )
 LINK_FINDINGS: Slot[Findings] = Slot(
-    "link_findings", "snapshot", "broken-link findings, per document", _warm(check_links=True),
+    "link_findings", "snapshot", "broken-link findings, per document; after an edit, a "
+    "document's are its predecessor's when they cannot differ (_earlier_link_findings)",
+    _warm(check_links=True), carried=True,
 )
 ORPHAN_FINDINGS: Slot[Findings] = Slot(
     "orphan_findings", "snapshot",
@@ -216,6 +218,7 @@ def _walk(
     def anchors(target: Document) -> Collection[str]:
         return anchors_at(target.path)
 
+    earlier_links = _earlier_link_findings(snapshot) if check_links else None
     for doc in snapshot.documents.values():
         token.check()
         before = of_document(
@@ -245,13 +248,65 @@ def _walk(
             after.extend(found)
         if check_links:
             found = of_snapshot(
-                snapshot, LINK_FINDINGS, _tupled(links.link_findings, doc, snapshot, anchors),
+                snapshot, LINK_FINDINGS,
+                _earlier_or_made(earlier_links, doc, _tupled(
+                    links.link_findings, doc, snapshot, anchors)),
                 doc.path,
             )
             after.extend(found)
         if before or stale is not None or after:
             steps.append(WalkStep(before, stale, tuple(after)))
     return tuple(steps)
+
+
+def _earlier_or_made(
+    earlier: Callable[[Document], Findings | None] | None, doc: Document,
+    make: Callable[[], Findings],
+) -> Callable[[], Findings]:
+    def build() -> Findings:
+        found = earlier(doc) if earlier is not None else None
+        return make() if found is None else found
+    return build
+
+
+def _earlier_link_findings(snapshot: Snapshot) -> Callable[[Document], Findings | None] | None:
+    """The predecessor's link findings of a document, where they cannot differ; ``None`` when
+    no document's can be taken.
+
+    A document's link findings depend on its links, on which paths, folders and concept IDs
+    exist, and on the anchors of the documents its links reach. After an edit of concepts'
+    files that adds, moves or removes nothing, only the edited documents' and those of
+    documents that may link to an edited one (their anchors may have changed) can differ:
+    every other document's are taken from the predecessor, so an edit's follow-up warm-up
+    does not decode every document's facts again. Anything else (a file created or deleted,
+    an ``index.md`` edited, a file that stops parsing) makes every document's anew."""
+    earlier = snapshot.predecessor()
+    if earlier is None:
+        return None
+    if (snapshot.assets != earlier.assets or snapshot.directories != earlier.directories
+            or snapshot.documents.keys() != earlier.documents.keys()
+            or snapshot.concepts.keys() != earlier.concepts.keys()):
+        return None
+    changed = snapshot.documents.differing(earlier.documents)
+    edited: set[str] = set()
+    for path in changed:
+        now, before = snapshot.documents[path], earlier.documents[path]
+        if now.concept_id is None or now.concept_id != before.concept_id or (
+                now.concept_id not in snapshot.concepts
+                or snapshot.concepts[now.concept_id] is not now):
+            return None  # not the same concept's file edited: every document's are made
+        edited.add(now.concept_id)
+    changed_paths = frozenset(changed)
+
+    def earlier_findings(doc: Document) -> Findings | None:
+        if doc.path in changed_paths:
+            return None
+        found = kept(earlier, LINK_FINDINGS, doc.path)
+        if found is None or (edited and doc.rules.may_link_to(doc, edited)):
+            return None
+        return found
+
+    return earlier_findings
 
 
 def orphan_findings(snapshot: Snapshot) -> tuple[Diagnostic, ...]:
