@@ -182,6 +182,7 @@ class PackedFacts:
 
     def sections(self, doc: Document) -> tuple[Section, ...]:
         """``self(doc).sections``, decoding the sections only once the text is known good."""
+        self.used = True
         packed = self._packed
         if packed is not None and self._checked:
             return sections_of_json(packed.text(), known_good=True)
@@ -189,6 +190,7 @@ class PackedFacts:
 
     def anchors(self, doc: Document) -> Collection[str]:
         """``self(doc).anchors``, no section made once the text is known good."""
+        self.used = True
         packed = self._packed
         if packed is not None and self._checked:
             return anchors_of_json(packed.text())
