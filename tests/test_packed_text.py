@@ -1,12 +1,15 @@
-"""A document's text is held compressed (``bundle_mcp.packed_text``, issue 29): read back whole
-and exact, held in fewer bytes than the text, from any thread; a built document keeps no copy
-of it, parsed or read back from the parse cache, and a call decompresses only the texts of the
+"""How a document holds its text (``bundle_mcp.packed_text``, issue 29). A document the loader
+built from a bundle folder keeps none of it: each read takes the file's bytes again, checked
+against the snapshot's record (bytes that moved raise ``FileMoved``), parsed or read back from
+the parse cache. A text with no file behind it is held compressed: read back whole and exact,
+held in fewer bytes than the text, from any thread. A call reads only the texts of the
 documents its answer reads."""
 
 from __future__ import annotations
 
 import threading
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -16,9 +19,11 @@ from hypothesis import strategies as st
 from bundle_mcp import packed_text
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.errors import FileMoved
 from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.document import parse_document
 from bundle_mcp.loader.parse_cache import ParseCache
-from bundle_mcp.packed_text import MIN_PACKED, PackedText
+from bundle_mcp.packed_text import MIN_PACKED, FileText, HeldText, PackedText
 from toolcall import every_document_built
 
 # A page of prose as documentation has it: words repeat, so it compresses to well under half.
@@ -103,9 +108,7 @@ def _dispatcher(bundle: str, monkeypatch: pytest.MonkeyPatch) -> Dispatcher:
 
 
 @pytest.mark.parametrize("how", ["parsed", "read back"])
-def test_a_built_document_keeps_its_text_compressed_and_no_copy(
-    tmp_path: Path, how: str
-) -> None:
+def test_a_built_document_holds_no_copy_of_its_text(tmp_path: Path, how: str) -> None:
     bundle = _bundle(tmp_path / "b")
     first, _ = load_bundle(bundle)
     every_document_built(first.documents)
@@ -118,9 +121,9 @@ def test_a_built_document_keeps_its_text_compressed_and_no_copy(
     for path, doc in snapshot.documents.items():
         text = (Path(bundle) / path).read_text(encoding="utf-8")
         assert doc.text == text
-        assert isinstance(doc.packed, PackedText)
-        if doc.is_concept:
-            assert doc.packed.packed_size * 2 < len(text), path
+        assert isinstance(doc.held, FileText)
+        assert len(doc.held) == len(text) and doc.held.ascii == text.isascii()
+        assert not any(isinstance(value, str | bytes) for value in _slots(doc.held)), path
         doc.markdown  # noqa: B018 (built and kept)
         doc.folded  # noqa: B018
         doc.lines  # noqa: B018 (made on each read, never kept)
@@ -129,6 +132,42 @@ def test_a_built_document_keeps_its_text_compressed_and_no_copy(
         # Lines kept would keep the text (a LineView holds the text it was cut from).
         assert "lines" not in vars(doc), path
         assert doc.lines is not doc.lines
+
+
+def _slots(held: HeldText) -> list[object]:
+    return [getattr(held, name) for name in type(held).__slots__]
+
+
+def test_a_text_whose_file_changed_is_not_read_as_another(tmp_path: Path) -> None:
+    """The document keeps the snapshot's bytes' record: once its file holds other bytes, or is
+    gone, reading its text raises (a call is then answered again from a new capture) instead of
+    giving the new text under the old snapshot."""
+    bundle = _bundle(tmp_path / "b")
+    snapshot, _ = load_bundle(bundle)
+    doc = snapshot.documents["p/c3.md"]
+    assert doc.text == _page(3)
+    changed = _page(3).replace("Page 3", "Page 9")  # as long, other bytes
+    (Path(bundle) / "p" / "c3.md").write_text(changed, encoding="utf-8")
+    assert doc.text == _page(3)  # the thread's last text read: kept, and the snapshot's
+    other = snapshot.documents["p/c4.md"]
+    assert other.text == _page(4)  # now the last one read
+    with pytest.raises(FileMoved):
+        doc.text  # noqa: B018
+    (Path(bundle) / "p" / "c3.md").write_text(_page(3), encoding="utf-8")
+    assert doc.text == _page(3)  # the same bytes again: the same text
+    (Path(bundle) / "p" / "c3.md").unlink()
+    assert other.text == _page(4)
+    with pytest.raises(FileMoved):
+        doc.body  # noqa: B018
+
+
+def test_a_document_with_no_file_keeps_its_text_compressed() -> None:
+    """Bytes that were never a bundle's file (a write's planned bytes, a test's document)."""
+    doc = parse_document("p/c1.md", _page(1).encode())
+    assert isinstance(doc.held, PackedText)
+    assert doc.held.packed_size * 2 < len(_page(1))
+    assert doc.text == _page(1)
+    assert doc.held == FileText(_page(1), "p/c1.md", lambda _path: _page(1).encode())
 
 
 def test_a_call_decompresses_only_the_texts_its_answer_reads(
@@ -144,19 +183,21 @@ def test_a_call_decompresses_only_the_texts_its_answer_reads(
     dispatcher.call("read_concept", arguments, token)  # loads the snapshot
     read: list[str] = []
     facts: list[str] = []
-    real = PackedText.text
     caller = threading.get_ident()  # a background save reads texts too: not the call's
 
-    def counted(self: PackedText) -> str:
-        text = real(self)
-        if threading.get_ident() == caller:
-            if text.startswith("---\n"):
-                read.append(text.split("\n", 3)[2])  # its title line
-            else:
-                facts.append(text)  # a document's Markdown facts, as JSON
-        return text
+    def counting(real: Callable[[HeldText], str]) -> Callable[[HeldText], str]:
+        def counted(self: HeldText) -> str:
+            text = real(self)
+            if threading.get_ident() == caller:
+                if text.startswith("---\n"):
+                    read.append(text.split("\n", 3)[2])  # its title line
+                else:
+                    facts.append(text)  # a document's Markdown facts, as JSON
+            return text
+        return counted
 
-    monkeypatch.setattr(packed_text.PackedText, "text", counted)
+    for holder in (packed_text.PackedText, packed_text.FileText):
+        monkeypatch.setattr(holder, "text", counting(holder.text))
     outcome = dispatcher.call("read_concept", arguments, token)
     assert not outcome.is_error
     assert read and set(read) == {"title: Page 7"}
@@ -176,15 +217,17 @@ def test_a_context_pack_cuts_the_texts_of_the_items_it_can_hold_only(
                  "max_tokens": 256}
     dispatcher.call("context", arguments, token)  # builds the index and the snapshot
     read: list[int] = []
-    real = PackedText.text
     caller = threading.get_ident()
 
-    def counted(self: PackedText) -> str:
-        if threading.get_ident() == caller:
-            read.append(id(self))
-        return real(self)
+    def counting(real: Callable[[HeldText], str]) -> Callable[[HeldText], str]:
+        def counted(self: HeldText) -> str:
+            if threading.get_ident() == caller:
+                read.append(id(self))
+            return real(self)
+        return counted
 
-    monkeypatch.setattr(packed_text.PackedText, "text", counted)
+    for holder in (packed_text.PackedText, packed_text.FileText):
+        monkeypatch.setattr(holder, "text", counting(holder.text))
     answer = dispatcher.call("context", arguments, token).structured
     assert answer is not None
     assert len(answer["items"]) + answer["omitted"] >= 30

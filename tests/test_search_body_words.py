@@ -101,8 +101,8 @@ def test_bodies_are_not_kept_folded_unless_not_ascii(snapshot: Snapshot) -> None
         assert doc.folded_body() == fold(doc.body)
     ascii_ids = {columns.concept_ids[n] for n in columns.ascii_positions}
     assert ascii_ids == {cid for cid, doc in snapshot.concepts.items() if doc.text.isascii()}
-    assert all(packed is snapshot.concepts[columns.concept_ids[n]].packed
-               for n, packed in zip(columns.ascii_positions, columns.ascii_texts, strict=True))
+    assert all(held is snapshot.concepts[columns.concept_ids[n]].held
+               for n, held in zip(columns.ascii_positions, columns.ascii_texts, strict=True))
     assert {columns.concept_ids[n] for n in columns.other_positions} == {"d/kappa"}
     assert {columns.concept_ids[n] for n in columns.kept_positions} == {"a/gamma", "b/delta"}
 
@@ -239,7 +239,8 @@ def test_an_updated_index_equals_the_index_built_anew(
 
 def test_a_change_updates_the_previous_index_instead_of_building_one(snapshot: Snapshot) -> None:
     """With the previous capture held and its index built, the next capture's index is that one
-    updated: only the changed concept's body is split into words again, and the words it did
+    updated: only the changed concept's new body is split into words (its earlier words are
+    found in the postings: its earlier text may be gone from its file), and the words it did
     not touch keep their postings."""
     files = {f"f{n % 5}/item-{n:03d}.md": concept(f"Item {n} body words w{n}") for n in range(200)}
     before = _assembled(_cells(files))
@@ -253,7 +254,7 @@ def test_a_change_updates_the_previous_index_instead_of_building_one(snapshot: S
         patch.setattr(bw, "body_words", lambda body: split.append(body) or real_words(body))
         patch.setattr(bw, "build_index", lambda *a: pytest.fail("built anew"))
         index = bw.index_of(after, CancelToken())
-    assert len(split) == 2  # the old body's words out, the new body's in
+    assert len(split) == 1  # the new body's words in; the old body is never read
     assert kept(after, bw.BODY_WORDS) is index
     assert index.candidates("zq09977") == {"f3/item-013"}
     assert index.postings["w100"] is earlier.postings["w100"]

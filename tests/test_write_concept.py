@@ -17,6 +17,7 @@ from bundle_mcp.errors import (
     RESOURCE_LIMIT,
     REVISION_CONFLICT,
     BundleError,
+    FileMoved,
 )
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.tools import write_concept
@@ -152,11 +153,23 @@ def test_unpaired_surrogates_are_an_invalid_request(bundle: str) -> None:
 
 def test_a_bundle_that_moved_on_since_the_snapshot_is_a_conflict(bundle: str) -> None:
     snapshot = load_bundle(bundle)[0]
-    Path(bundle, "cache.md").write_text("---\ntype: Note\n---\nedited by a person\n", "utf-8")
+    Path(bundle, "index.md").write_text("# Notes, edited by a person\n", "utf-8")
     params = {"concept_id": "cache", "frontmatter": "type: Note\n", "body": "mine\n"}
     with pytest.raises(BundleError) as caught:
         run_tool(write_concept, snapshot, params, CancelToken(), bundle_path=bundle)
     assert caught.value.code == REVISION_CONFLICT
+    assert Path(bundle, "cache.md").read_text("utf-8").endswith("Old policy.\n")
+
+
+def test_the_written_file_changed_since_the_snapshot_writes_nothing(bundle: str) -> None:
+    """The snapshot's text of the file is read back from the file (packed_text.FileText): once
+    a person changed it, the tool cannot plan against the snapshot and stops before writing
+    (through the dispatcher, the call is answered again from a new capture)."""
+    snapshot = load_bundle(bundle)[0]
+    Path(bundle, "cache.md").write_text("---\ntype: Note\n---\nedited by a person\n", "utf-8")
+    params = {"concept_id": "cache", "frontmatter": "type: Note\n", "body": "mine\n"}
+    with pytest.raises(FileMoved):
+        run_tool(write_concept, snapshot, params, CancelToken(), bundle_path=bundle)
     assert Path(bundle, "cache.md").read_text("utf-8").endswith("edited by a person\n")
 
 

@@ -38,7 +38,7 @@ from typing import Any, Protocol, TypeVar, cast
 
 from .errors import Diagnostic
 from .frozen_map import frozen_mapping
-from .packed_text import PackedText
+from .packed_text import HeldText
 
 CONCEPT = "concept"
 INDEX = "index"
@@ -446,18 +446,18 @@ class FormatRules:
 class Document:
     """One captured ``.md`` file: a concept or a reserved ``index.md`` / ``log.md``.
 
-    ``text`` is the whole decoded file (the raw file for ``read_concept``), kept compressed
-    (``packed``, :mod:`bundle_mcp.packed_text`) and decompressed on each read: read it once per
-    use, not once per line. ``body`` is the text after the frontmatter block and starts on
-    physical line ``body_line`` (1-based). A document that could not be parsed keeps
-    ``parse_error`` and empty parsed fields.
+    ``text`` is the whole decoded file (the raw file for ``read_concept``), made on each read
+    from what the document holds (``held``, :mod:`bundle_mcp.packed_text`: the file read back,
+    or a compressed copy): read it once per use, not once per line. ``body`` is the text after
+    the frontmatter block and starts on physical line ``body_line`` (1-based). A document that
+    could not be parsed keeps ``parse_error`` and empty parsed fields.
     """
 
     path: str
     kind: str
     concept_id: str | None
     record: FileRecord
-    packed: PackedText
+    held: HeldText
     # Where the frontmatter block's YAML lies in ``text`` (start, end), None without one: the
     # YAML is cut from the text when asked for (:attr:`frontmatter_raw`), not kept beside it.
     frontmatter_span: tuple[int, int] | None
@@ -480,8 +480,8 @@ class Document:
 
     @property
     def text(self) -> str:
-        """The whole decoded file, decompressed now."""
-        return self.packed.text()
+        """The whole decoded file, made now (read back from its file, or decompressed)."""
+        return self.held.text()
 
     @property
     def frontmatter_raw(self) -> str | None:
@@ -553,7 +553,7 @@ class Document:
         tags = fm.get("tags")
         # An ASCII text has an ASCII body: only the others' bodies are decompressed and cut
         # out to be asked.
-        body = None if self.packed.ascii else self.body
+        body = None if self.held.ascii else self.body
         return FoldedFields(
             concept_id=fold(self.concept_id or ""),
             title=fold(fm["title"]) if isinstance(fm.get("title"), str) else "",

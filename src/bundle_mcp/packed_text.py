@@ -1,12 +1,19 @@
-"""A document's text, held compressed and decompressed each time it is read.
+"""How a document holds its text: compressed in memory, or left in its file and read back.
 
 A served bundle's documents held their whole decoded text for as long as the process ran:
 about the bundle's size again (60 MiB at 10,000 concepts), the largest single part of a
 server's data. Most calls read one document's text, or the texts of the few an index names;
-a text is read whole far less often than it is held. So a document keeps its text compressed
-with Zstandard (about a third to a half of its size) and :meth:`PackedText.text` decompresses
-it on each read, 5 to 10 µs for a 6 KB page: a pass over every text of a 10,000-concept bundle
-costs about 0.1 s, which only the warm-up's builders and a search no index can narrow pay.
+a text is read whole far less often than it is held. So a document holds a :class:`HeldText`:
+
+- :class:`FileText`, for a document the loader built from a bundle folder: nothing of the text
+  but its length, and whether it is ASCII. Each read opens the file again (through the pinned
+  root, no symlink followed), checks its bytes against the SHA-256 the snapshot counted and
+  decodes them: about 30 µs for a 6 KB page, from the page cache the operating system keeps
+  for the bundle anyway. Bytes that moved raise ``FileMoved``, and a call is answered again
+  from a new capture, as for a document built after its file changed.
+- :class:`PackedText`, for a text with no file to read back (a write's planned bytes, a test's
+  documents, a broken file's replacement text): compressed with Zstandard (about a third to a
+  half of its size) and decompressed on each read, 5 to 10 µs for a 6 KB page.
 
 A short text is kept as it is: compressing it would save less than the bytes it costs.
 Zstandard's contexts are not to be shared between threads at once, so each thread gets its own
@@ -16,10 +23,13 @@ Zstandard's contexts are not to be shared between threads at once, so each threa
 from __future__ import annotations
 
 import threading
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Generic, TypeVar
 
 import zstandard
 
-__all__ = ["PackedText"]
+__all__ = ["FileText", "HeldText", "PackedText"]
 
 # Below this many characters a text is kept as it is (a README's one heading, a stub).
 MIN_PACKED = 256
@@ -45,9 +55,95 @@ class _Contexts(threading.local):
 _CONTEXTS = _Contexts()
 
 
-class PackedText:
+_Source = TypeVar("_Source")
+
+
+class _Recent(threading.local):
+    """The text a thread last read back from a file, and what it was read for: a builder reads
+    a document's lines and then its body, and the second read is this one again. The text is
+    the snapshot's (its bytes were checked when read), so no answer depends on this."""
+
+    def __init__(self) -> None:
+        self.held: object = None  # the FileText, compared by identity only
+        self.text = ""
+
+
+# Per-thread, like the Zstandard contexts below: a cache of one text that no answer depends on.
+_RECENT = _Recent()
+
+
+class HeldText(ABC):
+    """A document's text as it holds it; immutable, equal to another when the texts are."""
+
+    __slots__ = ()
+
+    @abstractmethod
+    def text(self) -> str:
+        """The text, made now (the caller holds it only as long as it needs it)."""
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """The text's length in characters, without making it."""
+
+    @property
+    @abstractmethod
+    def ascii(self) -> bool:
+        """``text().isascii()``, without making it."""
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, HeldText):
+            return NotImplemented
+        return len(self) == len(other) and self.text() == other.text()
+
+    def __hash__(self) -> int:
+        return hash(self.text())
+
+
+class FileText(HeldText, Generic[_Source]):
+    """A text left in its file: ``read(source)`` gives the file's bytes, checked against what
+    the snapshot counted (raising when they moved), and they are decoded as UTF-8 on each read.
+    Only the length and the ASCII flag are kept, taken from the text the document was built
+    from."""
+
+    __slots__ = ("_ascii", "_length", "_read", "_source")
+
+    def __init__(self, text: str, source: _Source, read: Callable[[_Source], bytes]) -> None:
+        self._length = len(text)
+        self._ascii = text.isascii()
+        self._source = source
+        self._read = read
+
+    def text(self) -> str:
+        recent = _RECENT
+        if recent.held is self:
+            return recent.text
+        text = self._read(self._source).decode("utf-8")
+        recent.held, recent.text = self, text
+        return text
+
+    def __len__(self) -> int:
+        return self._length
+
+    @property
+    def ascii(self) -> bool:
+        return self._ascii
+
+    def __eq__(self, other: object) -> bool:
+        if (isinstance(other, FileText) and other._source == self._source
+                and other._read is self._read):
+            return True  # the same checked bytes
+        return super().__eq__(other)
+
+    def __hash__(self) -> int:
+        return super().__hash__()
+
+    def __repr__(self) -> str:
+        return f"FileText({self._length} characters in {self._source!r})"
+
+
+class PackedText(HeldText):
     """A text kept compressed (``_data`` bytes) or, when short or incompressible, as it is
-    (``_data`` a str). Immutable; equal when the texts are equal."""
+    (``_data`` a str)."""
 
     __slots__ = ("_ascii", "_data", "_length")
 
@@ -88,17 +184,16 @@ class PackedText:
         return len(self._data)
 
     def __eq__(self, other: object) -> bool:
-        if not isinstance(other, PackedText):
-            return NotImplemented
-        if self._length != other._length:
-            return False
-        mine, theirs = self._data, other._data
-        if type(mine) is type(theirs) and mine == theirs:
-            return True
-        return self.text() == other.text()
+        if isinstance(other, PackedText):
+            if self._length != other._length:
+                return False
+            mine, theirs = self._data, other._data
+            if type(mine) is type(theirs) and mine == theirs:
+                return True
+        return super().__eq__(other)
 
     def __hash__(self) -> int:
-        return hash(self.text())
+        return super().__hash__()
 
     def __repr__(self) -> str:
         return f"PackedText({self._length} characters in {self.packed_size})"

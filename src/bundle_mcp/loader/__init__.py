@@ -6,6 +6,7 @@ import bisect
 import dataclasses
 import hashlib
 import os
+import stat
 import time
 import types
 from collections.abc import Callable, Mapping
@@ -33,7 +34,8 @@ from ..model import (
 from ..observe import Notice
 from ..okf.computations import attachment_paths
 from ..okf.ids import concept_id_for_path
-from ..storage.handles import pin_root
+from ..packed_text import FileText, HeldText, PackedText
+from ..storage.handles import DIR_FLAGS, READ_FLAGS, pin_root
 from ..storage.locks import ReadLock
 from ..storage.recovery import RecoveryFailed, pending, recover
 from ..storage.state_dir import JOURNAL_PATH
@@ -147,26 +149,57 @@ def settled_keys(
 
 
 def _reader(bundle_path: str) -> Callable[[FileRecord], bytes]:
-    """Read a captured file's bytes later, for a cell whose capture trusted its stat.
+    """Read a captured file's bytes later: for a cell whose capture trusted its stat, and for
+    a built document's text (``packed_text.FileText``), on each read.
 
-    Through a freshly pinned root and without following any symlink, like the walk. The bytes
-    must be the ones the snapshot's revision counts: anything else (the file changed, or went)
-    raises :class:`~bundle_mcp.errors.FileMoved`, and the call is answered from a new capture.
+    Inside the root without following any symlink (each folder and the file are opened with
+    ``O_NOFOLLOW``), never blocking on a FIFO and never reading past the record's size. The
+    root itself is opened by its path, not pinned again from ``/`` as a load pins it (a third
+    of a read's cost): the bytes must be the ones the snapshot's revision counts, so nothing a
+    symlink put on the way could give other bytes. Anything else (the file changed, or went,
+    or is no longer a regular file) raises :class:`~bundle_mcp.errors.FileMoved`, and the call
+    is answered from a new capture.
     """
 
     def read(record: FileRecord) -> bytes:
-        fd = pin_root(bundle_path)
         try:
-            found = read_relative(fd, record.path)
-        finally:
-            os.close(fd)
-        data = found[0] if found is not None else None
-        if data is None or len(data) != record.size or (
-                hashlib.sha256(data).hexdigest() != record.sha256):
+            data = _read_again(bundle_path, record)
+        except OSError:
+            data = None
+        if data is None or hashlib.sha256(data).hexdigest() != record.sha256:
             raise FileMoved(record.path)
         return data
 
     return read
+
+
+def _read_again(bundle_path: str, record: FileRecord) -> bytes | None:
+    """The bytes at ``record.path`` when they are a regular file of the record's size."""
+    *folders, name = record.path.split("/")
+    fd = os.open(bundle_path, DIR_FLAGS)
+    try:
+        for folder in folders:
+            child = os.open(folder, DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+        file_fd = os.open(name, READ_FLAGS, dir_fd=fd)
+    finally:
+        os.close(fd)
+    try:
+        opened = os.fstat(file_fd)
+        if not stat.S_ISREG(opened.st_mode) or opened.st_size != record.size:
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        while size <= record.size:  # one byte more than the record: it grew
+            chunk = os.read(file_fd, record.size + 1 - size)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks) if size == record.size else None
+    finally:
+        os.close(file_fd)
 
 
 def _attach(bundle_path: str, snapshot: Snapshot, token: CancelToken, max_bytes: int) -> Snapshot:
@@ -254,6 +287,7 @@ def refresh_files(
     skipped = {d.file for d in previous.skipped}
     if any(p in skipped or not _plain_name(p) for p in wanted):
         return None
+    reread = _reader(bundle_path)  # one for every file read again here
     fd = pin_root(bundle_path)
     try:
         # Even when only hidden entries changed: an interrupted write leaves its staged files
@@ -293,7 +327,7 @@ def refresh_files(
                 if stats.get(path) == key:
                     continue  # touched, not changed
                 added = added or path not in documents
-                documents[path] = deferred(path, data)
+                documents[path] = deferred(path, data, reread=reread)
                 stats[path] = key
     finally:
         os.close(fd)
@@ -376,10 +410,11 @@ def build_snapshot(
             stored = cached.stored(f.path) if cached is not None else None
             if stored is not None and read_later is not None:
                 record = FileRecord(f.path, stored.size, stored.sha256)
-                cells[f.path] = Deferred(
-                    record, _Source(record, None, read_later, cached, prechecked, stored))
+                cells[f.path] = Deferred(record, _Source(
+                    record, None, read_later, cached, prechecked, stored, read_later))
                 continue
-        cells[f.path] = deferred(f.path, f.data or b"", cached, prechecked=prechecked)
+        cells[f.path] = deferred(f.path, f.data or b"", cached, prechecked=prechecked,
+                                 reread=read_later)
     # The index of an earlier process speaks for the files whose bytes it has rows for, in this
     # snapshot and the next ones (a file that changed has other bytes: the index does not know it).
     inbound = cached if cached is not None else previous.inbound if previous is not None else None
@@ -391,19 +426,23 @@ def deferred(
     path: str, data: bytes | Callable[[FileRecord], bytes], cached: CachedRows | None = None,
     record: FileRecord | None = None,
     prechecked: Prechecked | None = None,
+    reread: Callable[[FileRecord], bytes] | None = None,
 ) -> Deferred:
     """The cell of one captured file: its record now, the rest on first use. Whether it parses
     comes from the parse cache's row for these bytes when ``cached`` has one, and its document
     from that row's entry; whatever does not fit the bytes is parsed instead.
 
-    ``data`` is the bytes, or (with their ``record``) a way to read them when first needed."""
+    ``data`` is the bytes, or (with their ``record``) a way to read them when first needed.
+    ``reread``: how to read the file's bytes back (checked against the record) once its
+    document is built, which then holds no copy of its text (``packed_text.FileText``); without
+    it the document keeps its text compressed."""
     stored = cached.stored(path) if cached is not None else None
     if isinstance(data, bytes):
         fixed = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
-        return Deferred(fixed, _Source(fixed, data, None, cached, prechecked, stored))
+        return Deferred(fixed, _Source(fixed, data, None, cached, prechecked, stored, reread))
     if record is None:
         raise ValueError("bytes read later need the record they must match")
-    return Deferred(record, _Source(record, None, data, cached, prechecked, stored))
+    return Deferred(record, _Source(record, None, data, cached, prechecked, stored, reread))
 
 
 class _Source:
@@ -415,12 +454,13 @@ class _Source:
     collector tracked: at the file cap, collecting them was a third of a restart's first load.)
     """
 
-    __slots__ = ("record", "data", "read_later", "cached", "prechecked", "stored")
+    __slots__ = ("record", "data", "read_later", "cached", "prechecked", "stored", "reread")
 
     def __init__(
         self, record: FileRecord, data: bytes | None,
         read_later: Callable[[FileRecord], bytes] | None,
         cached: CachedRows | None, prechecked: Prechecked | None, stored: Stored | None,
+        reread: Callable[[FileRecord], bytes] | None = None,
     ) -> None:
         self.record = record
         self.data = data  # None: read (and checked against the record) when first needed
@@ -428,12 +468,20 @@ class _Source:
         self.cached = cached
         self.prechecked = prechecked
         self.stored = stored  # ``cached``'s row for this path, if it has one
+        self.reread = reread  # None: the document keeps its text (no file to read it back)
 
     def read(self) -> bytes:
         if self.data is not None:
             return self.data
         assert self.read_later is not None
         return self.read_later(self.record)
+
+    def hold(self, text: str) -> HeldText:
+        """How the built document holds its text: in its file when it can be read back."""
+        reread = self.reread
+        if reread is None:
+            return PackedText(text)
+        return FileText(text, self.record, reread)
 
     def __call__(self) -> Check:
         stored, fixed = self.stored, self.record
@@ -449,7 +497,7 @@ class _Source:
 
     def _parsed(self) -> Check:
         fixed = self.record
-        checked = check_document(fixed.path, self.read(), fixed, self.prechecked)
+        checked = check_document(fixed.path, self.read(), fixed, self.prechecked, self.hold)
         if isinstance(checked, Document):
             return checked.parse_error, lambda: (checked, PARSED)
         return None, lambda: (checked.finish(), PARSED)
@@ -459,12 +507,12 @@ class _Source:
         assert cached is not None
         path, data = fixed.path, self.read()
         doc = decode(fixed, data, cached.entry(path, fixed.sha256),
-                     cached.kept(path, fixed.sha256))
+                     cached.kept(path, fixed.sha256), self.hold)
         if doc is not None:
             return doc, DECODED
         # The row's entry is gone or does not fit: parse. The same bytes parse the same
         # way they did when the row was written, so the check above still holds.
-        return parse_document(path, data, fixed), PARSED
+        return parse_document(path, data, fixed, self.hold), PARSED
 
 
 def assemble_snapshot(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from ..okf.folding import fold
 from ..okf.ids import concept_id_for_path, concept_id_problem
 from ..okf.markdown_facts import parse_markdown
 from ..okf.relations import extract_relations
-from ..packed_text import PackedText
+from ..packed_text import HeldText, PackedText
 from .facts_codec import (
     PackedFacts,
     packed_anchors,
@@ -56,10 +57,18 @@ def document_kind(path: str) -> str:
     return RESERVED_NAMES.get(path.rpartition("/")[2], CONCEPT)
 
 
-def parse_document(path: str, data: bytes, record: FileRecord | None = None) -> Document:
+# How a parsed document holds its text (``Document.held``): given the text, the holder. The
+# loader's cells hold a bundle file's text in the file (packed_text.FileText); bytes with no
+# file behind them are kept compressed.
+Hold = Callable[[str], HeldText]
+
+
+def parse_document(
+    path: str, data: bytes, record: FileRecord | None = None, hold: Hold = PackedText,
+) -> Document:
     """Parse one captured file. Never raises for bad content: a broken file keeps its error.
     ``record``: the file's record when the caller has already hashed these bytes."""
-    checked = check_document(path, data, record)
+    checked = check_document(path, data, record, hold=hold)
     return checked if isinstance(checked, Document) else checked.finish()
 
 
@@ -78,6 +87,7 @@ class Checked:
     split: Split
     frontmatter: dict[str, Any] | None
     line_count: int
+    hold: Hold
 
     def finish(self) -> Document:
         frontmatter, split, concept_id = self.frontmatter, self.split, self.concept_id
@@ -91,7 +101,7 @@ class Checked:
             kind=self.kind,
             concept_id=concept_id,
             record=self.record,
-            packed=PackedText(self.text),
+            held=self.hold(self.text),
             frontmatter_span=(
                 None if split.raw is None else (split.raw_start, split.raw_end)),
             frontmatter_value=freeze(frontmatter) if frontmatter is not None else None,
@@ -106,11 +116,12 @@ class Checked:
 
 def check_document(
     path: str, data: bytes, record: FileRecord | None = None,
-    prechecked: Prechecked | None = None,
+    prechecked: Prechecked | None = None, hold: Hold = PackedText,
 ) -> Document | Checked:
     """The broken :class:`Document` when the file does not parse, else what its parse read so
     far (:class:`Checked`). ``prechecked``: frontmatter another process loaded from the same
-    bytes (:mod:`bundle_mcp.loader.precheck`), used instead of loading it here."""
+    bytes (:mod:`bundle_mcp.loader.precheck`), used instead of loading it here. ``hold``: how
+    the document will hold its text (a broken one keeps its replacement text compressed)."""
     if record is None:
         record = FileRecord(path, len(data), hashlib.sha256(data).hexdigest())
     kind = document_kind(path)
@@ -141,7 +152,7 @@ def check_document(
         return _broken(path, kind, concept_id, record, text, Diagnostic(
             code=exc.code, severity=ERROR, file=path, line=exc.line, message=exc.message,
         ), line_count)
-    return Checked(path, kind, concept_id, record, text, split, frontmatter, line_count)
+    return Checked(path, kind, concept_id, record, text, split, frontmatter, line_count, hold)
 
 
 def _frontmatter(split: Split, sha256: str, prechecked: Prechecked | None) -> dict[str, Any]:
@@ -170,7 +181,7 @@ def _broken(
         kind=kind,
         concept_id=concept_id,
         record=record,
-        packed=PackedText(text),
+        held=PackedText(text),
         frontmatter_span=None,
         frontmatter_value=None,
         body_start=len(text),

@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..derived import kept_values
-from ..errors import Diagnostic
+from ..errors import Diagnostic, FileMoved
 from ..model import (
     Document,
     Documents,
@@ -56,7 +56,7 @@ from ..model import (
 )
 from ..packed_text import PackedText
 from .capture import StatKey
-from .document import OKF_RULES, document_rules
+from .document import OKF_RULES, Hold, document_rules
 from .facts_codec import (
     PackedFacts,
     as_int,
@@ -65,7 +65,7 @@ from .facts_codec import (
     interned_or_none,
     interned_str,
 )
-from .frontmatter import DELIMITER_LINE, split_frontmatter
+from .frontmatter import DELIMITER_LINE
 from .text import BOM, count_breaks, count_lines
 
 log = logging.getLogger(__name__)
@@ -227,6 +227,11 @@ class ParseCache:
             log.debug("parse cache save skipped: %s", exc)
         except (OSError, sqlite3.Error) as exc:
             self._warn(exc)
+        except FileMoved as exc:
+            # A document's file changed since its snapshot was captured, and its text was to
+            # be read back (a damaged facts row, made again): the next capture's save
+            # writes its rows.
+            log.debug("parse cache save skipped: %s", exc)
 
     def _write(
         self, database: Path, bundle_path: str, documents: Documents,
@@ -741,20 +746,22 @@ def encode_facts(doc: Document) -> str | None:
 
 
 def _layout_of(doc: Document) -> list[int]:
+    """Where the frontmatter block and the body lie, from what the document kept of its split
+    (its text is not read: a save must not read every file again)."""
     if doc.parse_error is not None:
         return [0, 0, 0, 1]
-    split = split_frontmatter(doc.text)
-    return [split.raw_start, split.raw_end, split.body_start, split.body_line]
+    raw_start, raw_end = doc.frontmatter_span or (0, 0)  # no block: the split's zeros
+    return [raw_start, raw_end, doc.body_start, doc.body_line]
 
 
 def decode(
     record: FileRecord, data: bytes, entry: Any,
-    stored: Callable[[str], Any] | None = None,
+    stored: Callable[[str], Any] | None = None, hold: Hold = PackedText,
 ) -> Document | None:
     """The cached document for these bytes (``record``: the capture's record of them, which
     the document keeps: one record per file, not one more), or ``None`` when the entry does
     not fit them. ``stored``: the kept values of its derived structures, by key
-    (``Document.stored``)."""
+    (``Document.stored``). ``hold``: how the document holds its text (``Document.held``)."""
     path, sha256 = record.path, record.sha256
     try:
         if not isinstance(entry, dict) or entry["sha256"] != sha256 or entry["size"] != len(data):
@@ -766,7 +773,7 @@ def decode(
             broken = _broken_text(data)
             return Document(
                 path=path, kind=as_str(entry["kind"]), concept_id=as_opt_str(entry["concept_id"]),
-                record=record, packed=PackedText(broken), frontmatter_span=None,
+                record=record, held=PackedText(broken), frontmatter_span=None,
                 frontmatter_value=None,
                 body_start=len(broken), body_line=1, line_count=count_lines(broken),
                 rules=OKF_RULES, parse_error=Diagnostic.from_row(entry["parse_error"]),
@@ -781,7 +788,7 @@ def decode(
             kind=as_str(entry["kind"]),
             concept_id=interned_or_none(entry["concept_id"]),
             record=record,
-            packed=PackedText(text),
+            held=hold(text),
             frontmatter_span=None if frontmatter is None else (raw_start, raw_end),
             frontmatter_value=None if frontmatter is None else Unfrozen(frontmatter),
             body_start=body_start,

@@ -346,7 +346,7 @@ def _build(doc: Document) -> DocumentWords:
     title_words = tokens(concept_name(doc))
     description_words = tokens(text_field(doc.fm, "description"))
     lines = doc.lines
-    ascii_body = doc.packed.ascii or doc.body.isascii()
+    ascii_body = doc.held.ascii or doc.body.isascii()
     body = doc.folded_body() if ascii_body else ""  # folded for this build only
     spans = []
     for section in doc.sections:

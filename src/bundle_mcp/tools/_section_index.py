@@ -540,7 +540,7 @@ def counts_in_folded_body(doc: Document) -> bool:
     """Whether the document's terms are counted in its folded body by offsets (an ASCII body
     folds to its lowercase: same length, same offsets as the text). Otherwise each section's
     words are kept; ``tests/test_search_sections_queries.py`` checks both give one answer."""
-    return doc.packed.ascii or doc.body.isascii()
+    return doc.held.ascii or doc.body.isascii()
 
 
 def _ascii_whole_word(term: str) -> re.Pattern[str]:

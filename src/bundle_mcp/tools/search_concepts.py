@@ -15,7 +15,7 @@ from ..derived import Slot, of_snapshot
 from ..model import Document, FoldedFields, Snapshot
 from ..okf.folding import fold
 from ..okf.temporal import reference_from
-from ..packed_text import PackedText
+from ..packed_text import HeldText
 from ..toolspec import CallContext, ToolSpec
 from ._body_words import kept_index
 from ._common import Cards, invalid_field, limit_from
@@ -101,7 +101,7 @@ class SearchFields:
     # Three kinds of body, each scanned its own way (``_scanned``); positions in the columns.
     # An ASCII text (the document's own, compressed: a scan decompresses each in turn): its
     # fold has the text's offsets, so the body's fold is the text's from the body's start on.
-    ascii_texts: tuple[PackedText, ...]
+    ascii_texts: tuple[HeldText, ...]
     ascii_starts: array[int]
     ascii_positions: tuple[int, ...]
     kept_bodies: tuple[str, ...]  # a non-ASCII body: its fold, kept by the document
@@ -146,7 +146,7 @@ class SearchFields:
         """The positions of every concept whose folded body holds ``needle``, each kind of body
         the way it is cheapest.
 
-        An ASCII text is decompressed once (``PackedText``) and searched as written first: a
+        An ASCII text is made once (``HeldText``) and searched as written first: a
         needle that is its own fold, found in a text as written, is in its fold at the same
         place, so only the texts where it is not are folded. Most needles that come this far
         (no word of them narrows the bodies) are common, mostly written in lowercase: then most
@@ -184,7 +184,7 @@ def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
     folded: list[FoldedFields] = []
     tags: list[str] = []
     owners: list[int] = []
-    ascii_texts: list[PackedText] = []
+    ascii_texts: list[HeldText] = []
     ascii_starts = array("L")
     ascii_positions: list[int] = []
     kept_bodies: list[str] = []
@@ -201,8 +201,8 @@ def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
         if fields.kept_body is not None:
             kept_bodies.append(fields.kept_body)
             kept_positions.append(n)
-        elif doc.packed.ascii:
-            ascii_texts.append(doc.packed)
+        elif doc.held.ascii:
+            ascii_texts.append(doc.held)
             ascii_starts.append(doc.body_start)
             ascii_positions.append(n)
         else:
