@@ -274,3 +274,32 @@ def test_which_concepts_a_document_may_link_to_is_answered_from_kept_bits(
         # Some of 200 IDs it does not name share a bit with one it does; most do not.
         assert sum(doc.rules.may_link_to(doc, {s}) for s in strangers) < 100
     assert decoded == []
+
+
+def test_list_entries_share_their_nested_objects(tmp_path: Path) -> None:
+    """Issue 29: most concepts' list_concepts entries hold equal status states, computation
+    summaries and legacy flags; the entries of one pass share one dict for each value, in the
+    same key order, and the answer is the one unshared entries give."""
+    from bundle_mcp.cancel import CancelToken
+    from bundle_mcp.okf.temporal import Reference, reference_from
+    from bundle_mcp.okf.versions import resolve_version
+    from bundle_mcp.tools import list_concepts
+
+    root = tmp_path / "b"
+    root.mkdir()
+    for n in range(8):
+        status = "status: draft\n" if n % 2 else ""
+        (root / f"c{n}.md").write_text(f"---\ntype: Note\ntitle: C{n}\n{status}---\n# C{n}\n",
+                                       encoding="utf-8")
+    snapshot, _ = load_bundle(str(root))
+    list_concepts._warm(snapshot, CancelToken())
+    profile = reference_from({}).profile
+    legacy = resolve_version(snapshot)["effective"] == "0.1"
+    entries = [list_concepts._kept_entry(doc, profile, legacy, {})[0]  # kept by the warm-up
+               for doc in snapshot.concepts.values()]
+    for key in list_concepts.SHARED_KEYS:
+        assert len({id(e[key]) for e in entries}) == len({repr(e[key]) for e in entries}), key
+    assert len({id(e["status_state"]) for e in entries}) == 2
+    unshared = [list_concepts.entry(doc, Reference(profile, None, None), legacy)
+                for doc in snapshot.concepts.values()]
+    assert [repr(e) for e in entries] == [repr(e) for e in unshared]
