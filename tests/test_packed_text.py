@@ -7,8 +7,10 @@ documents its answer reads."""
 
 from __future__ import annotations
 
+import gc
 import threading
 import tracemalloc
+import types
 from collections.abc import Callable
 from pathlib import Path
 
@@ -159,6 +161,7 @@ def test_a_text_whose_file_changed_is_not_read_as_another(tmp_path: Path) -> Non
     assert other.text == _page(4)
     with pytest.raises(FileMoved):
         doc.body  # noqa: B018
+    assert hash(doc.held) == hash(PackedText(_page(3)))  # hashed without reading the file
 
 
 def test_a_document_with_no_file_keeps_its_text_compressed() -> None:
@@ -255,3 +258,28 @@ def test_a_threads_kept_compression_context_stays_small() -> None:
     long = page * 200  # about a megabyte
     assert PackedText(long).text() == long
     assert kept_after(long) <= kept_after(page)
+
+
+def test_a_checked_file_keeps_its_text_but_not_its_bytes(tmp_path: Path) -> None:
+    """Every file of a cold bundle is checked before the first answer and built later: until
+    then the cell keeps what the check read (the text), not the captured bytes as well."""
+    bundle = _bundle(tmp_path / "b")
+    snapshot, _ = load_bundle(bundle)
+    cells = snapshot.documents.cells
+    assert all(cell.parse_error() is None for cell in cells.values())
+    for path, cell in cells.items():
+        size = cell.record.size
+        seen: set[int] = set()
+        pending: list[object] = [cell]
+        found: list[bytes] = []
+        while pending:
+            item = pending.pop()
+            if id(item) in seen or isinstance(item, type | types.ModuleType):
+                continue
+            if isinstance(item, dict) and "__builtins__" in item:
+                continue  # a function's module globals: not what the cell keeps
+            seen.add(id(item))
+            if isinstance(item, bytes) and len(item) == size:
+                found.append(item)
+            pending.extend(gc.get_referents(item))
+        assert not found, path

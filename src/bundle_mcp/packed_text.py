@@ -96,7 +96,9 @@ class HeldText(ABC):
         return len(self) == len(other) and self.text() == other.text()
 
     def __hash__(self) -> int:
-        return hash(self.text())
+        # The length only: equal texts have equal lengths, and hashing a document (its
+        # dataclass hash covers this field) must not read its file.
+        return hash(len(self))
 
 
 class FileText(HeldText, Generic[_Source]):
@@ -134,8 +136,7 @@ class FileText(HeldText, Generic[_Source]):
             return True  # the same checked bytes
         return super().__eq__(other)
 
-    def __hash__(self) -> int:
-        return super().__hash__()
+    __hash__ = HeldText.__hash__
 
     def __repr__(self) -> str:
         return f"FileText({self._length} characters in {self._source!r})"
@@ -192,8 +193,7 @@ class PackedText(HeldText):
                 return True
         return super().__eq__(other)
 
-    def __hash__(self) -> int:
-        return super().__hash__()
+    __hash__ = HeldText.__hash__
 
     def __repr__(self) -> str:
         return f"PackedText({self._length} characters in {self.packed_size})"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
+import functools
 import hashlib
 import os
 import stat
@@ -476,12 +477,14 @@ class _Source:
         assert self.read_later is not None
         return self.read_later(self.record)
 
-    def hold(self, text: str) -> HeldText:
-        """How the built document holds its text: in its file when it can be read back."""
+    def hold(self) -> Callable[[str], HeldText]:
+        """How the built document holds its text: in its file when it can be read back. Not a
+        bound method of this object: a checked file keeps it until its document is built, and
+        this object keeps the captured bytes."""
         reread = self.reread
         if reread is None:
-            return PackedText(text)
-        return FileText(text, self.record, reread)
+            return PackedText
+        return functools.partial(_held_in_file, self.record, reread)
 
     def __call__(self) -> Check:
         stored, fixed = self.stored, self.record
@@ -497,7 +500,7 @@ class _Source:
 
     def _parsed(self) -> Check:
         fixed = self.record
-        checked = check_document(fixed.path, self.read(), fixed, self.prechecked, self.hold)
+        checked = check_document(fixed.path, self.read(), fixed, self.prechecked, self.hold())
         if isinstance(checked, Document):
             return checked.parse_error, lambda: (checked, PARSED)
         return None, lambda: (checked.finish(), PARSED)
@@ -507,12 +510,18 @@ class _Source:
         assert cached is not None
         path, data = fixed.path, self.read()
         doc = decode(fixed, data, cached.entry(path, fixed.sha256),
-                     cached.kept(path, fixed.sha256), self.hold)
+                     cached.kept(path, fixed.sha256), self.hold())
         if doc is not None:
             return doc, DECODED
         # The row's entry is gone or does not fit: parse. The same bytes parse the same
         # way they did when the row was written, so the check above still holds.
-        return parse_document(path, data, fixed, self.hold), PARSED
+        return parse_document(path, data, fixed, self.hold()), PARSED
+
+
+def _held_in_file(
+    record: FileRecord, reread: Callable[[FileRecord], bytes], text: str
+) -> HeldText:
+    return FileText(text, record, reread)
 
 
 def assemble_snapshot(
