@@ -260,26 +260,29 @@ def test_a_threads_kept_compression_context_stays_small() -> None:
     assert kept_after(long) <= kept_after(page)
 
 
-def test_a_checked_file_keeps_its_text_but_not_its_bytes(tmp_path: Path) -> None:
+def test_a_checked_file_keeps_neither_its_bytes_nor_its_text(tmp_path: Path) -> None:
     """Every file of a cold bundle is checked before the first answer and built later: until
-    then the cell keeps what the check read (the text), not the captured bytes as well."""
+    then the cell keeps what the build needs (the frontmatter, where the split fell, how to
+    read the file again), not the captured bytes nor the decoded text, nor its body."""
     bundle = _bundle(tmp_path / "b")
     snapshot, _ = load_bundle(bundle)
     cells = snapshot.documents.cells
     assert all(cell.parse_error() is None for cell in cells.values())
     for path, cell in cells.items():
-        size = cell.record.size
+        data = (Path(bundle) / path).read_bytes()
+        text = data.decode("utf-8")
+        body = text.split("---\n", 2)[-1]
         seen: set[int] = set()
         pending: list[object] = [cell]
-        found: list[bytes] = []
+        found: list[object] = []
         while pending:
             item = pending.pop()
-            if id(item) in seen or isinstance(item, type | types.ModuleType):
+            if id(item) in seen or isinstance(item, type | types.ModuleType | types.CodeType):
                 continue
-            if isinstance(item, dict) and "__builtins__" in item:
-                continue  # a function's module globals: not what the cell keeps
             seen.add(id(item))
-            if isinstance(item, bytes) and len(item) == size:
+            if isinstance(item, dict) and ("__builtins__" in item or "__import__" in item):
+                continue  # a function's module globals or builtins: not what the cell keeps
+            if item == data or item == text or (isinstance(item, str) and item == body):
                 found.append(item)
             pending.extend(gc.get_referents(item))
         assert not found, path

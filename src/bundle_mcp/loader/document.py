@@ -77,36 +77,41 @@ class Checked:
     """A file past every check that decides whether it parses (UTF-8, the frontmatter block, its
     YAML), before the rest of its parse (relations, the frozen frontmatter). Whether a bundle
     has a broken file is asked by every call under the parse policy; this is the least work
-    that answers it."""
+    that answers it.
+
+    Every file of a cold bundle is checked before the first answer and built later, so this
+    keeps what the build needs and not the text: how the document will hold it (``held``: for
+    a bundle's file, its length and the way to read it again), where the split fell, and
+    whether the frontmatter block spells "relations" (only such a block can declare any)."""
 
     path: str
     kind: str
     concept_id: str | None
     record: FileRecord
-    text: str
-    split: Split
+    held: HeldText
+    frontmatter_span: tuple[int, int] | None
+    body_start: int
+    body_line: int
+    names_relations: bool
     frontmatter: dict[str, Any] | None
     line_count: int
-    hold: Hold
 
     def finish(self) -> Document:
-        frontmatter, split, concept_id = self.frontmatter, self.split, self.concept_id
+        frontmatter, concept_id = self.frontmatter, self.concept_id
         relations: tuple[Relation, ...] = ()
         relation_diagnostics: tuple[Diagnostic, ...] = ()
-        # Only a frontmatter that spells "relations" somewhere can declare any.
-        if concept_id is not None and frontmatter and "relations" in (split.raw or ""):
+        if concept_id is not None and frontmatter and self.names_relations:
             relations, relation_diagnostics = extract_relations(concept_id, frontmatter, self.path)
         return Document(
             path=self.path,
             kind=self.kind,
             concept_id=concept_id,
             record=self.record,
-            held=self.hold(self.text),
-            frontmatter_span=(
-                None if split.raw is None else (split.raw_start, split.raw_end)),
+            held=self.held,
+            frontmatter_span=self.frontmatter_span,
             frontmatter_value=freeze(frontmatter) if frontmatter is not None else None,
-            body_start=split.body_start,
-            body_line=split.body_line,
+            body_start=self.body_start,
+            body_line=self.body_line,
             line_count=self.line_count,
             rules=document_rules(),
             relations=relations,
@@ -152,7 +157,12 @@ def check_document(
         return _broken(path, kind, concept_id, record, text, Diagnostic(
             code=exc.code, severity=ERROR, file=path, line=exc.line, message=exc.message,
         ), line_count)
-    return Checked(path, kind, concept_id, record, text, split, frontmatter, line_count, hold)
+    return Checked(
+        path, kind, concept_id, record, hold(text),
+        None if split.raw is None else (split.raw_start, split.raw_end),
+        split.body_start, split.body_line, "relations" in (split.raw or ""),
+        frontmatter, line_count,
+    )
 
 
 def _frontmatter(split: Split, sha256: str, prechecked: Prechecked | None) -> dict[str, Any]:
