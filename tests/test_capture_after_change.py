@@ -10,8 +10,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from bundle_mcp.loader import assemble_snapshot, deferred
+from bundle_mcp.loader import deferred
 from bundle_mcp.model import Snapshot
+from toolcall import assembled, cells_of, changed_cells
 
 # Names whose IDs sort differently from their paths ("a" and "a-b"), a reserved name, folders.
 _NAMES = st.sampled_from(["a", "a-b", "a/b", "a/index", "b", "b/c", "index", "log", "c-d/e"])
@@ -23,30 +24,11 @@ _TEXTS = st.sampled_from([
 ])
 
 
-def _cells(files: dict[str, str]) -> dict[str, Any]:
-    return {f"{name}.md": deferred(f"{name}.md", text.encode("utf-8"))
-            for name, text in files.items()}
-
-
-def _walk_order(cells: dict[str, Any]) -> dict[str, Any]:
-    return {p: cells[p] for p in sorted(cells, key=lambda p: p.split("/"))}
-
-
-def _assembled(cells: dict[str, Any], predecessor: Snapshot | None = None) -> Snapshot:
-    return assemble_snapshot(_walk_order(cells), frozenset(), frozenset({""}), (),
-                             predecessor=predecessor)
-
-
 def _changed(before: Snapshot, changes: dict[str, str | None]) -> tuple[Snapshot, Snapshot]:
     """The capture after ``changes`` (a name's new text, or None: deleted) following
     ``before``, and the same files captured with no predecessor."""
-    cells = dict(before.documents.cells)
-    for name, text in changes.items():
-        if text is None:
-            cells.pop(f"{name}.md", None)
-        else:
-            cells.update(_cells({name: text}))
-    return _assembled(cells, predecessor=before), _assembled(dict(cells))
+    cells = changed_cells(before, changes)
+    return assembled(cells, predecessor=before), assembled(dict(cells))
 
 
 def _seen(snapshot: Snapshot) -> tuple[Any, ...]:
@@ -64,7 +46,7 @@ def _seen(snapshot: Snapshot) -> tuple[Any, ...]:
 def test_a_capture_after_a_change_equals_one_without_a_predecessor(
     files: dict[str, str], changes: dict[str, str | None], built: set[str], checked: bool
 ) -> None:
-    before = _assembled(_cells(files))
+    before = assembled(cells_of(files))
     for name in built & set(files):
         before.documents[f"{name}.md"]  # noqa: B018 (built before the change, or not)
     if checked:
@@ -125,7 +107,7 @@ def test_edges_after_a_change_equal_edges_built_anew(
     again (``Snapshot._edge_update``); they and their index by concept must be those a capture
     with no predecessor builds, whatever changed (an edit, a delete, a file that stops
     parsing, a created concept that others already name)."""
-    before = _assembled(_cells(files))
+    before = assembled(cells_of(files))
     before.edges  # noqa: B018 (held by the predecessor, as the warm-up leaves it)
     if indexed:
         before.edges_by_concept  # noqa: B018
@@ -139,31 +121,29 @@ def test_an_edit_keeps_the_edges_of_the_files_it_did_not_touch() -> None:
     files = {"a": _linking(["b", "c"], "c"), "b": _linking(["a"], None),
              "c": _linking([], "a"), "d/e": _linking(["a", "b"], None),
              "g": _linking(["h"], None), "h": _linking([], "g")}
-    before = _assembled(_cells(files))
+    before = assembled(cells_of(files))
     earlier_index = before.edges_by_concept
-    cells = dict(before.documents.cells)
-    cells.update(_cells({"b": _linking(["c"], "d/e")}))
-    after = _assembled(cells, predecessor=before)
+    cells = changed_cells(before, {"b": _linking(["c"], "d/e")})
+    after = assembled(cells, predecessor=before)
     untouched = [e for e in before.edges if e.source_id != "b"]
     assert all(any(e is f for f in after.edges) for e in untouched)
-    assert after.edges == _assembled(dict(cells)).edges
+    assert after.edges == assembled(dict(cells)).edges
     # Concepts no edge of b touched before or after keep the predecessor's very tuple.
     assert after.edges_by_concept["g"] is earlier_index["g"]
     assert after.edges_by_concept["h"] is earlier_index["h"]
     assert after.edges_by_concept["a"] != earlier_index["a"]
-    assert dict(after.edges_by_concept) == dict(_assembled(dict(cells)).edges_by_concept)
+    assert dict(after.edges_by_concept) == dict(assembled(dict(cells)).edges_by_concept)
 
 
 def test_a_created_concept_gains_the_edges_that_already_named_it() -> None:
     """A created concept: the concepts whose links or relations name it have their edges made
     again; every other edge is the predecessor's object."""
     files = {"a": _linking(["k", "b"], None), "b": _linking([], "k"), "c": _linking(["a"], None)}
-    before = _assembled(_cells(files))
+    before = assembled(cells_of(files))
     before.edges_by_concept  # noqa: B018
-    cells = dict(before.documents.cells)
-    cells.update(_cells({"k": _linking(["c"], None)}))
-    after = _assembled(cells, predecessor=before)
-    alone = _assembled(dict(cells))
+    cells = changed_cells(before, {"k": _linking(["c"], None)})
+    after = assembled(cells, predecessor=before)
+    alone = assembled(dict(cells))
     assert after.edges == alone.edges
     assert dict(after.edges_by_concept) == dict(alone.edges_by_concept)
     assert {(e.source_id, e.target_id) for e in after.edges_by_concept["k"]} == {

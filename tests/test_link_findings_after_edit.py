@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.derived import kept
-from bundle_mcp.loader import assemble_snapshot, deferred
 from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.temporal import reference_from
 from bundle_mcp.validation import ValidateOptions, validate
+from toolcall import assembled, cells_of, changed_cells
 
 validation = importlib.import_module("bundle_mcp.validation")
 
@@ -35,17 +35,6 @@ _CHANGES = st.dictionaries(st.sampled_from(_NAMES), st.one_of(st.none(), _TEXTS)
 OPTIONS = ValidateOptions(reference_from({}), check_links=True)
 
 
-def _assembled(cells: dict[str, Any], predecessor: Snapshot | None = None) -> Snapshot:
-    ordered = {p: cells[p] for p in sorted(cells, key=lambda p: p.split("/"))}
-    directories = frozenset({""} | {p.rsplit("/", 1)[0] for p in cells if "/" in p})
-    return assemble_snapshot(ordered, frozenset(), directories, (), predecessor=predecessor)
-
-
-def _cells(files: dict[str, str]) -> dict[str, Any]:
-    return {f"{name}.md": deferred(f"{name}.md", text.encode("utf-8"))
-            for name, text in files.items()}
-
-
 def _report(snapshot: Snapshot) -> Any:
     return validate(snapshot, OPTIONS, CancelToken())
 
@@ -55,21 +44,16 @@ def _report(snapshot: Snapshot) -> Any:
 def test_link_findings_after_changes_equal_findings_made_anew(
     files: dict[str, str], first: dict[str, str | None], second: dict[str, str | None]
 ) -> None:
-    snapshot = _assembled(_cells(files))
+    snapshot = assembled(cells_of(files))
     _report(snapshot)
     held = [snapshot]  # a predecessor is held weakly: the server holds it while it warms
     for changes in (first, second):
-        cells = dict(snapshot.documents.cells)
-        for name, text in changes.items():
-            if text is None:
-                cells.pop(f"{name}.md", None)
-            else:
-                cells.update(_cells({name: text}))
+        cells = changed_cells(snapshot, changes)
         if not cells:
             return
-        snapshot = _assembled(cells, predecessor=snapshot)
+        snapshot = assembled(cells, predecessor=snapshot)
         held.append(snapshot)
-        assert _report(snapshot) == _report(_assembled(dict(cells)))
+        assert _report(snapshot) == _report(assembled(dict(cells)))
 
 
 def test_an_edit_takes_the_findings_of_documents_that_do_not_link_to_it() -> None:
@@ -78,17 +62,16 @@ def test_an_edit_takes_the_findings_of_documents_that_do_not_link_to_it() -> Non
         "b": "---\ntype: Note\n---\n# B\n\n## Usage\n\nText.\n",
         "c": "---\ntype: Note\n---\n# C\n\nSee [x](nowhere.md).\n",
     }
-    before = _assembled(_cells(files))
+    before = assembled(cells_of(files))
     _report(before)
     found = {p: kept(before, validation.LINK_FINDINGS, p) for p in ("a.md", "b.md", "c.md")}
     assert found["c.md"] and found["a.md"]
     # b loses the heading a's link names: a's findings are made again (a missing anchor now),
     # c's, which names no edited concept, are the very predecessor's.
-    cells = dict(before.documents.cells)
-    cells.update(_cells({"b": "---\ntype: Note\n---\n# B\n\n## Renamed\n\nText.\n"}))
-    after = _assembled(cells, predecessor=before)
+    cells = changed_cells(before, {"b": "---\ntype: Note\n---\n# B\n\n## Renamed\n\nText.\n"})
+    after = assembled(cells, predecessor=before)
     report = _report(after)
-    assert report == _report(_assembled(dict(cells)))
+    assert report == _report(assembled(dict(cells)))
     assert any(d["code"] == "missing_anchor" for d in report["diagnostics"])
     assert kept(after, validation.LINK_FINDINGS, "c.md") is found["c.md"]
     assert kept(after, validation.LINK_FINDINGS, "a.md") is not found["a.md"]
