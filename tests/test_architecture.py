@@ -56,6 +56,8 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.stdio": "surfaces",
     "bundle_mcp.answer_lines": "surfaces",
     "bundle_mcp.handshake": "surfaces",
+    "bundle_mcp.wire_lines": "surfaces",
+    "bundle_mcp.first_call": "surfaces",
     "bundle_mcp.server": "surfaces",
     "bundle_mcp.rest": "surfaces",
     "bundle_mcp.workers": "surfaces",

@@ -295,11 +295,18 @@ def _is_heavy(module: str) -> bool:
     return any(module == h or module.startswith(h + ".") for h in HEAVY)
 
 
+# What the first call waits for: the dispatcher and the tools, never the SDK or HTTP.
+SDK = ("mcp", "mcp_types", "pydantic", "uvicorn", "starlette", "bundle_mcp.server",
+       "bundle_mcp.readiness")
+CALL_MARK = b"tools/call read_concept answered before the SDK was imported"
+
+
 @pytest.mark.slow
 def test_no_heavy_module_is_imported_when_initialize_is_answered(tmp_path: Path) -> None:
     """``-X importtime`` writes each import to stderr as it ends, and the server logs (at
-    debug) the moment its answer is on the wire, on the same stream: the imports before that
-    line are those the answer waited for."""
+    debug) the moment each early answer is on the wire, on the same stream: the imports before
+    that line are those the answer waited for. The first call (bundle_mcp.first_call) waits
+    for the dispatcher, not for the SDK; a later request is the SDK's."""
     log = tmp_path / "stderr.log"
     env = {**os.environ, "BUNDLE_MCP_LOG_LEVEL": "debug", "BUNDLE_MCP_CACHE_DIR": "off"}
     with log.open("wb") as stderr:
@@ -312,7 +319,6 @@ def test_no_heavy_module_is_imported_when_initialize_is_answered(tmp_path: Path)
         process.stdin.flush()
         answer = json.loads(process.stdout.readline())
         assert answer["result"]["serverInfo"]["name"] == "bundle-mcp"
-        # A call answered: by then the SDK and the dispatcher are imported (the control).
         process.stdin.write(line_of({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         read = {"name": "read_concept", "arguments": {"concept_id": "beans/ethiopia-guji"}}
         process.stdin.write(line_of({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
@@ -320,6 +326,11 @@ def test_no_heavy_module_is_imported_when_initialize_is_answered(tmp_path: Path)
         process.stdin.flush()
         reply = json.loads(process.stdout.readline())
         assert reply["id"] == 1 and not reply["result"].get("isError"), reply
+        # A request answered by the SDK: by then it is imported (the control).
+        process.stdin.write(line_of({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        process.stdin.flush()
+        listed = json.loads(process.stdout.readline())
+        assert listed["id"] == 2 and listed["result"]["tools"], listed
     finally:
         process.kill()
         process.wait(30)
@@ -327,12 +338,18 @@ def test_no_heavy_module_is_imported_when_initialize_is_answered(tmp_path: Path)
         process.stdout.close()
     lines = log.read_bytes().splitlines()
     marks = [n for n, line in enumerate(lines) if MARK in line]
+    calls = [n for n, line in enumerate(lines) if CALL_MARK in line]
     assert marks, "the server did not say when it answered initialize"
-    before, after = _imported(lines[:marks[0]]), _imported(lines[marks[0]:])
+    assert calls, "the server did not say when it answered the first call"
+    before = _imported(lines[:marks[0]])
+    for_the_call = _imported(lines[marks[0]:calls[0]])
+    after = _imported(lines[calls[0]:])
     assert "bundle_mcp.handshake" in before  # the parse sees the imports
     assert sorted(m for m in before if _is_heavy(m)) == []
-    assert {"mcp", "bundle_mcp.dispatch", "bundle_mcp.readiness"} <= after
-
+    assert {"bundle_mcp.dispatch", "bundle_mcp.first_call"} <= for_the_call
+    assert sorted(m for m in for_the_call
+                  if any(m == s or m.startswith(s + ".") for s in SDK)) == []
+    assert {"mcp", "bundle_mcp.server", "bundle_mcp.readiness"} <= after
 
 
 def test_the_tools_import_no_stemmer_until_a_word_is_stemmed() -> None:

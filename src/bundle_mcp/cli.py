@@ -15,10 +15,13 @@ import gc
 import json
 import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from ._version import __version__
@@ -39,6 +42,7 @@ from .remote.location import is_remote
 from .serve_config import ServeConfig
 from .storage.handles import pin_root
 from .toolspec import SEMANTIC_TOOLSET, TOOLSETS
+from .wire_lines import WireLines
 
 __all__ = ["main"]
 
@@ -402,21 +406,54 @@ def _importing() -> Iterator[None]:
 def _serve_stdio(
     config: ServeConfig, book: ReaderBook | None, reader: Reader, remotes: RemoteMounts | None
 ) -> int:
-    """Answer the client's ``initialize`` first, then import the SDK and the dispatcher's
-    modules (most of a second), then serve: the answer never waits for imports or for a bundle
-    (:mod:`bundle_mcp.handshake`)."""
-    with claimed_stdio() as wires:
-        opening = open_stdio(*wires)
+    """Answer the client's ``initialize`` first, then import the dispatcher's modules, answer
+    a first call that came at once (:mod:`bundle_mcp.first_call`), then import the SDK (most of
+    a second in all) and serve: the answer never waits for imports or for a bundle
+    (:mod:`bundle_mcp.handshake`), and a first call never waits for the SDK."""
+    with claimed_stdio() as (wire_in, wire_out), _hangups_noted(book) as hung_up:
+        lines = WireLines(wire_in.fileno())
+        opening = open_stdio(lines, wire_out)
         # A cold bundle's frontmatter is loaded by a second process meanwhile (loader.precheck).
         with _importing(), _prechecks(config) as prechecks:
-            from . import server
-
             _freeze_imports()
 
-            return _with_dispatcher(
-                config, lambda dispatcher: server.serve_stdio(
-                    dispatcher, _stdio_reload(book, reader, dispatcher), wires=wires,
-                    opening=opening), remotes, prechecks)
+            def serve(dispatcher: Dispatcher) -> None:
+                from .first_call import answer_first_call
+
+                opened = answer_first_call(opening, lines, wire_out, dispatcher)
+                with _importing():
+                    from . import server
+
+                    gc.freeze()  # the SDK's modules, as _freeze_imports says
+                server.serve_stdio(dispatcher, _stdio_reload(book, reader, dispatcher),
+                                   wires=(lines, wire_out), opening=opened,
+                                   hung_up=hung_up.is_set)
+
+            return _with_dispatcher(config, serve, remotes, prechecks)
+
+
+@contextmanager
+def _hangups_noted(book: ReaderBook | None) -> Iterator[threading.Event]:
+    """With a readers file, a SIGHUP is a reload, but its handler is installed only once the
+    SDK is imported (:func:`bundle_mcp.server.serve_stdio`), after the first call may have been
+    answered: until then a SIGHUP is noted here (the default action would end the process),
+    and the server catches up with it once. The handler before is restored on leaving."""
+    noted = threading.Event()
+    if book is None or threading.current_thread() is not threading.main_thread():
+        yield noted
+        return
+    previous = signal.getsignal(signal.SIGHUP)
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        noted.set()
+        if callable(previous):  # a handler installed before (the remote bundles' refresh)
+            previous(signum, frame)
+
+    signal.signal(signal.SIGHUP, note)
+    try:
+        yield noted
+    finally:
+        signal.signal(signal.SIGHUP, previous)
 
 
 @contextmanager
@@ -632,8 +669,6 @@ def _refresh_on_sighup(remotes: RemoteMounts) -> None:
     """SIGHUP fetches the remote bundles again, in a thread of its own (a signal handler runs
     between two bytecodes of the main thread; the fetch takes seconds). The server's own
     SIGHUP handler (the readers file) calls this one after its own work."""
-    import signal
-    import threading
 
     def handler(signum: int, frame: object) -> None:
         threading.Thread(target=remotes.refresh, name="bundle-mcp-refresh", daemon=True).start()

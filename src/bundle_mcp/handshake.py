@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 from ._version import __version__
+from .wire_lines import LineSource
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
@@ -43,6 +44,7 @@ __all__ = [
     "claimed_stdio",
     "early_answer",
     "open_stdio",
+    "plain_id",
 ]
 
 log = logging.getLogger(__name__)
@@ -116,10 +118,19 @@ class EarlyAnswer:
 
 @dataclass(frozen=True)
 class Opening:
-    """The client's first line, read before the SDK was imported, and the answer written."""
+    """The client's first line, read before the SDK was imported, and the answer written;
+    with :mod:`bundle_mcp.first_call`, also the lines read after it that the SDK's session
+    must still see, and the notices already told."""
 
     line: bytes  # b"" when the input ended before a line came
     answered: EarlyAnswer | None = None
+    then: tuple[bytes, ...] = ()  # replayed after ``line`` (the initialized notification)
+    told: frozenset[tuple[str, ...]] = frozenset()  # keys of the notices sent
+
+    @property
+    def replayed(self) -> tuple[bytes, ...]:
+        """The lines to hand the SDK's session before any other, in order."""
+        return (self.line, *self.then)
 
 
 def early_answer(line: bytes) -> EarlyAnswer | None:
@@ -133,7 +144,7 @@ def early_answer(line: bytes) -> EarlyAnswer | None:
         return None
     request_id = message["id"]
     if (message["jsonrpc"] != "2.0" or message["method"] != "initialize"
-            or not _plain_id(request_id) or not _plain_params(message["params"])):
+            or not plain_id(request_id) or not _plain_params(message["params"])):
         return None
     requested = message["params"]["protocolVersion"]
     version = requested if requested in HANDSHAKE_VERSIONS else HANDSHAKE_VERSIONS[-1]
@@ -152,7 +163,8 @@ def _refuse(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _plain_id(value: object) -> bool:
+def plain_id(value: object) -> bool:
+    """An id echoed without a doubt about its JSON text (see :data:`_PLAIN_ID`)."""
     if isinstance(value, bool):
         return False
     if isinstance(value, int):
@@ -199,7 +211,7 @@ def _plain_capabilities(capabilities: object) -> bool:
                                         or isinstance(roots["listChanged"], bool))
 
 
-def open_stdio(wire_in: BinaryIO, wire_out: BinaryIO) -> Opening:
+def open_stdio(wire_in: LineSource, wire_out: BinaryIO) -> Opening:
     """Read the client's first line and, when :func:`early_answer` can, answer it now."""
     line = wire_in.readline()
     answer = early_answer(line) if line else None

@@ -9,13 +9,26 @@ validator, tests) every report is a no-op.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
-__all__ = ["LEVELS", "CallObserver", "Notice", "level_at_least"]
+from .errors import redact
+
+__all__ = [
+    "DEFAULT_LOG_LEVEL",
+    "LEVELS",
+    "LOGGER_NAME",
+    "CallObserver",
+    "Notice",
+    "level_at_least",
+    "notice_text",
+]
 
 # RFC 5424 severities as MCP names them, least severe first.
 LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+DEFAULT_LOG_LEVEL = "info"  # a 2025 connection that never sent logging/setLevel
+LOGGER_NAME = "bundle-mcp"  # the ``logger`` of every notifications/message
 
 
 def level_at_least(level: str, threshold: str) -> bool:
@@ -42,3 +55,11 @@ class CallObserver(Protocol):
 
     def notice(self, notice: Notice) -> None:
         """Something the people using the server should know about."""
+
+
+def notice_text(notice: Notice, labels: Mapping[str, str]) -> str:
+    """The ``data`` of the notifications/message that tells ``notice``: prefixed with its
+    bundle's label (``labels``: bundle path → URI label), never naming a host path."""
+    if not notice.bundle_path:
+        return redact(notice.message)
+    return redact(f"{labels.get(notice.bundle_path, 'bundle')}: {notice.message}")

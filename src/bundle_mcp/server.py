@@ -42,6 +42,7 @@ from .resources import DEFAULT_PAGE_SIZE
 from .rest import RestApi, with_rest_api
 from .stdio import stdio_transport
 from .surfaces import DEFAULT_POLL_SECONDS, Surfaces, SurfaceServer, reader_of
+from .wire_lines import LineSource
 
 __all__ = [
     "INSTRUCTIONS",
@@ -116,6 +117,7 @@ def build_server(
     page_size: int = DEFAULT_PAGE_SIZE,
     poll_seconds: float = DEFAULT_POLL_SECONDS,
     answer_lines: AnswerLines | None = None,
+    told: frozenset[tuple[str, ...]] = frozenset(),
 ) -> Server[Any]:
     """The low-level server: the dispatcher's tools advertised, every call through it, plus
     resources, prompts, completions, logging and progress (:mod:`bundle_mcp.surfaces`).
@@ -124,9 +126,11 @@ def build_server(
     declares no subscriptions, list changes or logging of 2025 connections.
     ``answer_lines``: big answers leave as placeholders that the transport's writer puts back
     (:mod:`bundle_mcp.answer_lines`); only for a transport that does (stdio).
+    ``told``: the keys of the notices a connection was told before the SDK served it
+    (:mod:`bundle_mcp.first_call`).
     """
     surfaces = Surfaces(
-        dispatcher, page_size=page_size, poll_seconds=poll_seconds, streams=streams
+        dispatcher, page_size=page_size, poll_seconds=poll_seconds, streams=streams, told=told
     )
     specs = dispatcher.tools()
     listed = types.ListToolsResult(tools=[_tool(spec) for spec in specs])
@@ -224,19 +228,24 @@ def serve_stdio(
     dispatcher: Dispatcher,
     on_reload: Callable[[], object] | None = None,
     *,
-    wires: tuple[BinaryIO, BinaryIO] | None = None,
+    wires: tuple[LineSource, BinaryIO] | None = None,
     opening: Opening | None = None,
+    hung_up: Callable[[], bool] | None = None,
 ) -> None:
     """Serve one client on stdin/stdout (or on ``wires``, claimed already); ``on_reload`` runs
-    on SIGHUP.
+    on SIGHUP, and once more when its handler is in place if ``hung_up`` says a SIGHUP came
+    before.
 
     ``opening``: the client's first line, read and perhaps answered before this module was
-    imported (:mod:`bundle_mcp.handshake`). The served bundles are loaded and warmed in the
-    background (:mod:`bundle_mcp.readiness`) from the moment the first answer is on the wire,
-    never before: the warm-up must not delay the answer to ``initialize``.
+    imported (:mod:`bundle_mcp.handshake`), and the lines after it that a first call answered
+    without the SDK leaves to replay (:mod:`bundle_mcp.first_call`). The served bundles are
+    loaded and warmed in the background (:mod:`bundle_mcp.readiness`) from the moment the
+    first answer is on the wire, never before: the warm-up must not delay the answer to
+    ``initialize``.
     """
     answer_lines = AnswerLines()
-    server = build_server(dispatcher, answer_lines=answer_lines)
+    told = opening.told if opening is not None else frozenset()
+    server = build_server(dispatcher, answer_lines=answer_lines, told=told)
     readiness = Readiness(dispatcher, freeze_memory=True)
     warm_up = _once(readiness.start)
 
@@ -256,7 +265,11 @@ def serve_stdio(
     if opening is not None and opening.answered is not None:
         warm_up()  # initialize is answered already
     try:
-        with reload_on_sighup(reload if on_reload is not None else None):
+        def catch_up() -> None:
+            if hung_up is not None and hung_up():
+                reload()
+
+        with reload_on_sighup(reload if on_reload is not None else None, catch_up):
             anyio.run(run)
     finally:
         readiness.stop(wait=STOP_WAIT_SECONDS)

@@ -28,7 +28,9 @@ process that reads stdin or prints cannot touch the wire; both are restored on e
 
 ``serve`` reads the client's first line before the SDK is imported and may have answered it
 already (:mod:`bundle_mcp.handshake`): the transport then starts by handing that line to the
-session, and drops the session's own reply to it after comparing the two.
+session, and drops the session's own reply to it after comparing the two. The
+``notifications/initialized`` read after it, before a first call answered without the SDK
+(:mod:`bundle_mcp.first_call`), is handed on next.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from pydantic_core import PydanticSerializationError
 
 from .answer_lines import AnswerLines
 from .handshake import EarlyAnswer, Opening, claimed_stdio
+from .wire_lines import LineSource
 
 __all__ = ["LineVerdict", "encode_message", "read_line", "stdio_transport", "unencodable_reply"]
 
@@ -224,7 +227,7 @@ WriteStream = MemoryObjectSendStream[SessionMessage]
 
 @asynccontextmanager
 async def stdio_transport(
-    wire_in: BinaryIO | None = None,
+    wire_in: LineSource | None = None,
     wire_out: BinaryIO | None = None,
     *,
     opening: Opening | None = None,
@@ -233,7 +236,7 @@ async def stdio_transport(
 ) -> AsyncIterator[tuple[ReadStream, WriteStream]]:
     """The streams for ``Server.run``; without wires, the process's own stdin and stdout.
 
-    ``opening``: the first line, read (and perhaps answered) before the transport started.
+    ``opening``: the first lines, read (and perhaps answered) before the transport started.
     ``on_first_reply``: runs once, in a worker thread, after the first line is written.
     ``answer_lines``: the server's held big answers, put back into their lines as they are
     written (:mod:`bundle_mcp.answer_lines`).
@@ -248,7 +251,7 @@ async def stdio_transport(
 
     inbound_send, inbound = anyio.create_memory_object_stream[SessionMessage | Exception](0)
     outbound, outbound_receive = anyio.create_memory_object_stream[SessionMessage](0)
-    replayed = opening.line if opening is not None else None
+    replayed = opening.replayed if opening is not None else ()
     sent = opening.answered if opening is not None else None
     async with anyio.create_task_group() as tg:
         tg.start_soon(_read_lines, wire_in, inbound_send, outbound.clone(), replayed)
@@ -262,18 +265,19 @@ async def stdio_transport(
 
 
 async def _read_lines(
-    source: BinaryIO,
+    source: LineSource,
     inbound: MemoryObjectSendStream[SessionMessage | Exception],
     replies: MemoryObjectSendStream[SessionMessage],
-    first: bytes | None = None,
+    replayed: tuple[bytes, ...] = (),
 ) -> None:
     # A thread limiter of its own: with anyio's default one, 40 busy tool workers would stop
     # pings and cancellations from being read.
     limiter = anyio.CapacityLimiter(1)
+    pending = list(replayed)
     async with inbound, replies:
         while True:
-            if first is not None:  # the opening line, read before the transport started
-                line, first = first, None
+            if pending:  # the opening lines, read before the transport started
+                line = pending.pop(0)
             else:
                 # abandon_on_cancel: a blocked read must not hold up shutdown; the descriptor
                 # is never closed under it (see handshake.claimed_stdio).

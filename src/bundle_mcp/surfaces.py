@@ -51,9 +51,17 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from . import completion, prompts, resources
 from .cancel import CancelToken
 from .dispatch import Dispatcher
-from .errors import CONCEPT_NOT_FOUND, INVALID_REQUEST, BundleError, redact
+from .errors import CONCEPT_NOT_FOUND, INVALID_REQUEST, BundleError
 from .model import Snapshot
-from .observe import LEVELS, CallObserver, Notice, level_at_least
+from .observe import (
+    DEFAULT_LOG_LEVEL,
+    LEVELS,
+    LOGGER_NAME,
+    CallObserver,
+    Notice,
+    level_at_least,
+    notice_text,
+)
 from .readers import Reader, reader_in
 from .resources import Catalog, ResourceEntry, ServedBundle
 
@@ -67,8 +75,6 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-LOGGER_NAME = "bundle-mcp"
-DEFAULT_LOG_LEVEL = "info"  # a 2025 connection that never sent logging/setLevel
 DEFAULT_POLL_SECONDS = 1.0
 # A poll that takes long (no inotify: a stat walk per poll) spaces the next ones out, so the
 # poll never costs more than about a twentieth of a core.
@@ -198,8 +204,12 @@ class Surfaces:
         page_size: int = resources.DEFAULT_PAGE_SIZE,
         poll_seconds: float = DEFAULT_POLL_SECONDS,
         streams: bool = True,
+        told: frozenset[tuple[str, ...]] = frozenset(),
     ) -> None:
+        """``told``: the keys of the notices the connection heard before it was served here
+        (a first call answered without the SDK, :mod:`bundle_mcp.first_call`)."""
         self.dispatcher = dispatcher
+        self._told = told
         self.catalog = Catalog(
             bundles=resources.serve_bundles(dispatcher.config.bundles),
             page_size=page_size,
@@ -244,7 +254,7 @@ class Surfaces:
 
     @asynccontextmanager
     async def lifespan(self, server: Server[Any]) -> AsyncIterator[ConnectionState]:
-        state = ConnectionState(streams=self.streams)
+        state = ConnectionState(streams=self.streams, seen=set(self._told))
         async with anyio.create_task_group() as tg:
             tg.start_soon(self._poll_forever, state)
             try:
@@ -342,12 +352,10 @@ class Surfaces:
             return
         if state is not None and not state.first_time(notice.key):
             return
-        label = self._labels.get(notice.bundle_path or "", "bundle")
-        text = redact(f"{label}: {notice.message}" if notice.bundle_path else notice.message)
         params = types.LoggingMessageNotificationParams(
             level=notice.level,  # type: ignore[arg-type]  # one of observe.LEVELS
             logger=LOGGER_NAME,
-            data=text,
+            data=notice_text(notice, self._labels),
         )
         await session.send_notification(
             types.LoggingMessageNotification(params=params), related_request_id=request_id
