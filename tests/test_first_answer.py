@@ -36,6 +36,7 @@ from bundle_mcp.handshake import (
 )
 from bundle_mcp.server import build_server
 from bundle_mcp.stdio import encode_message, stdio_transport
+from toolcall import fill_parse_cache
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
@@ -302,13 +303,19 @@ CALL_MARK = b"tools/call read_concept answered before the SDK was imported"
 
 
 @pytest.mark.slow
-def test_no_heavy_module_is_imported_when_initialize_is_answered(tmp_path: Path) -> None:
+@pytest.mark.parametrize("restart", [True, False], ids=["restart", "cold"])
+def test_no_heavy_module_is_imported_when_initialize_is_answered(tmp_path: Path,
+                                                                 restart: bool) -> None:
     """``-X importtime`` writes each import to stderr as it ends, and the server logs (at
     debug) the moment each early answer is on the wire, on the same stream: the imports before
-    that line are those the answer waited for. The first call (bundle_mcp.first_call) waits
-    for the dispatcher, not for the SDK; a later request is the SDK's."""
+    that line are those the answer waited for. After a restart (the parse cache filled) the
+    first call (bundle_mcp.first_call) waits for the dispatcher, not for the SDK; a later
+    request is the SDK's. On a cold bundle the SDK answers the first call too."""
     log = tmp_path / "stderr.log"
-    env = {**os.environ, "BUNDLE_MCP_LOG_LEVEL": "debug", "BUNDLE_MCP_CACHE_DIR": "off"}
+    cache = str(tmp_path / "cache") if restart else "off"
+    if restart:
+        fill_parse_cache(EXAMPLE, cache)
+    env = {**os.environ, "BUNDLE_MCP_LOG_LEVEL": "debug", "BUNDLE_MCP_CACHE_DIR": cache}
     with log.open("wb") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-X", "importtime", "-m", "bundle_mcp.cli", "serve", EXAMPLE],
@@ -340,6 +347,9 @@ def test_no_heavy_module_is_imported_when_initialize_is_answered(tmp_path: Path)
     marks = [n for n, line in enumerate(lines) if MARK in line]
     calls = [n for n, line in enumerate(lines) if CALL_MARK in line]
     assert marks, "the server did not say when it answered initialize"
+    if not restart:
+        assert calls == []  # the SDK answered it
+        return
     assert calls, "the server did not say when it answered the first call"
     before = _imported(lines[:marks[0]])
     for_the_call = _imported(lines[marks[0]:calls[0]])

@@ -30,6 +30,7 @@ from bundle_mcp.readers import (
     load_readers,
 )
 from served import printed_url, stop
+from toolcall import fill_parse_cache
 
 FINANCE_TOKEN = "finance-token-0123456789"
 SALES_TOKEN = "sales-token-0123456789"
@@ -457,18 +458,27 @@ async def test_stdio_serves_the_reader_it_was_started_as(bundle: Path, readers_f
         assert all(isinstance(r, types.Resource) for r in (await client.list_resources()).resources)
 
 
+@pytest.mark.parametrize("restart", [False, True], ids=["cold", "restart"])
 def test_stdio_sighup_widens_the_reader_and_logs_only_its_own_calls(
-    bundle: Path, readers_file: Path, tmp_path: Path
+    bundle: Path, readers_file: Path, tmp_path: Path, restart: bool
 ) -> None:
     """Over stdio, SIGHUP re-reads the file and the named reader's new scope is in force for
     the next calls. The log has one "called by reader" line per call the client made: the
-    warm-up's own calls (list_concepts among them) are nobody's."""
+    warm-up's own calls (list_concepts among them) are nobody's. After a restart the first
+    call is answered before the SDK is imported (bundle_mcp.first_call), and the SIGHUP right
+    after it comes before the server's handler exists: it is caught up with, never the end
+    of the process."""
     log = tmp_path / "stderr.log"
+    cache = tmp_path / "cache"
+    if restart:
+        fill_parse_cache(str(bundle), str(cache))
     with log.open("wb") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "bundle_mcp.cli", "serve", str(bundle), "--readers",
              str(readers_file), "--reader", "sales"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+            env={**os.environ, "BUNDLE_MCP_CACHE_DIR": str(cache),
+                 "BUNDLE_MCP_LOG_LEVEL": "debug"},
         )
     assert process.stdin is not None and process.stdout is not None
     ids = iter(range(1, 10_000))
@@ -519,5 +529,6 @@ def test_stdio_sighup_widens_the_reader_and_logs_only_its_own_calls(
         stop(process)
     text = log.read_text("utf-8")
     assert "readers reloaded" in text
+    assert ("list_concepts answered before the SDK was imported" in text) is restart
     assert text.count("list_concepts called by reader sales") == calls
     assert "called by reader" not in text.replace("list_concepts called by reader sales", "")

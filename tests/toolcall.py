@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import types
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
@@ -89,3 +90,15 @@ def every_document_built(documents: Documents) -> Documents:
     for _ in documents.values():
         pass
     return documents
+
+
+def fill_parse_cache(bundle: str, cache: str) -> None:
+    """The parse cache in the folder ``cache`` (a server's ``BUNDLE_MCP_CACHE_DIR``) filled
+    with every document of ``bundle``, as a server leaves it: the next one is a restart."""
+    from bundle_mcp.loader import load_bundle
+    from bundle_mcp.loader.parse_cache import ParseCache
+
+    snapshot, _ = load_bundle(bundle)
+    for doc in snapshot.documents.values():
+        doc.markdown  # noqa: B018 (the facts are saved with the document)
+    ParseCache(Path(cache)).save(bundle, every_document_built(snapshot.documents))

@@ -414,13 +414,20 @@ def _serve_stdio(
         lines = WireLines(wire_in.fileno())
         opening = open_stdio(lines, wire_out)
         # A cold bundle's frontmatter is loaded by a second process meanwhile (loader.precheck).
-        with _importing(), _prechecks(config) as prechecks:
+        cold = _cold_bundles(config)
+        with _importing(), _prechecks(config, cold) as prechecks:
             _freeze_imports()
 
             def serve(dispatcher: Dispatcher) -> None:
                 from .first_call import answer_first_call
 
-                opened = answer_first_call(opening, lines, wire_out, dispatcher)
+                # Only a restart's first call is answered before the SDK (every bundle folder
+                # has its parse cache): it then costs about a tenth of a second at 10,000
+                # concepts, and no other line is read while it runs. A cold first load
+                # (seconds on a big bundle) runs where the SDK answers pings and cancellations
+                # meanwhile.
+                opened = opening if cold else answer_first_call(
+                    opening, lines, wire_out, dispatcher)
                 with _importing():
                     from . import server
 
@@ -456,19 +463,30 @@ def _hangups_noted(book: ReaderBook | None) -> Iterator[threading.Event]:
         signal.signal(signal.SIGHUP, previous)
 
 
-@contextmanager
-def _prechecks(config: ServeConfig) -> Iterator[dict[str, Precheck]]:
-    """A frontmatter precheck for each served bundle folder the parse cache has no rows of (a
-    restart reads them from the cache instead), stopped when serving ends."""
+def _cold_bundles(config: ServeConfig) -> list[str]:
+    """The served bundle folders the parse cache has no rows of (a restart reads the others
+    from the cache)."""
     from .loader.parse_cache import ParseCache
-    from .loader.precheck import Precheck
 
     cache = ParseCache.default()
-    started: dict[str, Precheck] = {}
+    cold = []
     for bundle in config.bundles:
         database = cache.database(bundle)
-        if (database is not None and database.exists()) or not os.path.isdir(bundle):
-            continue
+        if not ((database is not None and database.exists()) or not os.path.isdir(bundle)):
+            cold.append(bundle)
+    return cold
+
+
+@contextmanager
+def _prechecks(config: ServeConfig, cold: Sequence[str] | None = None
+               ) -> Iterator[dict[str, Precheck]]:
+    """A frontmatter precheck for each served bundle folder the parse cache has no rows of
+    (``cold``, found now when not given; a restart reads the others from the cache), stopped
+    when serving ends."""
+    from .loader.precheck import Precheck
+
+    started: dict[str, Precheck] = {}
+    for bundle in cold if cold is not None else _cold_bundles(config):
         precheck = Precheck.start(bundle, config.caps.max_files, config.caps.max_bytes)
         if precheck is not None:
             started[bundle] = precheck

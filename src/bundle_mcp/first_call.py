@@ -20,8 +20,12 @@ SDK, which answers it as it always did; so is a call whose answer its encoder wo
 then runs again there, on the snapshot this one built).
 
 While it runs, no other line is read: a ping or a cancellation waits for the answer, as every
-line waited for the SDK's import before. The call runs on the main thread before the warm-up
-starts (the warm-up starts once the SDK is imported, :func:`bundle_mcp.server.serve_stdio`).
+line waited for the SDK's import before. So ``serve`` takes this path only after a restart,
+when every served bundle folder has its parse cache and a first call costs about a tenth of a
+second at 10,000 concepts (:func:`bundle_mcp.cli._serve_stdio`); a cold first load, seconds on
+a big bundle, runs where the SDK answers pings and cancellations meanwhile. The call runs on
+the main thread before the warm-up starts (the warm-up starts once the SDK is imported,
+:func:`bundle_mcp.server.serve_stdio`).
 """
 
 from __future__ import annotations
