@@ -29,6 +29,8 @@ from bundle_mcp.first_call import (
     answer_first_call,
     first_call,
     is_initialized,
+    listing_line,
+    listing_request,
     reply_pieces,
 )
 from bundle_mcp.handshake import HANDSHAKE_VERSIONS, Opening, open_stdio
@@ -126,20 +128,28 @@ def sdk_session(dispatcher: Dispatcher, wire: Wire, requests: list[dict[str, Any
 
 def early_session(dispatcher: Dispatcher, wire: Wire, first: Any,
                   version: str = "2025-11-25") -> tuple[Opening, bytes]:
-    """initialize answered by the handshake, then ``initialized`` and ``first`` sent at once
-    and offered to :func:`answer_first_call`: the opening it returns and what it wrote."""
+    """initialize answered by the handshake, then ``initialized`` and ``first`` (a message or
+    a list of them) sent at once and offered to :func:`answer_first_call`: the opening it
+    returns and what it wrote."""
     wire.send(initialize(version))
     opening = open_stdio(wire.lines, wire.wire_out)
     assert opening.answered is not None
     assert wire.client_in.readline() == opening.answered.reply
-    wire.send(INITIALIZED, first)
+    wire.send(INITIALIZED, *(first if isinstance(first, list) else [first]))
+    read: list[bytes] = []
+
+    def client() -> None:  # reads as it is written: an answer can be more than a pipe holds
+        while not read or read[-1] != b"END\n":
+            read.append(wire.client_in.readline())
+
+    reader = threading.Thread(target=client)
+    reader.start()
     opened = answer_first_call(opening, wire.lines, wire.wire_out, dispatcher)
     wire.wire_out.write(b"END\n")  # marks the end of what the early path wrote
     wire.wire_out.flush()
-    written = b""
-    while not written.endswith(b"END\n"):
-        written += wire.client_in.readline()
-    return opened, written[:-len(b"END\n")]
+    reader.join(60)
+    assert read and read[-1] == b"END\n"
+    return opened, b"".join(read[:-1])
 
 
 @pytest.fixture(scope="module")
@@ -329,17 +339,18 @@ def test_the_sdk_takes_over_initialized_and_never_answers_the_call_twice(
 
 
 @pytest.mark.parametrize("second", [
-    {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+    {"jsonrpc": "2.0", "id": 1, "method": "prompts/list"},
+    {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"cursor": "x"}},
     call("write_concept", {}),  # invalid input: it never writes
     call("read_concept", {"concept_id": "beans/ethiopia-guji"}, _meta={"progressToken": "p"}),
-], ids=["tools-list", "a-write", "progress"])
+], ids=["prompts-list", "tools-list-cursor", "a-write", "progress"])
 def test_a_line_it_declines_is_left_unread_and_the_sdk_answers_it(
         dispatcher: Dispatcher, wire: Wire, second: dict[str, Any]) -> None:
     opened, written = early_session(dispatcher, wire, second)
     assert written == b"" and opened.then == (line_of(INITIALIZED),)
     (lines,) = sdk_session(dispatcher, wire, [], opened, awaiting=[1])
     reply = json.loads(lines[-1])
-    assert reply["id"] == 1 and "result" in reply, reply
+    assert reply["id"] == 1 and ("result" in reply or "error" in reply), reply
     if second.get("params", {}).get("_meta"):  # progress: the SDK reports it, never this path
         assert any(b"notifications/progress" in line for line in lines[:-1])
 
@@ -411,3 +422,51 @@ def test_notices_are_written_as_the_sdk_writes_them_and_told_once(broken: Dispat
     finally:
         wire.close()
     assert early_again == sdk_again  # told before the SDK served: not told again
+
+
+# --------------------------------------------------------------------------------------------
+# tools/list before the call
+
+LIST = {"jsonrpc": "2.0", "id": "tools", "method": "tools/list"}
+
+
+@pytest.mark.parametrize("message", [
+    LIST, {**LIST, "id": 3}, {**LIST, "params": {}}, {**LIST, "params": None},
+])
+def test_a_plain_listing_is_taken(message: dict[str, Any]) -> None:
+    assert listing_request(line_of(message)) == message["id"]
+
+
+@pytest.mark.parametrize("message", [
+    {**LIST, "params": {"cursor": "abc"}}, {**LIST, "params": {"_meta": {"progressToken": 1}}},
+    {**LIST, "id": 1.5}, {**LIST, "id": None}, {k: v for k, v in LIST.items() if k != "id"},
+    {**LIST, "method": "prompts/list"}, {**LIST, "extra": 1},
+])
+def test_any_other_listing_is_left_to_the_sdk(message: dict[str, Any]) -> None:
+    assert listing_request(line_of(message)) is None
+
+
+@pytest.mark.parametrize("read_only", [False, True], ids=["writes", "read-only"])
+@pytest.mark.parametrize("version", HANDSHAKE_VERSIONS)
+def test_the_listing_is_the_sdks_line(version: str, read_only: bool) -> None:
+    served = Dispatcher(ServeConfig(bundles=(EXAMPLE,), read_only=read_only))
+    wire = Wire()
+    try:
+        (_, (sdk_line,)) = sdk_session(served, wire, [initialize(version), INITIALIZED, LIST])
+    finally:
+        wire.close()
+    assert listing_line(LIST["id"], served) == sdk_line
+
+
+def test_a_listing_then_a_call_are_both_answered_before_the_sdk(dispatcher: Dispatcher,
+                                                                 wire: Wire) -> None:
+    first = call("read_concept", {"concept_id": "beans/ethiopia-guji"}, request_id=2)
+    opened, written = early_session(dispatcher, wire, [LIST, first])
+    listed, answered = written.splitlines(keepends=True)
+    assert listed == listing_line(LIST["id"], dispatcher)
+    outcome = dispatcher.call("read_concept", first["params"]["arguments"])
+    assert answered == b"".join(reply_pieces(2, outcome) or ())
+    assert opened.then == (line_of(INITIALIZED),)
+    # The SDK's session goes on from there: a second listing is its own, and the same.
+    (again,) = sdk_session(dispatcher, wire, [{**LIST, "id": "again"}], opened)
+    assert again == [listed.replace(b'"id":"tools"', b'"id":"again"', 1)]

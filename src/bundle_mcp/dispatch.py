@@ -202,6 +202,39 @@ class ServedTool:
     input_schema: Mapping[str, Any]  # the input contract as advertised (contracts.advertised_…)
     output_schema: Mapping[str, Any]  # the output contract OR the error envelope (anyOf)
 
+    def listing(self) -> dict[str, Any]:
+        """The tool as ``tools/list`` lists it (MCP's Tool, by its wire names), in the order
+        the SDK writes the fields. Previews are read-only: they write nothing. Every write
+        replaces or edits files (destructive), and an identical request replays its receipt
+        instead of writing again (idempotent)."""
+        return {
+            "annotations": {
+                "destructiveHint": not self.read_only,
+                "idempotentHint": True,
+                "openWorldHint": False,
+                "readOnlyHint": self.read_only,
+                "title": self.title,
+            },
+            "description": self.description,
+            "inputSchema": _as_listed(self.input_schema),
+            "name": self.name,
+            "outputSchema": _as_listed(self.output_schema),
+            "title": self.title,
+        }
+
+
+# The keys MCP's schema of a tool's input or output schema declares, in its order: the SDK
+# writes them first, then the schema's other keys in their own order.
+_DECLARED_SCHEMA_KEYS = ("$schema", "properties", "required", "type")
+
+
+def _as_listed(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """``schema`` with its keys in the order the SDK writes them (:data:`_DECLARED_SCHEMA_KEYS`
+    first): the same object, written the same way by every path."""
+    listed = {key: schema[key] for key in _DECLARED_SCHEMA_KEYS if key in schema}
+    listed.update((key, value) for key, value in schema.items() if key not in listed)
+    return listed
+
 
 class CallGate:
     """The callers' calls in flight: the dispatcher holds it around each of them, and the

@@ -1,4 +1,5 @@
-"""The session's first tool call over stdio, answered before the MCP SDK is imported.
+"""The session's first tool call over stdio (and a ``tools/list`` before it), answered before
+the MCP SDK is imported.
 
 Once ``initialize`` is answered (:mod:`bundle_mcp.handshake`), importing the SDK takes about
 0.4 s (the ``mcp`` package imports its client, its server and their pydantic models), and a
@@ -9,15 +10,16 @@ dispatcher and the tools first, and when the client's next lines have come by th
 :data:`WAIT_SECONDS` of the look) and are the ``notifications/initialized`` that opens the
 session and a plain call of a read-only tool, it runs that call through the dispatcher and
 writes the answer itself, byte for byte the line the SDK writes (``tests/test_first_call.py``
-compares the two on every kind of answer). Only then is the SDK imported.
+compares the two on every kind of answer). Only then is the SDK imported. A host that lists the
+tools first (most do) gets that answer the same way, and its first call after it too.
 
 What the SDK must still know is handed to it: the ``initialized`` notification is replayed to
 its session after the opening ``initialize`` (so the session is initialized as before), and
 the keys of the notices already sent, so that its connection does not tell them twice. The
-call itself is not replayed: it is answered. Every other line (a ``tools/list``, a ping, a
-call with ``_meta``, a write, anything this module cannot vouch for) is left unread for the
-SDK, which answers it as it always did; so is a call whose answer its encoder would refuse (it
-then runs again there, on the snapshot this one built).
+listing and the call are not replayed: they are answered. Every other line (a second
+listing, a ping, a call with ``_meta``, a write, anything this module cannot vouch for) is left
+unread for the SDK, which answers it as it always did; so is a call whose answer its encoder
+would refuse (it then runs again there, on the snapshot this one built).
 
 While it runs, no other line is read: a ping or a cancellation waits for the answer, as every
 line waited for the SDK's import before. So ``serve`` takes this path only after a restart,
@@ -53,6 +55,8 @@ __all__ = [
     "answer_first_call",
     "first_call",
     "is_initialized",
+    "listing_line",
+    "listing_request",
     "reply_pieces",
 ]
 
@@ -111,6 +115,26 @@ def is_initialized(line: bytes) -> bool:
     if message is None or message.get("jsonrpc") != "2.0" or message.get("method") != INITIALIZED:
         return False
     return set(message) <= {"jsonrpc", "method", "params"} and message.get("params") in (None, {})
+
+
+def listing_request(line: bytes) -> int | str | None:
+    """The id of ``line`` when it is a plain ``tools/list`` (no cursor, no ``_meta``)."""
+    message = _message(line)
+    if message is None or not {"jsonrpc", "id", "method"} <= set(message) <= _CALL_KEYS:
+        return None
+    if message["jsonrpc"] != "2.0" or message["method"] != "tools/list":
+        return None
+    if message.get("params") not in (None, {}) or not plain_id(message["id"]):
+        return None
+    request_id: int | str = message["id"]
+    return request_id
+
+
+def listing_line(request_id: int | str, dispatcher: Dispatcher) -> bytes:
+    """The SDK's answer to ``tools/list`` (every served tool, in one page)."""
+    tools = [tool.listing() for tool in dispatcher.tools()]
+    return (b'{"jsonrpc":"2.0","id":' + to_json(request_id) + b',"result":'
+            + to_json({"tools": tools}) + b"}\n")
 
 
 def first_call(line: bytes, answerable: frozenset[str]) -> FirstCall | None:
@@ -179,6 +203,14 @@ def answer_first_call(opening: Opening, lines: WireLines, wire_out: BinaryIO,
     if not lines.has_line(WAIT_SECONDS):
         return opening
     line = lines.readline()
+    listed = listing_request(line)
+    if listed is not None:
+        if not _written(wire_out, [listing_line(listed, dispatcher)]):
+            return opening
+        log.debug("tools/list answered before the SDK was imported")
+        if not lines.has_line(WAIT_SECONDS):
+            return opening
+        line = lines.readline()
     answerable = frozenset(tool.name for tool in dispatcher.tools() if tool.read_only)
     call = first_call(line, answerable)
     if call is None:
@@ -201,17 +233,19 @@ def answer_first_call(opening: Opening, lines: WireLines, wire_out: BinaryIO,
         lines.push_back(line)  # the SDK answers it again, with -32603 as it always did
     else:
         out += pieces
-    try:
-        _write(wire_out, out)
-    except OSError as exc:  # the client closed its end: the transport finds out too
-        log.info("stdout closed (%s) before the first call was answered", type(exc).__name__)
-    else:
-        if pieces is not None:
-            log.debug("tools/call %s answered before the SDK was imported", call.name)
+    if _written(wire_out, out) and pieces is not None:
+        log.debug("tools/call %s answered before the SDK was imported", call.name)
     return replace(opening, told=frozenset(told))
 
 
-def _write(sink: BinaryIO, pieces: Iterable[bytes]) -> None:
-    for piece in pieces:
-        sink.write(piece)
-    sink.flush()
+def _written(sink: BinaryIO, pieces: Iterable[bytes]) -> bool:
+    """Whether ``pieces`` were written as one line; False when the client closed its end
+    (the transport finds out too, and ends the session)."""
+    try:
+        for piece in pieces:
+            sink.write(piece)
+        sink.flush()
+    except OSError as exc:
+        log.info("stdout closed (%s) before an early answer was written", type(exc).__name__)
+        return False
+    return True

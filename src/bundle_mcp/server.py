@@ -60,28 +60,8 @@ _MAX_NAME_IN_ERROR = 128
 
 
 
-def _annotations(spec: ServedTool) -> types.ToolAnnotations:
-    # Previews are read-only: they write nothing. Every write replaces or edits files
-    # (destructive), and an identical request replays its receipt instead of writing again
-    # (idempotent).
-    return types.ToolAnnotations(
-        title=spec.title,
-        read_only_hint=spec.read_only,
-        destructive_hint=not spec.read_only,
-        idempotent_hint=True,
-        open_world_hint=False,
-    )
-
-
 def _tool(spec: ServedTool) -> types.Tool:
-    return types.Tool(
-        name=spec.name,
-        title=spec.title,
-        description=spec.description,
-        input_schema=dict(spec.input_schema),
-        output_schema=dict(spec.output_schema),
-        annotations=_annotations(spec),
-    )
+    return types.Tool.model_validate(spec.listing(), by_alias=True)
 
 
 def _unknown_tool(name: str) -> MCPError:
