@@ -35,6 +35,7 @@ import pytest
 from bundle_mcp.contracts import ContractSet
 from bundle_mcp.errors import BundleError
 from served import stop, tools_served_here
+from toolcall import fill_parse_cache
 
 try:
     from tests import golden_runner
@@ -202,7 +203,10 @@ def _wait_for_port(port: int, process: subprocess.Popen[bytes], log: Path) -> No
     pytest.fail("serve --http did not start listening")
 
 
-def _run_client(node: str, plan: dict[str, Any], workdir: Path) -> dict[str, Any]:
+def _run_client(node: str, plan: dict[str, Any], workdir: Path,
+                stderr: list[str] | None = None) -> dict[str, Any]:
+    """The client's report; ``stderr`` gets what the client and a stdio server it spawned
+    wrote there."""
     plan_file = workdir / "plan.json"
     plan_file.write_text(json.dumps(plan), encoding="utf-8")
     # The stdio server inherits this environment: no token from the caller's (HTTP only).
@@ -216,6 +220,8 @@ def _run_client(node: str, plan: dict[str, Any], workdir: Path) -> dict[str, Any
         timeout=RUN_TIMEOUT,
         check=False,
     )
+    if stderr is not None:
+        stderr.append(done.stderr)
     lines = done.stdout.strip().splitlines()
     if done.returncode != 0 or not lines:
         pytest.fail(f"mcp_client.mjs failed ({done.returncode}):\n{_tail(done.stderr, 40)}")
@@ -408,6 +414,39 @@ def test_a_host_busy_for_8_s_after_listing_still_gets_its_first_call_answered(
     (first,) = report["calls"]
     assert first["protocol_error"] is None, first["protocol_error"]
     assert not first["isError"] and first["structuredContent"]["concepts"]
+
+
+@pytest.mark.slow
+def test_a_restarted_server_lists_its_tools_before_the_sdk_and_the_client_takes_them(
+    node: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a restart (the parse cache filled), the host's tools/list is answered before the
+    SDK is imported (bundle_mcp.first_call), and so is its first call when it comes at once
+    (this client compiles the listed output schemas first: its call comes later, to the SDK).
+    The client checks every result against the output schema it was listed with."""
+    example = str(REPO / "examples" / "coffee-roastery")
+    cache = tmp_path / "cache"
+    fill_parse_cache(example, str(cache))
+    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", str(cache))
+    monkeypatch.setenv("BUNDLE_MCP_LOG_LEVEL", "debug")
+    command = _serve_command()
+    plan = {
+        "timeout_ms": 30000,
+        "transport": {"kind": "stdio", "command": command[0],
+                      "args": [*command[1:], "serve", example]},
+        "calls": [
+            {"id": "read", "tool": "read_concept",
+             "arguments": {"concept_id": "beans/ethiopia-guji"}},
+            {"id": "list", "tool": "list_concepts", "arguments": {}},
+        ],
+    }
+    stderr: list[str] = []
+    report = _run_client(node, plan, Path(os.path.realpath(tmp_path)), stderr)
+    assert "tools/list answered before the SDK was imported" in stderr[0]
+    read, listed = report["calls"]
+    assert read["protocol_error"] is None and listed["protocol_error"] is None
+    assert not read["isError"] and read["structuredContent"]["id"] == "beans/ethiopia-guji"
+    assert not listed["isError"] and listed["structuredContent"]["concepts"]
 
 
 # --------------------------------------------------------------------------------------------
