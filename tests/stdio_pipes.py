@@ -1,5 +1,6 @@
 """A server on the stdio transport over two OS pipes, in the test's event loop, and the client's
-side of them (tests/test_stdio_transport.py, tests/test_answer_lines.py)."""
+side of them (tests/test_stdio_transport.py, tests/test_answer_lines.py); the lines a client
+writes (tests/test_first_answer.py, tests/test_first_call.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,20 @@ from mcp.server import Server
 
 from bundle_mcp.answer_lines import AnswerLines
 from bundle_mcp.stdio import stdio_transport
+
+
+def line_of(message: Any) -> bytes:
+    """``message`` as one line of the wire (JSON, then a newline)."""
+    return json.dumps(message).encode() + b"\n"
+
+
+def initialize(version: Any = "2025-11-25", request_id: Any = 0, **params: Any
+               ) -> dict[str, Any]:
+    """An ``initialize`` request; ``params`` added to (or replacing) the usual ones."""
+    body = {"protocolVersion": version, "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}
+    body.update(params)
+    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": body}
 
 
 class Pipes:

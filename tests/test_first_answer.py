@@ -36,6 +36,7 @@ from bundle_mcp.handshake import (
 )
 from bundle_mcp.server import build_server
 from bundle_mcp.stdio import encode_message, stdio_transport
+from stdio_pipes import initialize, line_of
 from toolcall import fill_parse_cache
 
 REPO = Path(__file__).resolve().parent.parent
@@ -69,17 +70,6 @@ def sdk_answer(dispatcher: Dispatcher, request: dict[str, Any]) -> bytes:
 
     anyio.run(run)
     return reply[0]
-
-
-def initialize(version: Any = "2025-11-25", request_id: Any = 0, **params: Any) -> dict[str, Any]:
-    body = {"protocolVersion": version, "capabilities": {},
-            "clientInfo": {"name": "t", "version": "0"}}
-    body.update(params)
-    return {"jsonrpc": "2.0", "id": request_id, "method": "initialize", "params": body}
-
-
-def line_of(request: Any) -> bytes:
-    return json.dumps(request).encode() + b"\n"
 
 
 TAKEN = [

@@ -37,20 +37,11 @@ from bundle_mcp.handshake import HANDSHAKE_VERSIONS, Opening, open_stdio
 from bundle_mcp.server import build_server
 from bundle_mcp.stdio import stdio_transport
 from bundle_mcp.wire_lines import CHUNK, WireLines
+from stdio_pipes import initialize, line_of
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLE = str(REPO / "examples" / "coffee-roastery")
 INITIALIZED = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-
-
-def line_of(message: Any) -> bytes:
-    return json.dumps(message).encode() + b"\n"
-
-
-def initialize(version: str = "2025-11-25") -> dict[str, Any]:
-    return {"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-        "protocolVersion": version, "capabilities": {},
-        "clientInfo": {"name": "t", "version": "0"}}}
 
 
 def call(name: str, arguments: Any = None, request_id: Any = 1, **extra: Any) -> dict[str, Any]:
