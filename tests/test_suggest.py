@@ -187,6 +187,65 @@ def test_a_miss_on_a_large_bundle_is_no_scan_with_difflib(
     assert all(n < texts // 10 for n in counted.values()), counted
 
 
+# Near-identical IDs, stems and titles: most texts tie on their bounds and their ratios, which
+# is where stopping early could go wrong (the bench's deleted concept, core/topic-NNNN, meets
+# about 2,000 texts like these).
+TIED = snapshot_of({
+    f"{('core', 'area', 'core-x')[n % 3]}/topic-{n // 3:04d}.md":
+        concept(f"Topic {n // 3:04d}" if n % 5 else "")
+    for n in range(3_000)
+})
+
+
+@settings(max_examples=60, deadline=None)
+@given(request=st.sampled_from([
+    "core/topic-0042", "core/topic-0999", "area/topic-004", "topic-1000", "core-x/topic-0",
+    "Topic 0500", "core/topc-0042", "nothing/here", "area/topic-00421", "core/topic-1",
+]), picked=st.sets(st.sampled_from(["core/topic-0041", "area/topic-0042", "core/topic-0043",
+                                    "core-x/topic-0042"]), max_size=2),
+    wanted=st.integers(1, 5))
+def test_stopping_early_finds_the_same_best_close_matches(
+        request: str, picked: set[str], wanted: int) -> None:
+    """``_close`` with ``wanted`` computes full ratios only until no bound left can change the
+    ``wanted`` best; those are the ``wanted`` best of the full computation, exactly."""
+    index = sg.index_of(TIED)
+    queries = {sg.loose(request), sg.loose(request.rsplit("/", 1)[-1])}
+
+    def admissible(concept_id: str) -> bool:
+        return concept_id not in picked
+
+    def best(scores: dict[str, float]) -> list[tuple[str, float]]:
+        return sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:wanted]
+
+    every = sg._close(index, queries, None, admissible)
+    early = sg._close(index, queries, None, admissible, wanted)
+    assert best(early) == best(every)
+    assert set(early) <= set(every)
+
+
+def test_stopping_early_skips_most_full_ratios_among_ties(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Counted, not timed: on the tied texts, a miss like a just-deleted concept computes the
+    full ratio of a few texts, where the bounds let hundreds through."""
+    index = sg.index_of(TIED)
+    ratios = 0
+
+    class Counting(difflib.SequenceMatcher[str]):
+        def ratio(self) -> float:
+            nonlocal ratios
+            ratios += 1
+            return super().ratio()
+
+    monkeypatch.setattr(sg.difflib, "SequenceMatcher", Counting)
+    queries = {"core topic 0042", "topic 0042"}
+    sg._close(index, queries, None)
+    every = ratios
+    ratios = 0
+    sg._close(index, queries, None, wanted=sg.MAX_SUGGESTIONS)
+    assert every > 200 and ratios < every // 10, (every, ratios)
+
+
 # -- the diagnostics of every tool -------------------------------------------------------------
 
 

@@ -472,7 +472,8 @@ def _cold_bundles(config: ServeConfig) -> list[str]:
     cold = []
     for bundle in config.bundles:
         database = cache.database(bundle)
-        if not ((database is not None and database.exists()) or not os.path.isdir(bundle)):
+        cached = database is not None and database.exists()
+        if os.path.isdir(bundle) and not cached:
             cold.append(bundle)
     return cold
 

@@ -361,7 +361,7 @@ def suggest(
     take((*index.by_title.get(whole, ()), *index.by_title.get(last, ())), "title")
     if len(picked) < limit:
         queries = {q for q in (whole, last) if q and len(q) <= MAX_CLOSE_CHARS}
-        scores = _close(index, queries, check)
+        scores = _close(index, queries, check, admissible, limit - len(picked))
         ranked = sorted(scores.items(), key=lambda item: (-item[1], item[0]))
         for concept_id, _score in ranked:
             if len(picked) >= limit:
@@ -392,17 +392,26 @@ def did_you_mean_diagnostics(
 
 
 def _close(
-    index: SuggestionIndex, queries: set[str], check: Callable[[], None] | None
+    index: SuggestionIndex,
+    queries: set[str],
+    check: Callable[[], None] | None,
+    admissible: Callable[[str], bool] = lambda concept_id: True,
+    wanted: int | None = None,
 ) -> dict[str, float]:
-    """Each concept with a loose text at least :data:`CLOSE_CUTOFF` similar to a query → its
-    best ratio.
+    """Each ``admissible`` concept with a loose text at least :data:`CLOSE_CUTOFF` similar to a
+    query → its best ratio; with ``wanted``, only as many of them as it takes to know the
+    ``wanted`` best (by ratio, then ID), which are exactly those of the whole answer.
 
     Only texts that share at least a third of the query's bigrams are compared (counted through
     the bigram postings, so a miss never walks every text), and of those only the ones whose
-    length allows the cutoff at all: a ratio is at most ``2·min(a, b) / (a + b)``.
+    length allows the cutoff at all: a ratio is at most ``2·min(a, b) / (a + b)``, and at most
+    its quick ratio (the characters both hold, as counts). The full ratio is then computed in
+    the order of those bounds, highest first, and stops where no bound left can reach the
+    ``wanted``-th best ratio found (or tie it with an earlier ID): asking for a concept just
+    deleted compared about 2,000 texts that all passed the bounds, at about 15 µs each.
     """
-    best: dict[str, float] = {}
-    matcher = difflib.SequenceMatcher(autojunk=False)
+    matchers: dict[str, difflib.SequenceMatcher[str]] = {}
+    bounded: list[tuple[float, str, str, str]] = []  # (-bound, first carrier, text, query)
     for query in sorted(queries):
         pairs = bigrams(query)
         shared = Counter(chain.from_iterable(index.postings.get(p, ()) for p in sorted(pairs)))
@@ -412,6 +421,7 @@ def _close(
         shortest = CLOSE_CUTOFF * size / (2 - CLOSE_CUTOFF)
         longest = size * (2 - CLOSE_CUTOFF) / CLOSE_CUTOFF
         # SequenceMatcher caches what it learns about its second sequence: the query.
+        matcher = matchers[query] = difflib.SequenceMatcher(autojunk=False)
         matcher.set_seq2(query)
         for seen, text in enumerate(sorted(texts[t] for t, n in shared.items() if n >= need)):
             if check is not None and seen % _CHECK_EVERY == 0:
@@ -419,12 +429,29 @@ def _close(
             if not shortest <= len(text) <= longest:
                 continue
             matcher.set_seq1(text)
-            if matcher.quick_ratio() < CLOSE_CUTOFF:
+            bound = matcher.quick_ratio()
+            if bound < CLOSE_CUTOFF:
                 continue
-            ratio = matcher.ratio()
-            if ratio < CLOSE_CUTOFF:
-                continue
-            for concept_id in index.carriers(text):
-                if ratio > best.get(concept_id, 0.0):
-                    best[concept_id] = ratio
+            carriers = [c for c in index.carriers(text) if admissible(c)]
+            if carriers:
+                bounded.append((-bound, carriers[0], text, query))
+    bounded.sort()
+    best: dict[str, float] = {}
+    top: list[tuple[float, str]] = []  # the ``wanted`` best so far: (-ratio, concept ID)
+    for seen, (negative, first, text, query) in enumerate(bounded):
+        if check is not None and seen % _CHECK_EVERY == 0:
+            check()
+        if wanted is not None and len(top) == wanted and (negative, first) > top[-1]:
+            break  # sorted: every later text's bound, and first carrier, is no better
+        matcher = matchers[query]
+        matcher.set_seq1(text)
+        ratio = matcher.ratio()
+        if ratio < CLOSE_CUTOFF:
+            continue
+        for concept_id in index.carriers(text):
+            if ratio > best.get(concept_id, 0.0) and admissible(concept_id):
+                best[concept_id] = ratio
+                if wanted is not None:
+                    top = sorted([*(e for e in top if e[1] != concept_id), (-ratio, concept_id)]
+                                 )[:wanted]
     return best
