@@ -151,6 +151,22 @@ def test_suggesting_checks_for_cancellation() -> None:
     assert info.value.code == "operation_cancelled"
 
 
+class RatioCount:
+    """How many full ratios difflib computed in ``okf.suggest`` (its SequenceMatcher patched)
+    since :attr:`count` was last set."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+        counter = self
+
+        class Counting(difflib.SequenceMatcher[str]):
+            def ratio(self) -> float:
+                counter.count += 1
+                return super().ratio()
+
+        monkeypatch.setattr(sg.difflib, "SequenceMatcher", Counting)
+
+
 def test_a_miss_on_a_large_bundle_is_no_scan_with_difflib(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -166,21 +182,13 @@ def test_a_miss_on_a_large_bundle_is_no_scan_with_difflib(
     big = snapshot_of(files)
     sg.suggest(big, "warm-up")
     texts = len([t for t in sg.index_of(big).texts if t])
-    ratios = 0
-
-    class Counting(difflib.SequenceMatcher[str]):
-        def ratio(self) -> float:
-            nonlocal ratios
-            ratios += 1
-            return super().ratio()
-
-    monkeypatch.setattr(sg.difflib, "SequenceMatcher", Counting)
+    ratios = RatioCount(monkeypatch)
     counted = {}
     for request in ("alpha/bravo-charlie-0001", "Delta 12", "echo/golf-hotl-00100",
                     "nothing-like-this-at-all"):
-        ratios = 0
+        ratios.count = 0
         found = sg.suggest(big, request)
-        counted[request] = ratios
+        counted[request] = ratios.count
         assert request == "nothing-like-this-at-all" or found
     assert texts == 30_000  # an ID, a stem and a title per concept
     assert counted["nothing-like-this-at-all"] == 0
@@ -229,21 +237,12 @@ def test_stopping_early_skips_most_full_ratios_among_ties(
     """Counted, not timed: on the tied texts, a miss like a just-deleted concept computes the
     full ratio of a few texts, where the bounds let hundreds through."""
     index = sg.index_of(TIED)
-    ratios = 0
-
-    class Counting(difflib.SequenceMatcher[str]):
-        def ratio(self) -> float:
-            nonlocal ratios
-            ratios += 1
-            return super().ratio()
-
-    monkeypatch.setattr(sg.difflib, "SequenceMatcher", Counting)
+    ratios = RatioCount(monkeypatch)
     queries = {"core topic 0042", "topic 0042"}
     sg._close(index, queries, None)
-    every = ratios
-    ratios = 0
+    every, ratios.count = ratios.count, 0
     sg._close(index, queries, None, wanted=sg.MAX_SUGGESTIONS)
-    assert every > 200 and ratios < every // 10, (every, ratios)
+    assert every > 200 and ratios.count < every // 10, (every, ratios.count)
 
 
 # -- the diagnostics of every tool -------------------------------------------------------------
