@@ -411,7 +411,8 @@ def _close(
     deleted compared about 2,000 texts that all passed the bounds, at about 15 µs each.
     """
     matchers: dict[str, difflib.SequenceMatcher[str]] = {}
-    bounded: list[tuple[float, str, str, str]] = []  # (-bound, first carrier, text, query)
+    # (-bound, first carrier, text, query, the admissible concepts carrying the text)
+    bounded: list[tuple[float, str, str, str, list[str]]] = []
     for query in sorted(queries):
         pairs = bigrams(query)
         shared = Counter(chain.from_iterable(index.postings.get(p, ()) for p in sorted(pairs)))
@@ -434,11 +435,11 @@ def _close(
                 continue
             carriers = [c for c in index.carriers(text) if admissible(c)]
             if carriers:
-                bounded.append((-bound, carriers[0], text, query))
+                bounded.append((-bound, carriers[0], text, query, carriers))
     bounded.sort()
     best: dict[str, float] = {}
     top: list[tuple[float, str]] = []  # the ``wanted`` best so far: (-ratio, concept ID)
-    for seen, (negative, first, text, query) in enumerate(bounded):
+    for seen, (negative, first, text, query, carriers) in enumerate(bounded):
         if check is not None and seen % _CHECK_EVERY == 0:
             check()
         if wanted is not None and len(top) == wanted and (negative, first) > top[-1]:
@@ -448,8 +449,8 @@ def _close(
         ratio = matcher.ratio()
         if ratio < CLOSE_CUTOFF:
             continue
-        for concept_id in index.carriers(text):
-            if ratio > best.get(concept_id, 0.0) and admissible(concept_id):
+        for concept_id in carriers:
+            if ratio > best.get(concept_id, 0.0):
                 best[concept_id] = ratio
                 if wanted is not None:
                     top = sorted([*(e for e in top if e[1] != concept_id), (-ratio, concept_id)]
