@@ -102,8 +102,8 @@ def reference(snapshot: Snapshot, terms: list[str], admitted: set[str] | None = 
 
 def kept(snapshot: Snapshot, terms: list[str], admitted: set[str] | None = None) -> Reference:
     found = score(snapshot, terms, CancelToken(), admitted)
-    return {found.concept_id(p): (value, found.label.get(p, 0.0), found.sections_of(p))
-            for p, value in found.concept.items()}
+    return {found.concept_id(p): (found.concept[p], found.label[p], found.sections_of(p))
+            for p in found.scored()}
 
 
 def varied_files(pages: int = 40) -> dict[str, str]:
@@ -257,3 +257,58 @@ def test_a_wide_find_counts_at_a_words_start_only() -> None:
     assert count(text, straddling, 2) == 0
     assert list(finds(text, first, 2)) == [0, 4]
     assert count(text, second, 2) == 1
+
+
+@pytest.mark.parametrize("question", [
+    "cache", "prune the download cache", "binary mirror folder", "how to cache the binary",
+    "links table code", "nothing here at all",
+])
+def test_the_ranking_shortcuts_choose_as_the_plain_ways_do(
+    tmp_bundle: BundleFactory, question: str
+) -> None:
+    # context reads the dense scores through shortcuts, each argued exact in its docstring:
+    # a heading's or description's match compared as codes, the best concepts taken from the
+    # dense array, the best sections looked for only in the concepts whose best section is
+    # among the best. Each must give what the plain way gives, to the bit, on a bundle with
+    # more concepts and sections than either list keeps.
+    root = tmp_bundle(varied_files(pages=240))
+    snapshot = Dispatcher(ServeConfig(bundles=(root,))).served_snapshot(root, CancelToken())
+    token = CancelToken()
+    terms = context.content_terms(list(dict.fromkeys(question.split())))
+    stems = list(dict.fromkeys(stem(t) for t in terms))
+    scores = score(snapshot, stems, token)
+    idf = index.idfs(snapshot, stems, token)
+    matcher = context._Matcher(stems, idf)
+    compared = 0
+    for g in scores.headed:
+        position, n = scores.index.place(g)
+        words = scores.words(position)
+        heading = words.sections.heading_words(n)
+        assert matcher.match(words, heading, words.title) == context._match(
+            words.field_stems(heading), stems, idf, words.field_stems(words.title))
+        compared += 1
+    for position in scores.described:
+        words = scores.words(position)
+        assert matcher.match(words, words.description) == context._match(
+            words.field_stems(words.description), stems, idf)
+        compared += 1
+    raised, _ = context._with_label_matches(scores, stems, idf)
+    best = raised.best_section()
+    positive = {p: v for p, v in enumerate(best) if v}
+    assert context._best_positions(best, 10, lambda p: (-best[p], p)) == context._best(
+        positive, 10, lambda p: (-best[p], p))
+    strong = context._with_strong_sections(raised, best, [])
+    section = raised.section
+
+    def rank(g: int) -> tuple[float, str, int]:
+        position, n = raised.index.place(g)
+        return -section[g], raised.concept_id(position), n
+
+    plain = context._best({g: v for g, v in enumerate(section) if v},
+                          context.MAX_STRONG_SECTIONS, rank)
+    assert [(c.concept_id, c.line_start, c.score) for c in strong] == [
+        (raised.concept_id(raised.index.place(g)[0]),
+         raised.words(raised.index.place(g)[0]).sections[raised.index.place(g)[1]].line_start,
+         context.SECTION_ALONE * section[g]) for g in plain]
+    if stems and question != "nothing here at all":
+        assert compared and len(plain) == context.MAX_STRONG_SECTIONS

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import functools
 import heapq
+import itertools
 import math
+import operator
 import re
+from array import array
 from collections.abc import Callable, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
@@ -32,10 +35,12 @@ from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._context_index import (
     CopyGroups,
+    DocumentWords,
     Scores,
     copy_groups,
     document_words,
     idfs,
+    narrow_code,
     phrases,
     score,
     stem,
@@ -177,15 +182,17 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     concept_score: dict[str, float] = {}
     if scores is not None:
         best_section = scores.best_section()
-        label = scores.label
-        by_position = {
-            p: c + SECTION_SHARE * best_section.get(p, 0.0) + LABEL_SHARE * label.get(p, 0.0)
-            for p, c in scores.concept.items()
-        }
+        # c + SECTION_SHARE * best + LABEL_SHARE * label for every concept, in C; 0.0 for a
+        # concept holding no stem (its three parts are 0.0), above 0.0 for every other.
+        by_position = list(map(
+            operator.add,
+            map(operator.add, scores.concept,
+                map(operator.mul, best_section, itertools.repeat(SECTION_SHARE))),
+            map(operator.mul, scores.label, itertools.repeat(LABEL_SHARE))))
         # Only the best concepts (ties by ID) are looked at again: the others are never
         # sorted, and their sections are not gathered.
-        top = _best(by_position, MAX_CANDIDATE_CONCEPTS,
-                    lambda p: (-by_position[p], scores.concept_id(p)))
+        top = _best_positions(by_position, MAX_CANDIDATE_CONCEPTS,
+                              lambda p: (-by_position[p], scores.concept_id(p)))
         for p in top:
             token.check()
             concept_score[scores.concept_id(p)] = by_position[p]
@@ -228,7 +235,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
                 base * NEXT_SECTION_FACTOR**nth, cid, section.line_start, section.line_end,
                 section.heading, "match", None, section.digest))
     if not semantic_rank and scores is not None:
-        candidates = _with_strong_sections(scores, candidates)
+        candidates = _with_strong_sections(scores, best_section, candidates)
     matched = {c.concept_id for c in candidates}
     for cid, rank in sorted(semantic_rank.items(), key=lambda kv: kv[1]):
         # Found by meaning alone: the whole concept, no passage.
@@ -240,8 +247,10 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     candidates.extend(_linked(snapshot, candidates, admitted, token))
     copies = copy_groups(snapshot, token)
     dated = dated_pages(snapshot, token)
+    # One weight a concept (a concept's sections and its linked item share it).
+    weight = {cid: _weight(snapshot, cid, ref) for cid in {c.concept_id for c in candidates}}
     weighted = [replace(c, score=round(
-                    c.score * _weight(snapshot, c.concept_id, ref)
+                    c.score * weight[c.concept_id]
                     * (BEHIND_FACTOR if c.concept_id in copies.behind else 1.0)
                     * (_dated_factor(heading_match.get((c.concept_id, c.line_start), 0.0))
                        if c.concept_id in dated else 1.0), SCORE_PLACES))
@@ -292,6 +301,39 @@ def _match(stems: frozenset[str], query: list[str], idf: Mapping[str, float],
     return float((covered / total) ** MATCH_POWER * precision)
 
 
+class _Matcher:
+    """:func:`_match` for one question, over a field as its document codes it: in a narrow
+    document (one character a stem, every document but one holding a stem numbered past a
+    million) the distinct characters of the field are its distinct stems, so the sets are
+    compared as characters, without decoding each stem (a common stem's question reads
+    thousands of descriptions). The same sums in the same order: the same floats."""
+
+    def __init__(self, query: list[str], idf: Mapping[str, float]) -> None:
+        self._query, self._idf = query, idf
+        self._total = sum(idf[t] for t in query)
+        # Each question stem's code and idf, in the question's order (None: no document has
+        # the stem, so no field holds it).
+        self._coded = [(narrow_code(t), idf[t]) for t in query]
+        self._codes = {code for code, _ in self._coded if code is not None}
+        self._stop = {code for code in map(narrow_code, _stop_stems()) if code is not None}
+
+    def match(self, words: DocumentWords, field: str, context: str = "") -> float:
+        """How well ``field`` (a coded field of ``words``, or a heading's) says what was asked,
+        read under ``context`` (its page's coded title, for a heading)."""
+        if words.width != 1:
+            return _match(words.field_stems(field), self._query, self._idf,
+                          words.field_stems(context))
+        chars = set(field)
+        if not chars or self._total <= 0:
+            return 0.0
+        covered = sum(value for code, value in self._coded if code is not None and code in chars)
+        if not covered:
+            return 0.0
+        content = chars - self._stop - set(context) or chars - self._stop or chars
+        precision = len(content & self._codes) / len(content)
+        return float((covered / self._total) ** MATCH_POWER * precision)
+
+
 def _dated_factor(match: float) -> float:
     return DATED_FACTOR + (1.0 - DATED_FACTOR) * match
 
@@ -304,27 +346,27 @@ def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, floa
     or a description holding a question word can say it (any other's match is 0, its factor
     1), so only those are read. Also each such section's match, by (concept, line_start)."""
     section = scores.section
-    raised = dict(section)
+    raised = array("d", section)
     matches: dict[tuple[str, int], float] = {}
+    matcher = _Matcher(query, idf)
     for g in scores.headed:
-        value = section.get(g)
-        if value is None:
+        value = section[g]
+        if not value:
             continue  # a heading whose section does not score
         position, n = scores.index.place(g)
         words = scores.words(position)
-        match = _match(words.field_stems(words.sections[n].heading_words), query, idf,
-                       words.field_stems(words.title))
+        match = matcher.match(words, words.sections.heading_words(n), words.title)
         raised[g] = value * (1.0 + HEADING_BONUS * match)
         if match:
             matches[(scores.concept_id(position), words.sections[n].line_start)] = match
     concept = scores.concept
-    described = dict(concept)
+    described = array("d", concept)
     for position in scores.described:
-        value = concept.get(position)
-        if value is not None:
+        value = concept[position]
+        if value:  # always: a described concept holds a stem
             words = scores.words(position)
-            described[position] = value * (1.0 + DESCRIPTION_BONUS * _match(
-                words.field_stems(words.description), query, idf))
+            described[position] = value * (1.0 + DESCRIPTION_BONUS * matcher.match(
+                words, words.description))
     return replace(scores, concept=described, section=raised), matches
 
 
@@ -340,18 +382,45 @@ def _best(values: Mapping[_K, float], count: int,
     return sorted(pool, key=key)[:count]
 
 
-def _with_strong_sections(scores: Scores, candidates: list[_Candidate]) -> list[_Candidate]:
+def _best_positions(values: list[float], count: int,
+                    key: Callable[[int], tuple[Any, ...]]) -> list[int]:
+    """:func:`_best` over the positions whose value is above 0.0 (``values`` dense, none
+    negative)."""
+    return sorted(_positive_at_least(values, count), key=key)[:count]
+
+
+def _positive_at_least(values: list[float], count: int) -> list[int]:
+    """The positions of the ``count`` highest positive values, and of every value tied with
+    the last of them (all the positive ones when there are no more than ``count``)."""
+    cut = heapq.nlargest(count, values)[-1] if values else 0.0
+    kept: Any = map(operator.ge, values, itertools.repeat(cut)) if cut > 0.0 else values
+    return list(itertools.compress(range(len(values)), kept))
+
+
+def _with_strong_sections(scores: Scores, best_section: list[float],
+                          candidates: list[_Candidate]) -> list[_Candidate]:
     """The candidates, where a section whose own score is high stands on it: its item scores
     at least SECTION_ALONE x its section score, and joins the candidates if its concept did
-    not (a heading that says exactly what was asked, on a page about something wider)."""
+    not (a heading that says exactly what was asked, on a page about something wider).
+
+    The best sections are looked for only in the concepts whose best section is among the
+    best: each of the MAX_STRONG_SECTIONS best concepts by best section holds a section scoring
+    at least the last of them, so every section that can be among the best sections scores at
+    least that too, and lies in one of those concepts (``best_section``: each concept's)."""
     section = scores.section
     place = scores.index.place
+    first = scores.index.first_section
 
     def rank(g: int) -> tuple[float, str, int]:
         position, n = place(g)
         return -section[g], scores.concept_id(position), n
 
-    strong = _best(section, MAX_STRONG_SECTIONS, rank)
+    scoring: dict[int, float] = {}
+    for position in _positive_at_least(best_section, MAX_STRONG_SECTIONS):
+        for g in range(first[position], first[position + 1]):
+            if section[g]:
+                scoring[g] = section[g]
+    strong = _best(scoring, MAX_STRONG_SECTIONS, rank)
     at = {(c.concept_id, c.line_start): i for i, c in enumerate(candidates)}
     out = list(candidates)
     for g in strong:
