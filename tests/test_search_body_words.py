@@ -261,6 +261,27 @@ def test_a_change_updates_the_previous_index_instead_of_building_one(snapshot: S
     assert _comparable(index) == _comparable(real_build(after, CancelToken()))
 
 
+def test_an_index_further_back_is_updated_when_the_predecessor_has_none(
+        snapshot: Snapshot) -> None:
+    """Two changes in quick succession, the first capture's warm-up never reached: the second's
+    index is the one before them updated over both (as a build gives), not built anew."""
+    files = {f"f{n % 5}/item-{n:03d}.md": concept(f"Item {n} body words w{n}") for n in range(200)}
+    first = _assembled(_cells(files))
+    bw.index_of(first, CancelToken())
+    cells = dict(first.documents.cells)
+    cells.update(_cells({"f3/item-013.md": concept("Item 13 now says zq09977")}))
+    edited = _assembled(dict(cells), predecessor=first)
+    del cells["f1/item-001.md"]
+    after = _assembled(cells, predecessor=edited)
+    real_build = bw.build_index
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bw, "build_index", lambda *a: pytest.fail("built anew"))
+        index = bw.index_of(after, CancelToken())
+    assert kept(edited, bw.BODY_WORDS) is None
+    assert index.candidates("zq09977") == {"f3/item-013"}
+    assert _comparable(index) == _comparable(real_build(after, CancelToken()))
+
+
 SEARCH_GOLDENS = [p for p in golden_runner.golden_paths() if p.parent.name == "search_concepts"]
 
 

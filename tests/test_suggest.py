@@ -231,6 +231,39 @@ def test_stopping_early_finds_the_same_best_close_matches(
     assert set(early) <= set(every)
 
 
+def _close_by_difflib(index: sg.SuggestionIndex, queries: set[str]) -> dict[str, float]:
+    """The close tier read straight from its rule: every text sharing at least a third of a
+    query's bigrams, its full difflib ratio, kept at the cutoff and above, each concept's
+    best. No bound, no early stop: what ``_close`` must equal."""
+    best: dict[str, float] = {}
+    for query in queries:
+        pairs = sg.bigrams(query)
+        need = -(-len(pairs) // sg.SHARED_BIGRAMS)
+        for text in index.texts:
+            if not text or len(pairs & sg.bigrams(text)) < need:
+                continue
+            ratio = difflib.SequenceMatcher(None, text, query, autojunk=False).ratio()
+            if ratio >= sg.CLOSE_CUTOFF:
+                for concept_id in index.carriers(text):
+                    best[concept_id] = max(best.get(concept_id, 0.0), ratio)
+    return best
+
+
+@settings(max_examples=40, deadline=None)
+@given(request=st.one_of(
+    st.sampled_from(["core/topic-0042", "area/topc-0042", "Topic 050", "core-x/topic-00",
+                     "topic-0999x", "aera/topic-0101", "core/topic-042", "c/t"]),
+    st.text(alphabet="coretpiax-/0123456789 é", min_size=1, max_size=18)))
+def test_the_close_tier_equals_difflib_over_every_text_that_shares_the_bigrams(
+        request: str) -> None:
+    """The bound that chooses which full ratios to compute (RapidFuzz's Indel similarity) is
+    never below difflib's ratio: with no ``wanted``, ``_close`` finds exactly what difflib
+    finds over every text the bigram rule lets through, to the bit."""
+    index = sg.index_of(TIED)
+    queries = {q for q in (sg.loose(request), sg.loose(request.rsplit("/", 1)[-1])) if q}
+    assert sg._close(index, queries, None) == _close_by_difflib(index, queries)
+
+
 def test_stopping_early_skips_most_full_ratios_among_ties(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -461,6 +494,35 @@ def test_a_change_updates_the_previous_index_instead_of_building_one() -> None:
     assert "f3/item-013" not in {s.concept_id for s in found}
 
 
+@pytest.mark.parametrize("middle", ["unwarmed", "gone"])
+def test_an_index_further_back_is_updated_when_the_predecessor_has_none(middle: str) -> None:
+    """An edit, then a miss before the edit's warm-up built its index (or after nothing held
+    the edit's capture any more): the capture before the edit still holds one, and the miss's
+    index is that one updated over both changes (equal to a build), not built anew."""
+    import gc
+
+    files = {f"f{n % 5}/item-{n:03d}.md": concept(f"Item {n}") for n in range(200)}
+    first = _assembled(_cells(files))
+    sg.index_of(first)
+    cells = dict(first.documents.cells)
+    cells.update(_cells({"f1/item-001.md": concept("Item one, renamed")}))
+    edited = _assembled(dict(cells), predecessor=first)  # no index: its warm-up never got there
+    del cells["f3/item-013.md"]
+    missed = _assembled(cells, predecessor=edited)
+    if middle == "gone":
+        del edited
+        gc.collect()
+        assert missed.predecessor() is None and missed.earlier() == [first]
+    builds: list[int] = []
+    real_build = sg.build_index
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sg, "build_index", lambda s: builds.append(1) or real_build(s))
+        index = sg.index_of(missed)
+    assert builds == []
+    assert _comparable(index) == _comparable(sg.build_index(missed))
+    assert "item one, renamed" in index.by_title
+
+
 def test_a_snapshot_does_not_keep_its_predecessor_alive() -> None:
     import gc
     import weakref
@@ -473,6 +535,23 @@ def test_a_snapshot_does_not_keep_its_predecessor_alive() -> None:
     gc.collect()
     assert gone() is None and after.predecessor() is None
     assert [s.concept_id for s in sg.suggest(after, "a/xx")] == ["a/x"]  # built anew
+
+
+def test_a_snapshot_reaches_a_few_earlier_captures_and_keeps_none_alive() -> None:
+    import gc
+    import weakref
+
+    from bundle_mcp.model import EARLIER_KEPT
+
+    chain = [_assembled(_cells({"a/x.md": concept("X")}))]
+    for n in range(EARLIER_KEPT + 2):
+        chain.append(_assembled(_cells({"a/x.md": concept(f"X {n}")}), predecessor=chain[-1]))
+    last = chain[-1]
+    assert last.earlier() == chain[-2::-1][:EARLIER_KEPT]
+    refs = [weakref.ref(s) for s in chain[:-1]]
+    del chain
+    gc.collect()
+    assert all(ref() is None for ref in refs) and last.earlier() == []
 
 
 def test_an_update_past_what_two_byte_numbers_hold_builds_anew() -> None:

@@ -920,9 +920,39 @@ def _no_predecessor() -> Snapshot | None:
     return None
 
 
+# How many earlier captures a snapshot can reach (:meth:`Snapshot.earlier`).
+EARLIER_KEPT = 4
+
+
+class Ancestry:
+    """Weak references to the captures before a snapshot, nearest first: called, the nearest
+    (what :attr:`Snapshot.predecessor` answers). Changes in quick succession leave captures
+    nothing held, so the nearest may be gone, or never warmed, while one before it still
+    holds a structure a successor can update (:meth:`Snapshot.earlier`)."""
+
+    __slots__ = ("_refs",)
+
+    def __init__(self, earlier: Snapshot) -> None:
+        before = earlier.predecessor
+        rest = before.refs if isinstance(before, Ancestry) else ()
+        self._refs: tuple[weakref.ref[Snapshot], ...] = (
+            weakref.ref(earlier), *rest[:EARLIER_KEPT - 1])
+
+    @property
+    def refs(self) -> tuple[weakref.ref[Snapshot], ...]:
+        return self._refs
+
+    def __call__(self) -> Snapshot | None:
+        return self._refs[0]()
+
+    def live(self) -> list[Snapshot]:
+        """The earlier captures still held, nearest first."""
+        return [found for found in (ref() for ref in self._refs) if found is not None]
+
+
 def predecessor_link(earlier: Snapshot | None) -> Callable[[], Snapshot | None]:
     """What :attr:`Snapshot.predecessor` holds for a capture that followed ``earlier``."""
-    return weakref.ref(earlier) if earlier is not None else _no_predecessor
+    return Ancestry(earlier) if earlier is not None else _no_predecessor
 
 
 @dataclass(frozen=True)
@@ -957,6 +987,15 @@ class Snapshot:
     def __post_init__(self) -> None:
         if not isinstance(self.documents, Documents):
             object.__setattr__(self, "documents", Documents.of(self.documents))
+
+    def earlier(self) -> list[Snapshot]:
+        """The captures before this one that something still holds, nearest first (at most
+        :data:`EARLIER_KEPT`): :attr:`predecessor`'s, then the ones it followed."""
+        link = self.predecessor
+        if isinstance(link, Ancestry):
+            return link.live()
+        found = link()
+        return [found] if found is not None else []
 
     def release_edges(self) -> None:
         """Let go of the edge structures built on first use (:attr:`edges`, their index, the

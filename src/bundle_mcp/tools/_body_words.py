@@ -296,12 +296,13 @@ def _with(postings: dict[str, array[int]], word: str, n: int, code: str) -> None
 
 
 def _build_or_update(snapshot: Snapshot, token: CancelToken) -> BodyWordIndex:
-    before = snapshot.predecessor()
-    earlier = kept(before, BODY_WORDS) if before is not None else None
-    if before is not None and earlier is not None:
-        updated = updated_index(earlier, before, snapshot, token)
-        if updated is not None:
-            return updated
+    # The nearest earlier capture still held with its index, as okf.suggest's: after changes
+    # in quick succession the predecessor may have none (its warm-up never got this far).
+    for before in snapshot.earlier():
+        earlier = kept(before, BODY_WORDS)
+        if earlier is not None:
+            updated = updated_index(earlier, before, snapshot, token)
+            return updated if updated is not None else build_index(snapshot, token)
     return build_index(snapshot, token)
 
 
