@@ -112,6 +112,31 @@ def test_a_kept_answer_over_its_budget_is_refused_as_any_answer(
     assert text.structured["message"] == "the text block is larger than its 200-byte budget"
 
 
+@pytest.mark.parametrize("text_block", ["the result's JSON", "a text of its own"])
+def test_a_kept_answer_over_its_budget_is_kept_as_that_refusal(
+    fake_tools: FakeTools, simple_bundle: str, text_block: str
+) -> None:
+    """Issue 29: the same snapshot and arguments are refused again without running the tool
+    (at 50,000 concepts get_semantic_graph made and encoded its whole answer at every call to
+    find it over its budget), and every call gets the same error envelope."""
+    runs: list[dict[str, Any]] = []
+    spec = fake_tools.modules["echo"]
+
+    def counted(call: Any, params: dict[str, Any]) -> dict[str, Any]:
+        runs.append(params)
+        return spec.run(call, params)
+
+    _kept_echo(fake_tools, output_budget=256, run=counted,
+               **({} if text_block == "the result's JSON" else {"text": lambda r, s: "x"}))
+    dispatcher = fake_tools.dispatcher(bundles=(simple_bundle,))
+    first = dispatcher.call("echo", {"size": 300})
+    again = dispatcher.call("echo", {"size": 300})
+    assert first.is_error and first.structured["code"] == "resource_limit"
+    assert again.structured == first.structured and again.text == first.text
+    assert len(runs) == 1
+    assert not dispatcher.call("echo", {"size": 10}).is_error and len(runs) == 2
+
+
 def test_a_kept_answer_breaking_its_contract_is_an_internal_error(
     fake_tools: FakeTools, simple_bundle: str
 ) -> None:

@@ -86,6 +86,20 @@ _BUNDLE_FIELD = "$.bundle_path"
 
 
 @dataclass(frozen=True)
+class _Refused:
+    """A kept answer's call refused because the answer is over its budget, kept in its place:
+    each call raises a new error from it (an exception raised again would gather every call's
+    traceback)."""
+
+    code: str
+    message: str
+    diagnostics: tuple[Diagnostic, ...]
+
+    def error(self) -> BundleError:
+        return BundleError(self.code, self.message, self.diagnostics)
+
+
+@dataclass(frozen=True)
 class WireJson:
     """An outcome's two values as the MCP SDK encodes them on the wire (``pydantic_core``), as
     pieces written in turn: the structured content, and the text block's JSON string. A kept
@@ -515,11 +529,14 @@ class Dispatcher:
             # A remote bundle's next commit may hold the same files (the same snapshot): its
             # answers are kept per source too.
             key: tuple[object, ...] = (name, canonical_json(params))
-            outcome: Outcome = answers.get(
+            kept: Outcome | _Refused = answers.get(
                 key if source is None else (*key, source),
                 lambda: self._kept_answer(spec, call, params),
                 token.check,
             )
+            if isinstance(kept, _Refused):
+                raise kept.error()
+            outcome = kept
         else:
             outcome = self._answer(spec, call, params)
         self._cache.persist(bundle_path, snapshot)
@@ -540,24 +557,39 @@ class Dispatcher:
         self.contracts.check_output(spec.name, result)
         return Outcome(structured=result, text=text, is_error=False)
 
-    def _kept_answer(self, spec: ToolSpec, call: CallContext, params: dict[str, Any]) -> Outcome:
+    def _kept_answer(
+        self, spec: ToolSpec, call: CallContext, params: dict[str, Any]
+    ) -> Outcome | _Refused:
         """:meth:`_answer`, encoded to be kept (:func:`_with_wire`). When the text block is the
         result's JSON, the result is encoded a part at a time and deflated as it goes
         (:func:`_packed_encoding`): the whole JSON is never held, as a string or as bytes.
         Made whole, it was the highest point of an edit's follow-up warm-up (38 MiB over the
         kept structures for get_semantic_graph at 10,000 concepts: the text, the encoding and
-        the encoder's growing buffer)."""
+        the encoder's growing buffer).
+
+        An answer over its budget is kept as that refusal (:class:`_Refused`): the snapshot
+        and the arguments decide it as they decide the answer, and finding it out meant
+        making and encoding the whole answer at every call (about 2 s for get_semantic_graph
+        at 50,000 concepts)."""
         result = spec.run(call, params)
         call.token.check()  # a tool that keeps its answers only reads (ToolSpec)
         packed = _packed_encoding(result) if spec.text is None else None
         if packed is None:
-            return _with_wire(self._finished(spec, call.snapshot, result))
+            try:
+                return _with_wire(self._finished(spec, call.snapshot, result))
+            except BundleError as refused:
+                # _finished refuses with resource_limit only for a budget (the output
+                # contract's refusal is an internal error, not kept).
+                if refused.code != RESOURCE_LIMIT:
+                    raise
+                return _Refused(refused.code, refused.message, refused.diagnostics)
         encoding, quoted = packed
         for budget, what in ((spec.output_budget, "structured result"),
                              (TEXT_BUDGET, "text block")):
             # _check_budget's test on the text, whose UTF-8 bytes these are.
             if encoding.size > budget:
-                raise _over_budget(what, budget)
+                over = _over_budget(what, budget)
+                return _Refused(over.code, over.message, over.diagnostics)
         self.contracts.check_output(spec.name, result)
         return Outcome(result, None, False, WireJson(encoding, quoted))
 
