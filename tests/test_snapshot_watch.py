@@ -12,6 +12,7 @@ from bundle_mcp.errors import BundleError
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.loader.watch import FolderWatch
+from bundle_mcp.model import Documents
 from bundle_mcp.snapshots import SnapshotCache
 from toolcall import every_document_built
 
@@ -104,6 +105,7 @@ def test_an_edit_in_place_is_reread_alone(bundle: Path) -> None:
     assert after.concepts["a"] is before.concepts["a"]
     assert after.revision == load_bundle(str(bundle))[0].revision
     assert cache.get(str(bundle), CancelToken()) is after  # the watch stays armed
+    _knows_what_differs(after, before, ("sub/b.md",))
 
 
 def test_editing_okfignore_walks_again(bundle: Path) -> None:
@@ -112,6 +114,18 @@ def test_editing_okfignore_walks_again(bundle: Path) -> None:
     assert "sub/b" in _warm(cache, bundle).concepts
     (bundle / ".okfignore").write_text("sub/\n")
     assert "sub/b" not in cache.get(str(bundle), CancelToken()).concepts
+
+
+def _knows_what_differs(after, before, expected: tuple[str, ...] | None = None) -> None:
+    """A refresh hands its snapshot the files that differ from the previous capture: asked,
+    the documents answer without scanning, exactly as the scan does (order included)."""
+    scanned = Documents(dict(after.documents.cells)).differing(before.documents)
+    assert after.documents.differing(before.documents) == scanned
+    if expected is not None:
+        assert sorted(scanned) == sorted(expected)
+    if after is not before:  # a refresh, not the same capture: it said what it changed
+        known = after.documents._changed
+        assert known is not None and known[0]() is before.documents and known[1] == scanned
 
 
 def _same_as_a_full_load(snapshot, root: Path) -> None:
@@ -155,6 +169,24 @@ def test_a_created_or_deleted_file_is_looked_at_alone(bundle: Path, change) -> N
     _same_as_a_full_load(after, bundle)
     assert after.concepts["a"] is before.concepts["a"]
     assert cache.get(str(bundle), CancelToken()) is after  # the watch stays armed
+    _knows_what_differs(after, before)
+
+
+def test_several_files_changed_at_once_are_known_in_the_scans_order(bundle: Path) -> None:
+    for name in ("sub/c.md", "z.md", "sub/deep/d.md", "m.md"):
+        (bundle / name).parent.mkdir(parents=True, exist_ok=True)
+        (bundle / name).write_text(NOTE)
+    cache = SnapshotCache(CountingLoader())
+    before = _warm(cache, bundle)
+    (bundle / "z.md").unlink()
+    (bundle / "a.md").write_text(NOTE + "edited\n")
+    (bundle / "sub" / "deep" / "d.md").unlink()
+    (bundle / "sub" / "a-new.md").write_text(NOTE)
+    (bundle / "b-new.md").write_text(NOTE)
+    after = cache.get(str(bundle), CancelToken())
+    _same_as_a_full_load(after, bundle)
+    _knows_what_differs(after, before, ("a.md", "b-new.md", "sub/a-new.md", "sub/deep/d.md",
+                                        "z.md"))
 
 
 def test_a_created_symlink_still_walks_and_is_skipped(bundle: Path) -> None:

@@ -763,10 +763,19 @@ class Documents(Mapping[str, Document]):
     looking a document up builds that one document. Iterating the values builds them all.
     """
 
-    __slots__ = ("_cells",)
+    __slots__ = ("_cells", "_changed", "__weakref__")
 
-    def __init__(self, cells: Mapping[str, Deferred]) -> None:
+    def __init__(
+        self, cells: Mapping[str, Deferred],
+        changed: tuple[Documents, tuple[str, ...]] | None = None,
+    ) -> None:
+        """``changed``: another capture's documents and the paths whose cell differs from
+        theirs, in the order :meth:`differing` gives them, when the capturer knows (a refresh
+        of the files a folder watch named): asking again would scan every cell."""
         self._cells = types.MappingProxyType(dict(cells))
+        # Weakly: the earlier documents are not kept alive for this.
+        self._changed = (None if changed is None
+                         else (weakref.ref(changed[0]), tuple(changed[1])))
 
     @classmethod
     def of(cls, documents: Mapping[str, Document]) -> Documents:
@@ -803,6 +812,9 @@ class Documents(Mapping[str, Document]):
         or by both with different cells. Unchanged files keep their cell from one capture to the
         next, so after an edit this names the files that changed (and no more); nothing is
         built to tell."""
+        known = self._changed
+        if known is not None and known[0]() is other:
+            return known[1]
         mine, theirs = self._cells, other._cells
         out = [path for path, cell in mine.items() if theirs.get(path) is not cell]
         out.extend(path for path in theirs if path not in mine)
