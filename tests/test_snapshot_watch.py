@@ -12,7 +12,7 @@ from bundle_mcp.errors import BundleError
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.loader.watch import FolderWatch
-from bundle_mcp.model import Documents
+from bundle_mcp.model import Documents, revision_of
 from bundle_mcp.snapshots import SnapshotCache
 from toolcall import every_document_built
 
@@ -126,6 +126,10 @@ def _knows_what_differs(after, before, expected: tuple[str, ...] | None = None) 
     if after is not before:  # a refresh, not the same capture: it said what it changed
         known = after.documents._changed
         assert known is not None and known[0]() is before.documents and known[1] == scanned
+    # The records the revision hashed, patched from the previous capture's: sorted by path.
+    assert after.documents.sorted_records == tuple(
+        sorted(after.documents.records(), key=lambda r: r.path))
+    assert after.revision == revision_of(list(after.documents.records()))
 
 
 def _same_as_a_full_load(snapshot, root: Path) -> None:

@@ -612,9 +612,41 @@ def revision_of(records: list[FileRecord] | tuple[FileRecord, ...]) -> str:
     exactly what ``canonical_json`` would emit for
     ``[{"path": ..., "sha256": ..., "size": ...}, ...]`` (a test checks the two agree).
     """
-    ordered = records if _sorted_by_path(records) else sorted(records, key=lambda r: r.path)
+    ordered = records if _sorted_by_path(records) else sorted(records, key=_path_of)
+    return revision_of_sorted(ordered)
+
+
+def revision_of_sorted(ordered: Sequence[FileRecord]) -> str:
+    """:func:`revision_of` of records already sorted by path."""
     pieces = ",".join([r.spelled for r in ordered])
     return hashlib.sha256(f"[{pieces}]".encode()).hexdigest()
+
+
+def _path_of(record: FileRecord) -> str:
+    return record.path
+
+
+def records_by_path(
+    cells: Mapping[str, Deferred], earlier: Documents | None = None,
+    changed: Sequence[str] | None = None,
+) -> tuple[FileRecord, ...]:
+    """The records of ``cells`` sorted by path, for the revision: ``earlier``'s sorted records
+    patched with the paths whose cell differs (``changed``, when the capturer knows them: a
+    refresh), else sorted whole. Sorting (or checking the order of) 50,000 records cost about
+    13 ms on every capture after a change; the documents keep the result for the next one."""
+    before = earlier.sorted_records if earlier is not None else None
+    if before is not None and changed is not None:
+        ordered = list(before)
+        for path in changed:
+            at = bisect.bisect_left(ordered, path, key=_path_of)
+            if at < len(ordered) and ordered[at].path == path:
+                del ordered[at]
+            cell = cells.get(path)
+            if cell is not None:
+                ordered.insert(at, cell.record)
+        return tuple(ordered)
+    records = tuple(cell.record for cell in cells.values())
+    return records if _sorted_by_path(records) else tuple(sorted(records, key=_path_of))
 
 
 def _sorted_by_path(records: list[FileRecord] | tuple[FileRecord, ...]) -> bool:
@@ -763,19 +795,27 @@ class Documents(Mapping[str, Document]):
     looking a document up builds that one document. Iterating the values builds them all.
     """
 
-    __slots__ = ("_cells", "_changed", "__weakref__")
+    __slots__ = ("_cells", "_changed", "_sorted_records", "__weakref__")
 
     def __init__(
         self, cells: Mapping[str, Deferred],
         changed: tuple[Documents, tuple[str, ...]] | None = None,
+        sorted_records: tuple[FileRecord, ...] | None = None,
     ) -> None:
         """``changed``: another capture's documents and the paths whose cell differs from
         theirs, in the order :meth:`differing` gives them, when the capturer knows (a refresh
-        of the files a folder watch named): asking again would scan every cell."""
+        of the files a folder watch named): asking again would scan every cell.
+        ``sorted_records``: the records sorted by path (:func:`records_by_path`), which the
+        revision was computed from, for the next capture to patch."""
         self._cells = types.MappingProxyType(dict(cells))
         # Weakly: the earlier documents are not kept alive for this.
         self._changed = (None if changed is None
                          else (weakref.ref(changed[0]), tuple(changed[1])))
+        self._sorted_records = sorted_records
+
+    @property
+    def sorted_records(self) -> tuple[FileRecord, ...] | None:
+        return self._sorted_records
 
     @classmethod
     def of(cls, documents: Mapping[str, Document]) -> Documents:
@@ -807,14 +847,20 @@ class Documents(Mapping[str, Document]):
     def records(self) -> tuple[FileRecord, ...]:
         return tuple(cell.record for cell in self._cells.values())
 
+    def known_differing(self, other: Documents) -> tuple[str, ...] | None:
+        """:meth:`differing` when the capture that made these documents said (a refresh of
+        ``other``'s), else ``None``; scans nothing."""
+        known = self._changed
+        return known[1] if known is not None and known[0]() is other else None
+
     def differing(self, other: Documents) -> tuple[str, ...]:
         """The paths whose cell is not the very same in ``other``: held by only one of the two,
         or by both with different cells. Unchanged files keep their cell from one capture to the
         next, so after an edit this names the files that changed (and no more); nothing is
         built to tell."""
-        known = self._changed
-        if known is not None and known[0]() is other:
-            return known[1]
+        known = self.known_differing(other)
+        if known is not None:
+            return known
         mine, theirs = self._cells, other._cells
         out = [path for path, cell in mine.items() if theirs.get(path) is not cell]
         out.extend(path for path in theirs if path not in mine)

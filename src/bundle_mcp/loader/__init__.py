@@ -30,7 +30,9 @@ from ..model import (
     InboundHint,
     Snapshot,
     predecessor_link,
+    records_by_path,
     revision_of,
+    revision_of_sorted,
 )
 from ..observe import Notice
 from ..okf.computations import attachment_paths
@@ -553,9 +555,12 @@ def assemble_snapshot(
     A file that is not built yet counts as the concept its path names: whether it parses is
     decided when it is first looked up (:class:`~bundle_mcp.model.Concepts`).
     """
+    known = changed if predecessor is not None else None
+    ordered = records_by_path(cells, predecessor.documents if predecessor is not None else None,
+                              known)
     documents = Documents(
-        cells, (predecessor.documents, changed)
-        if predecessor is not None and changed is not None else None)
+        cells, (predecessor.documents, known) if predecessor is not None and known is not None
+        else None, ordered)
     paths = _concept_paths_after(predecessor, documents) if predecessor is not None else None
     if paths is None:
         paths = {}
@@ -566,7 +571,7 @@ def assemble_snapshot(
         if not _keys_sorted(paths):
             paths = dict(sorted(paths.items()))
     return Snapshot(
-        revision=revision_of(documents.records()),
+        revision=revision_of_sorted(ordered),
         documents=documents,
         concepts=Concepts(documents, paths),
         assets=assets,
