@@ -401,6 +401,11 @@ def did_you_mean_diagnostics(
     )
 
 
+def _entries(index: SuggestionIndex, pairs: frozenset[str]) -> Iterator[int]:
+    """The text numbers in the postings of ``pairs``, one per posting that holds them."""
+    return chain.from_iterable(index.postings.get(p, ()) for p in sorted(pairs))
+
+
 def _close(
     index: SuggestionIndex,
     queries: set[str],
@@ -429,11 +434,19 @@ def _close(
     matchers: dict[str, difflib.SequenceMatcher[str]] = {}
     # (-bound, first carrier, text, query, the admissible concepts carrying the text)
     bounded: list[tuple[float, str, str, str, list[str]]] = []
+    every_pairs = {query: bigrams(query) for query in sorted(queries)}
+    # The bigrams every query holds are counted once: a request's last segment is most of the
+    # whole request, so this walks about two thirds of the postings (at about 90 ns an entry,
+    # the largest part of a miss).
+    common = frozenset.intersection(*every_pairs.values()) if every_pairs else frozenset()
+    counted_common = Counter(_entries(index, common))
     for query in sorted(queries):
         if check is not None:
             check()
-        pairs = bigrams(query)
-        shared = Counter(chain.from_iterable(index.postings.get(p, ()) for p in sorted(pairs)))
+        pairs = every_pairs[query]
+        # Each text number → how many of the query's bigrams its text holds.
+        shared = counted_common.copy() if len(queries) > 1 else counted_common
+        shared.update(_entries(index, pairs - common))
         texts = index.texts
         need = math.ceil(len(pairs) / SHARED_BIGRAMS)
         # SequenceMatcher caches what it learns about its second sequence: the query.
