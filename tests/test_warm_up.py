@@ -290,6 +290,41 @@ def test_a_serving_warm_up_freezes_what_it_built(tmp_bundle: Callable[..., str])
         gc.unfreeze()
 
 
+def _freeze_counts_at_each_step(bundle: str, freeze: bool) -> list[int]:
+    """``gc.get_freeze_count()`` as each of three warm-up steps starts."""
+    seen: list[int] = []
+    kept: list[object] = []
+
+    def step(token: CancelToken) -> None:
+        seen.append(gc.get_freeze_count())
+        kept.append([[n] for n in range(100)])  # built by the step, kept after it
+
+    def steps(dispatcher: Dispatcher, bundle: str, reader: Any, view: Snapshot
+              ) -> list[WarmStep]:
+        return [WarmStep(f"step {n}", step) for n in range(3)]
+
+    readiness = Readiness(Dispatcher(ServeConfig(bundles=(bundle,))),
+                          freeze_memory=freeze, steps=steps)
+    gc.unfreeze()
+    try:
+        readiness.start()
+        assert readiness.wait_idle(WAIT_SECONDS)
+    finally:
+        readiness.stop()
+        gc.unfreeze()
+    return seen
+
+
+def test_a_serving_warm_up_freezes_after_each_step(tmp_bundle: Callable[..., str]) -> None:
+    """What each step built is frozen before the next starts, so the collector's automatic
+    full passes during the warm-up walk only what the step in progress made; without
+    freeze_memory nothing is frozen."""
+    bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
+    frozen = _freeze_counts_at_each_step(bundle, True)
+    assert len(frozen) == 3 and frozen[0] < frozen[1] < frozen[2], frozen
+    assert _freeze_counts_at_each_step(bundle, False) == [0, 0, 0]
+
+
 # ------------------------------------------------------------------------- readers' views
 
 
