@@ -50,6 +50,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -165,15 +166,18 @@ def _release(replaced: Snapshot, token: CancelToken, *, carried: bool) -> None:
     derived.release(replaced, carried=carried)
 
 
-def _freeze_memory() -> None:
+def _freeze_memory(*, whole: bool = True) -> None:
     """Keep the garbage collector's full passes off what the warm-up built.
 
     A warm snapshot of a big bundle is millions of objects; each full collection walks them all
     (a few hundred milliseconds at the file cap), and one lands on some unlucky call every so
-    often. Frozen objects are never walked. Unfreezing first, then collecting, lets the
-    structures of snapshots replaced since the last freeze go (some hold reference cycles).
+    often. Frozen objects are never walked. ``whole``: unfreezing first, then collecting, lets
+    the structures of snapshots replaced since the last freeze go when they hold reference
+    cycles (0.6 s under the interpreter lock at 10,000 concepts). Otherwise only what is not
+    frozen yet is collected (what the last step made).
     """
-    gc.unfreeze()
+    if whole:
+        gc.unfreeze()
     gc.collect()
     gc.freeze()
 
@@ -352,11 +356,17 @@ class Readiness:
             return True  # the steps of the last warm-up captured nothing new
         started = time.perf_counter()
         current = [view for _reader, view in views]
+        # The views this warm-up replaces, weakly: whether they are gone once it is done
+        # decides how much the collector must look at (below).
+        replaced_views: list[weakref.ref[Snapshot]] = []
+        first_load = bundle not in self._loaded
         for reader, view in cold:
             replaced = self._warmed.get((bundle, reader.access.read))
             steps = list(self._steps(self._dispatcher, bundle, reader, view))
             if replaced is not None and not any(replaced is v for v in current):
                 steps = _releasing(replaced, steps)
+                replaced_views.append(weakref.ref(replaced))
+            del replaced
             for step in steps:
                 # Callers first: a step starts only while no call is in flight.
                 if not self._callers_done():
@@ -366,8 +376,12 @@ class Readiness:
                     # What the steps built so far is kept: frozen, the collector's automatic
                     # full passes no longer walk it (a restart's warm-up at 10,000 concepts
                     # made a dozen of them, growing to 0.6 s, 2.4 s of holding the interpreter
-                    # lock in all). Cyclic garbage frozen here goes at the full collection
-                    # that ends the warm-up (_freeze_memory). gc.freeze moves lists: O(1).
+                    # lock in all; gc.freeze itself moves lists). In a first warm-up, cyclic
+                    # garbage frozen here goes at the full collection that ends it; after a
+                    # change, each step's is collected first, a pass over what that step
+                    # made only (the rest is frozen), so that none is ever frozen for good.
+                    if not first_load:
+                        gc.collect()
                     gc.freeze()
             if self._stopped.is_set():
                 return False
@@ -384,7 +398,12 @@ class Readiness:
             # otherwise the first call of each pays their compile (0.4 s for all the contracts).
             self._dispatcher.contracts.compile(spec.name for spec in self._dispatcher.tools())
         if self._freeze_memory and freeze:
-            _freeze_memory()
+            del steps  # its release steps hold the replaced view
+            # A replaced view that nothing holds any more went with its last reference (its
+            # structures were let go by the release steps: after an edit's warm-up the full
+            # collection found nothing to free). One still held, or a first warm-up (the
+            # load's garbage), gets the full collection.
+            _freeze_memory(whole=first or any(ref() is not None for ref in replaced_views))
         # Logged last: this line is "ready" for whoever reads the log (make bench does).
         scoped = [reader for reader, _view in cold if reader.access.read != ALL_READER.access.read]
         log.info(
