@@ -103,7 +103,7 @@ def reference(snapshot: Snapshot, terms: list[str], admitted: set[str] | None = 
 def kept(snapshot: Snapshot, terms: list[str], admitted: set[str] | None = None) -> Reference:
     found = score(snapshot, terms, CancelToken(), admitted)
     return {found.concept_id(p): (found.concept[p], found.label[p], found.sections_of(p))
-            for p in found.scored()}
+            for p in range(len(found.concept)) if found.concept[p]}  # holding a stem
 
 
 def varied_files(pages: int = 40) -> dict[str, str]:

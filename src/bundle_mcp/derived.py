@@ -150,6 +150,19 @@ def kept(snapshot: Snapshot, slot: Slot[T], variant: Hashable = None) -> T | Non
     return cast(T, value) if found else None
 
 
+def kept_earlier(snapshot: Snapshot, slot: Slot[T]) -> tuple[Snapshot, T] | None:
+    """The nearest earlier capture (:meth:`~bundle_mcp.model.Snapshot.earlier`) that still
+    holds its ``slot`` (:func:`kept`), with that value; ``None`` when none does. Usually the
+    predecessor; changes in quick succession leave captures no warm-up reached, or that
+    nothing holds, and one further back is then updated over every file that differs since
+    (any two captures: the differing cells are what changed)."""
+    for before in snapshot.earlier():
+        value = kept(before, slot)
+        if value is not None:
+            return before, value
+    return None
+
+
 def release(snapshot: Snapshot, *, carried: bool) -> None:
     """Empty the memo of a snapshot that was replaced (the warm-up's, before it builds the
     successor's slots): otherwise both sets are held at once until the replaced one is

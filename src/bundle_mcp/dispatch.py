@@ -95,6 +95,10 @@ class _Refused:
     message: str
     diagnostics: tuple[Diagnostic, ...]
 
+    @classmethod
+    def of(cls, refused: BundleError) -> _Refused:
+        return cls(refused.code, refused.message, refused.diagnostics)
+
     def error(self) -> BundleError:
         return BundleError(self.code, self.message, self.diagnostics)
 
@@ -582,14 +586,13 @@ class Dispatcher:
                 # contract's refusal is an internal error, not kept).
                 if refused.code != RESOURCE_LIMIT:
                     raise
-                return _Refused(refused.code, refused.message, refused.diagnostics)
+                return _Refused.of(refused)
         encoding, quoted = packed
         for budget, what in ((spec.output_budget, "structured result"),
                              (TEXT_BUDGET, "text block")):
             # _check_budget's test on the text, whose UTF-8 bytes these are.
             if encoding.size > budget:
-                over = _over_budget(what, budget)
-                return _Refused(over.code, over.message, over.diagnostics)
+                return _Refused.of(_over_budget(what, budget))
         self.contracts.check_output(spec.name, result)
         return Outcome(result, None, False, WireJson(encoding, quoted))
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from ..cancel import CancelToken
-from ..derived import Slot, kept, of_snapshot
+from ..derived import Slot, kept, kept_earlier, of_snapshot
 from ..model import Document, Snapshot
 
 __all__ = ["BODY_WORDS", "SLOTS", "BodyWordIndex", "body_words", "build_index",
@@ -296,13 +296,12 @@ def _with(postings: dict[str, array[int]], word: str, n: int, code: str) -> None
 
 
 def _build_or_update(snapshot: Snapshot, token: CancelToken) -> BodyWordIndex:
-    # The nearest earlier capture still held with its index, as okf.suggest's: after changes
-    # in quick succession the predecessor may have none (its warm-up never got this far).
-    for before in snapshot.earlier():
-        earlier = kept(before, BODY_WORDS)
-        if earlier is not None:
-            updated = updated_index(earlier, before, snapshot, token)
-            return updated if updated is not None else build_index(snapshot, token)
+    found = kept_earlier(snapshot, BODY_WORDS)
+    if found is not None:
+        before, earlier = found
+        updated = updated_index(earlier, before, snapshot, token)
+        if updated is not None:
+            return updated
     return build_index(snapshot, token)
 
 

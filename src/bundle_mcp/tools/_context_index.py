@@ -765,11 +765,6 @@ class Scores:
     def words(self, position: int) -> DocumentWords:
         return self.index.concepts[position][1]
 
-    def scored(self) -> list[int]:
-        """The positions of the concepts holding a stem, in the snapshot's order."""
-        concept = self.concept
-        return [p for p in range(len(concept)) if concept[p]]
-
     def sections_of(self, position: int) -> dict[int, float]:
         """The concept's scoring sections: number in the concept → score."""
         first = self.index.first_section[position]
