@@ -46,6 +46,7 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.contracts": "core",
     "bundle_mcp.snapshots": "core",
     "bundle_mcp.dispatch": "core",
+    "bundle_mcp.stored_answers": "core",
     "bundle_mcp.readiness": "core",
     "bundle_mcp.readers": "core",
     "bundle_mcp.serve_config": "core",

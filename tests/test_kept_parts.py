@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from bundle_mcp import stored_answers
+from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import parse_cache
 from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.readers import ALL_READER
 from bundle_mcp.readiness import Readiness
 from bundle_mcp.snapshots import SnapshotCache
 from bundle_mcp.tools import _context_index, _section_index
@@ -82,9 +85,12 @@ def answer(dispatcher: Dispatcher, tool: str, arguments: dict[str, Any]) -> str:
 
 
 def parts_rows(cache: Path) -> list[tuple[str, str]]:
+    """The query terms' parts (the warm-up's kept answers are stored there too)."""
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
-        return list(db.execute("SELECT revision, key FROM parts ORDER BY rowid"))
+        return [(revision, key) for revision, key
+                in db.execute("SELECT revision, key FROM parts ORDER BY rowid")
+                if not key.startswith(stored_answers.FORMAT)]
 
 
 @pytest.mark.parametrize(("tool", "arguments", "parts"), CALLS, ids=[c[0] for c in CALLS])
@@ -145,7 +151,8 @@ def test_a_damaged_part_is_computed_again(
     parse.settle_parts()
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
-        values = list(db.execute("SELECT rowid, value FROM parts ORDER BY rowid"))
+        values = list(db.execute("SELECT rowid, value FROM parts WHERE key NOT LIKE ?"
+                                 " ORDER BY rowid", (f"{stored_answers.FORMAT}/%",)))
         broken = [b"not zlib", zlib.compress(b"bmp1 not a part"),
                   zlib.compress(zlib.decompress(values[-1][1])[:-8])]  # cut short
         for (rowid, _), value in zip(values, broken, strict=False):
@@ -176,21 +183,29 @@ def test_only_the_newest_parts_are_kept(
     assert keys == WORDS[2:5]
 
 
-def test_no_part_is_kept_before_a_save_started_the_database(
-    tmp_bundle: BundleFactory, tmp_path: Path
+def test_a_part_kept_before_the_database_exists_waits_for_the_first_save(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A database holds one bundle's rows, which a save names in ``meta``: a part alone never
-    starts one (the bundle's rows would then be a stranger's)."""
+    starts one (the bundle's rows would then be a stranger's). A first warm-up keeps its
+    answers before its save: they wait for it, a bounded number of them."""
+    monkeypatch.setattr(parse_cache, "MAX_WAITING_PARTS", 2)
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
     parse = ParseCache(cache)
     dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
                             cache=SnapshotCache(parse_cache=parse, watch=False))
     store = parse.parts(bundle)
     assert store is not None
-    store.keep("revision", "key", b"value")
+    for key in ("one", "two", "three"):
+        store.keep("revision", key, key.encode())
     parse.settle_parts()
-    assert store.read("revision", "key") is None
-    answer(dispatcher, "search_sections", {"query": "cache"})
+    assert not list((cache / "parse").glob("*.sqlite3"))
+    assert store.read("revision", "one") is None
+    dispatcher.save_parse_cache(
+        bundle, dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER))
+    parse.settle_parts()
+    assert [store.read("revision", key) for key in ("one", "two", "three")] == [
+        b"one", b"two", None]
     assert ParseCache(None).parts(bundle) is None  # the cache off: nothing is kept
 
 

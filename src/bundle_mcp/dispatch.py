@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic_core import PydanticSerializationError
 from pydantic_core import to_json as pydantic_json
 
+from . import stored_answers
 from .cancel import CancelToken
 from .contracts import ContractSet, internal_error
 from .derived import Slot, of_snapshot
@@ -48,7 +49,7 @@ from .snapshots import SnapshotCache
 from .storage.handles import check_bundle_path
 from .storage.refusals import read_only_rejection
 from .tools import load_tools
-from .toolspec import SEMANTIC_TOOLSET, TOOLSETS, CallContext, ToolSpec
+from .toolspec import SEMANTIC_TOOLSET, TOOLSETS, CallContext, PartStore, ToolSpec
 
 __all__ = ["ANSWERS", "SLOTS", "CallGate", "Dispatcher", "Outcome", "ServeConfig", "ServedTool",
            "UnknownTool", "to_json"]
@@ -152,26 +153,45 @@ class Outcome:
     (the SDK's, REST, the CLI: 0.6-13 ms for get_semantic_graph's 14 MB at 10,000 concepts,
     beside the SDK's 0.8 s on it). It was a string beside the bytes, 14 MB more for as long
     as the snapshot lived.
+
+    A kept answer read back from the parse cache after a restart (:mod:`.kept_answers`) has
+    only its encoding: its result, too, is decoded from it when a path asks for the object
+    (the SDK's, REST), never kept.
     """
 
-    structured: dict[str, Any]  # the result object, or the error envelope
     is_error: bool
     # A kept answer's values encoded once when it is kept (by the warm-up, for the default
     # calls), so that a transport that writes them itself (answer_lines) never encodes a repeat.
     wire: WireJson | None = field(default=None, repr=False)
     # The text block, None when it is ``wire.structured`` decoded (above).
     _text: str | None = field(default=None, repr=False)
+    # The result object or the error envelope; None when it is ``wire.structured`` decoded.
+    _structured: dict[str, Any] | None = field(default=None, repr=False)
 
-    def __init__(self, structured: dict[str, Any], text: str | None, is_error: bool,
+    def __init__(self, structured: dict[str, Any] | None, text: str | None, is_error: bool,
                  wire: WireJson | None = None) -> None:
         """``text``: JSON text of ``structured``, or the tool's own text (read_concept: the
-        raw file); None only with a ``wire`` whose ``structured`` is that text in UTF-8."""
+        raw file); None only with a ``wire`` whose ``structured`` is that text in UTF-8.
+        ``structured`` None: a kept answer read back, whose text and result are both its
+        wire's ``structured`` (then ``text`` must be None too)."""
         if text is None and wire is None:
             raise ValueError("an outcome without its text needs the wire's encoding of it")
-        object.__setattr__(self, "structured", structured)
+        if structured is None and text is not None:
+            raise ValueError("an outcome without its result is its wire's encoding alone")
+        object.__setattr__(self, "_structured", structured)
         object.__setattr__(self, "is_error", is_error)
         object.__setattr__(self, "wire", wire)
         object.__setattr__(self, "_text", text)
+
+    @property
+    def structured(self) -> dict[str, Any]:
+        """The result object or the error envelope (a kept answer read back decodes its
+        encoding anew at each ask)."""
+        if self._structured is not None:
+            return self._structured
+        assert self.wire is not None  # __init__ refuses an outcome with neither
+        decoded: dict[str, Any] = json.loads(self.wire.structured.joined())
+        return decoded
 
     @property
     def text(self) -> str:
@@ -181,6 +201,12 @@ class Outcome:
             return self._text
         assert self.wire is not None  # __init__ refuses an outcome with neither
         return self.wire.structured.joined().decode("utf-8")
+
+    @property
+    def is_text_encoding(self) -> bool:
+        """Whether the text block is the structured encoding's UTF-8 (a kept answer that holds
+        its JSON once)."""
+        return self._text is None
 
     @property
     def text_size(self) -> int:
@@ -340,6 +366,10 @@ class Dispatcher:
             if name not in self._need_extra
         }
         self._cache = cache if cache is not None else SnapshotCache(caps=config.caps)
+        # The settings that shape a kept answer, in its stored key (stored_answers.answer_key).
+        self._answer_settings = canonical_json([
+            config.skip_unparseable, config.read_only, sorted(config.toolsets or ()),
+            repr(config.caps), semantic is not None])
         # The reader of calls that name none; replaced (one reference, atomically) when stdio's
         # readers file is reloaded.
         self._reader = config.reader
@@ -533,9 +563,11 @@ class Dispatcher:
             # A remote bundle's next commit may hold the same files (the same snapshot): its
             # answers are kept per source too.
             key: tuple[object, ...] = (name, canonical_json(params))
+            # Stored for the next process only when the answer is the whole bundle's.
+            store = call.parts if source is None and reader.access.read.everything else None
             kept: Outcome | _Refused = answers.get(
                 key if source is None else (*key, source),
-                lambda: self._kept_answer(spec, call, params),
+                lambda: self._stored_or_kept_answer(spec, call, params, store),
                 token.check,
             )
             if isinstance(kept, _Refused):
@@ -560,6 +592,30 @@ class Dispatcher:
         _check_budget(text, TEXT_BUDGET, "text block")
         self.contracts.check_output(spec.name, result)
         return Outcome(structured=result, text=text, is_error=False)
+
+    def _stored_or_kept_answer(
+        self, spec: ToolSpec, call: CallContext, params: dict[str, Any],
+        store: PartStore | None,
+    ) -> Outcome | _Refused:
+        """The answer an earlier process stored for this snapshot and these arguments
+        (:mod:`.stored_answers`), or :meth:`_kept_answer`, stored for the next one when its
+        encoding is kept deflated (the text block is the result's JSON)."""
+        if store is None:
+            return self._kept_answer(spec, call, params)
+        snapshot = call.snapshot
+        key = stored_answers.answer_key(snapshot, spec.name, canonical_json(params),
+                                        self._answer_settings)
+        data = store.read(snapshot.revision, key)
+        found = None if data is None else stored_answers.unpacked(data)
+        if found is not None:
+            encoding, quoted_size = found
+            return Outcome(None, None, False,
+                           WireJson(encoding, JsonStringPieces(encoding, quoted_size)))
+        kept = self._kept_answer(spec, call, params)
+        if isinstance(kept, Outcome) and kept.wire is not None and isinstance(
+                kept.wire.structured, PackedBytes) and kept.is_text_encoding:
+            store.keep(snapshot.revision, key, stored_answers.packed(kept.wire.structured))
+        return kept
 
     def _kept_answer(
         self, spec: ToolSpec, call: CallContext, params: dict[str, Any]

@@ -89,9 +89,23 @@ class PackedBytes(Pieces):
         self._deflated = b"".join(deflated)
         self._size = size
 
+    @classmethod
+    def of_deflated(cls, deflated: bytes, size: int) -> PackedBytes:
+        """What another :class:`PackedBytes` held (:attr:`deflated`, read back from a store),
+        ``size`` bytes inflated: taken as given, so the caller checks them first."""
+        packed = cls.__new__(cls)
+        packed._deflated = deflated
+        packed._size = size
+        return packed
+
     @property
     def size(self) -> int:
         return self._size
+
+    @property
+    def deflated(self) -> bytes:
+        """The deflated bytes held (one zlib stream)."""
+        return self._deflated
 
     @property
     def deflated_size(self) -> int:

@@ -55,10 +55,10 @@ SEMANTIC_TOOLSET = "semantic"
 
 
 class PartStore(Protocol):
-    """Where what a tool computed for one query term over a whole snapshot (a term's postings)
-    outlives the process: the parse cache's ``parts`` rows, keyed by the snapshot's revision.
-    Speed only: a part is a pure function of the snapshot and its key, and one that is not
-    there is computed."""
+    """Where what a tool computed for one query term over a whole snapshot (a term's postings),
+    or a kept answer (``bundle_mcp.stored_answers``), outlives the process: the parse cache's
+    ``parts`` rows, keyed by the snapshot's revision. Speed only: a part is a pure function of
+    the snapshot and its key, and one that is not there is computed."""
 
     def read(self, revision: str, key: str) -> bytes | None:
         """The kept bytes, or ``None``."""

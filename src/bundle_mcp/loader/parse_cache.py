@@ -86,6 +86,8 @@ MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle pat
 # Rows of the ``parts`` table kept per database, the newest first: a common stem's part of
 # context's scores is a few hundred KB at 10,000 concepts, a rare one's a few hundred bytes.
 MAX_PARTS = 256
+# Parts kept while their bundle's database does not exist yet, held until a save makes it.
+MAX_WAITING_PARTS = 32
 SUFFIX = ".sqlite3"
 # How long a save or a load waits for another process's write transaction to end.
 BUSY_TIMEOUT_MS = 5_000
@@ -141,6 +143,9 @@ class ParseCache:
         # The writes of kept parts still running (each in a thread of its own: a call that
         # computed a part does not wait for the disk, nor for another process's save).
         self._part_writes: list[threading.Thread] = []
+        # Parts kept before their bundle's database existed (a first warm-up keeps its answers
+        # before its save makes the database): written once a save has made it.
+        self._waiting_parts: dict[Path, list[Callable[[], None]]] = {}
 
     @classmethod
     def default(cls) -> ParseCache:
@@ -168,6 +173,24 @@ class ParseCache:
             writes = list(self._part_writes)
         for write in writes:
             write.join(timeout)
+
+    def _wait_for_database(self, database: Path, write: Callable[[], None]) -> bool:
+        """Keep ``write`` until a save makes ``database`` (at most :data:`MAX_WAITING_PARTS`
+        of them; past that the part is dropped: it is computed again by the next process).
+        False when the database exists already (write now)."""
+        with self._warned_lock:
+            if database.exists():
+                return False
+            waiting = self._waiting_parts.setdefault(database, [])
+            if len(waiting) < MAX_WAITING_PARTS:
+                waiting.append(write)
+            return True
+
+    def _saved(self, database: Path) -> None:
+        with self._warned_lock:
+            waiting = self._waiting_parts.pop(database, [])
+        for write in waiting:
+            self._start_part_write(write)
 
     def _start_part_write(self, write: Callable[[], None]) -> None:
         thread = threading.Thread(target=write, name="bundle-mcp-kept-part", daemon=True)
@@ -217,6 +240,7 @@ class ParseCache:
                 # Not a database, or a damaged one: start it again.
                 _remove(database)
                 self._write(database, bundle_path, documents, stats or {})
+            self._saved(database)
             _prune(database.parent)
         except sqlite3.OperationalError as exc:
             if not _contended(exc):
@@ -394,9 +418,10 @@ def _connected(database: Path, *, read_only: bool) -> Iterator[sqlite3.Connectio
 
 class KeptParts:
     """The ``parts`` rows of one bundle's database: what a tool computed for one query term
-    over a whole snapshot, keyed by the snapshot's revision, so that the next process reads it
-    instead of computing it (:class:`bundle_mcp.toolspec.PartStore`). Like every row here a
-    cache: a part that is missing, damaged or unreadable is computed."""
+    over a whole snapshot, and the answers kept per snapshot (``bundle_mcp.stored_answers``),
+    keyed by the snapshot's revision, so that the next process reads them instead of computing
+    them (:class:`bundle_mcp.toolspec.PartStore`). Like every row here a cache: a part that is
+    missing, damaged or unreadable is computed."""
 
     def __init__(self, cache: ParseCache, bundle_path: str, database: Path) -> None:
         self._cache = cache
@@ -425,9 +450,12 @@ class KeptParts:
 
     def keep(self, revision: str, key: str, value: bytes) -> None:
         """Write the part in the background, keeping the newest :data:`MAX_PARTS` rows. Only
-        into a database a save has started (it says whose rows it holds); a write that fails is
+        into a database a save has started (it says whose rows it holds): before the first
+        save the write waits for it (``ParseCache._wait_for_database``). A write that fails is
         skipped (logged once, as a save's): the next process computes that part."""
-        self._cache._start_part_write(functools.partial(self._write, revision, key, value))
+        write = functools.partial(self._write, revision, key, value)
+        if not self._cache._wait_for_database(self._database, write):
+            self._cache._start_part_write(write)
 
     def _write(self, revision: str, key: str, value: bytes) -> None:
         if not self._database.exists():

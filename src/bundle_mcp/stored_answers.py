@@ -1,0 +1,83 @@
+"""A kept answer outlives its process: stored in the parse cache, read back after a restart.
+
+A tool that keeps its answers (``ToolSpec.cache_results``: list_concepts, get_semantic_graph,
+bundle_summary, validate_bundle) answers from what the snapshot and the arguments decide, and
+nothing else: no clock, no state of the process. A restarted server on the same files would
+make the same bytes again, at the cost of building every document and structure the answer
+reads (2 to 5 s at 10,000 concepts before the warm-up is done). So the answer's encoding is
+stored beside the query parts (:class:`~bundle_mcp.toolspec.PartStore`, keyed by the
+snapshot's revision) and the next process writes those bytes without building anything.
+
+What else decides an answer goes into the key (:func:`answer_key`): the release, the tool, the
+canonical arguments, the server's settings that shape answers, and what the revision does not
+cover (assets, folders, skipped entries, attachments). Only the whole bundle's answers are
+stored: a reader's view, or a remote bundle's copy, is never written or read here.
+
+Like every row of the parse cache the stored bytes are a cache: they are checked whole on the
+way back (length and SHA-256 of the inflated encoding), and anything that does not check out
+is made again from the files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+import zlib
+
+from ._version import __version__
+from .model import Snapshot
+from .pieces import PackedBytes
+
+__all__ = ["FORMAT", "answer_key", "packed", "unpacked"]
+
+FORMAT = "kept-answer/1"
+_MAGIC = b"bka1"
+# magic, the inflated encoding's length, its SHA-256; the deflated stream follows
+_HEADER = struct.Struct("<4sQ32s")
+
+
+def answer_key(snapshot: Snapshot, tool: str, arguments_json: str, settings: str) -> str:
+    """The stored answer's key under the snapshot's revision: the tool, then a digest of
+    everything else the answer depends on (module docstring). ``arguments_json``: the
+    canonical JSON of the arguments; ``settings``: the server's settings that shape answers."""
+    attachments = [[path, None if a.record is None else a.record.sha256, a.problem]
+                   for path, a in sorted(snapshot.attachments.items())]
+    decided_by = json.dumps([
+        FORMAT, __version__, tool, arguments_json, settings,
+        sorted(snapshot.assets), sorted(snapshot.directories),
+        [d.as_row() for d in snapshot.skipped], attachments,
+    ], ensure_ascii=True, separators=(",", ":"))
+    return f"{FORMAT}/{tool}/{hashlib.sha256(decided_by.encode('ascii')).hexdigest()}"
+
+
+def packed(encoding: PackedBytes) -> bytes:
+    """The stored form of a kept answer's structured encoding."""
+    digest = hashlib.sha256()
+    for piece in encoding:
+        digest.update(piece)
+    return _HEADER.pack(_MAGIC, encoding.size, digest.digest()) + encoding.deflated
+
+
+def unpacked(data: bytes) -> tuple[PackedBytes, int] | None:
+    """The encoding :func:`packed` stored and its JSON string's length (quotes included, as
+    ``JsonStringPieces`` counts it), after inflating it once to check its length and digest;
+    ``None`` for anything else (the answer is then made again)."""
+    if len(data) < _HEADER.size:
+        return None
+    magic, size, expected = _HEADER.unpack_from(data)
+    if magic != _MAGIC:
+        return None
+    encoding = PackedBytes.of_deflated(data[_HEADER.size:], size)
+    digest = hashlib.sha256()
+    total = escapes = 0
+    try:
+        for piece in encoding:
+            digest.update(piece)
+            total += len(piece)
+            escapes += piece.count(b'"') + piece.count(b"\\")
+    except zlib.error:
+        return None
+    if total != size or digest.digest() != expected:
+        return None
+    return encoding, size + escapes + 2
