@@ -75,6 +75,8 @@ def serve(bundle: str, cache: Path | None) -> tuple[Dispatcher, ParseCache]:
     readiness = Readiness(dispatcher, follow=False)
     readiness.start()
     assert readiness.wait(120)
+    readiness.stop(wait=10)
+    parse.settle_parts()  # its save wrote the answers its warm-up kept before it
     return dispatcher, parse
 
 

@@ -63,6 +63,8 @@ def warmed(bundle: str, cache: Path) -> tuple[Dispatcher, ParseCache]:
     readiness = Readiness(dispatcher, follow=False)
     readiness.start()
     assert readiness.wait(120)
+    readiness.stop(wait=10)
+    parse.settle_parts()  # its save wrote the answers kept before it
     return dispatcher, parse
 
 
