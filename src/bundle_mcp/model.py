@@ -19,6 +19,7 @@ import abc
 import bisect
 import functools
 import hashlib
+import itertools
 import json
 import sys
 import threading
@@ -960,12 +961,34 @@ class _ConceptValues(ValuesView[Document]):
 class InboundHint(Protocol):
     """Which documents may hold an edge to a concept, from an index kept outside the snapshot
     (the parse cache's ``targets``), so a one-concept call need not build every document to
-    find the edges into it (:meth:`Snapshot.edges_of`)."""
+    find the edges into it (:meth:`Snapshot.edges_of`); and the whole edge list an earlier
+    process kept for a revision, so a restart's first walk builds no document for it."""
 
     def sources(self, concept_id: str, records: Mapping[str, str]) -> frozenset[str] | None:
         """The paths among ``records`` (path → SHA-256 of its bytes) whose document may link or
         relate to ``concept_id``: every file the index says does, and every file it does not
         know. ``None`` when it cannot tell (the caller then looks at every document)."""
+        ...
+
+    def stored_edges(self, revision: str, name: str) -> tuple[Edge, ...] | None:
+        """A list of edges an earlier process kept for this revision under ``name``
+        (:meth:`keep_edges`: :attr:`Snapshot.edges`, ``okf.graph.field_edges``), ``None`` when
+        none is kept or it does not read back. The caller checks the order it keeps them in.
+        Such edges are a function of the Markdown files, which the revision names."""
+        ...
+
+    def keep_edges(self, revision: str, name: str, edges: tuple[Edge, ...]) -> None:
+        """Keep a revision's edges for the next process (written in the background)."""
+        ...
+
+    def stored_json(self, revision: str, name: str) -> Any:
+        """A JSON value an earlier process kept for this revision under ``name``
+        (:meth:`keep_json`), ``None`` when none is kept or it does not read back. The caller
+        checks its shape."""
+        ...
+
+    def keep_json(self, revision: str, name: str, value: Any) -> None:
+        """Keep a JSON value (never ``None``) of a revision for the next process."""
         ...
 
 
@@ -1097,11 +1120,21 @@ class Snapshot:
         update = self._edge_update
         if update is not None:
             return update.edges
+        # An earlier process on the same files kept them (the parse cache's rows): read back,
+        # no document is built for them (every document's Markdown facts otherwise).
+        store = self.inbound
+        if store is not None:
+            kept = store.stored_edges(self.revision, STORED_EDGES)
+            if kept is not None and _in_edge_order(kept):
+                return kept
         out: list[Edge] = []
         for doc in self.concepts.values():
             out.extend(self._edges_from(doc))
-        out.sort(key=_edge_order)
-        return tuple(out)
+        out.sort(key=edge_order)
+        edges = tuple(out)
+        if store is not None:
+            store.keep_edges(self.revision, STORED_EDGES, edges)
+        return edges
 
     @functools.cached_property
     def _edge_update(self) -> _EdgeUpdate | None:
@@ -1139,9 +1172,9 @@ class Snapshot:
         for edge in earlier.edges:
             (dropped if edge.source_id in redone or edge.target_id in gone else kept).append(edge)
         made = sorted((edge for cid in sorted(redone - gone)
-                       for edge in self._edges_from(self.concepts[cid])), key=_edge_order)
+                       for edge in self._edges_from(self.concepts[cid])), key=edge_order)
         for edge in made:
-            bisect.insort(kept, edge, key=_edge_order)
+            bisect.insort(kept, edge, key=edge_order)
         touched = {*redone, *(e.source_id for e in dropped), *(e.target_id for e in dropped),
                    *(e.target_id for e in made)}
         return _EdgeUpdate(tuple(kept), earlier, tuple(dropped), tuple(made), frozenset(touched))
@@ -1156,7 +1189,7 @@ class Snapshot:
             return tuple(e for e in self.edges_by_concept.get(concept_id, ())
                          if e.source_id == concept_id)
         doc = self.concepts.get(concept_id)
-        return tuple(sorted(self._edges_from(doc), key=_edge_order)) if doc is not None else ()
+        return tuple(sorted(self._edges_from(doc), key=edge_order)) if doc is not None else ()
 
     def _edges_from(self, doc: Document) -> list[Edge]:
         """One concept's resolved links and relations, each edge once (an edge's identity is
@@ -1205,7 +1238,7 @@ class Snapshot:
                     source.concept_id not in self.concepts):
                 continue  # not a concept (an index, a broken file), or the concept itself
             out.extend(e for e in self._edges_from(source) if e.target_id == concept_id)
-        out.sort(key=_edge_order)
+        out.sort(key=edge_order)
         return tuple(out)
 
     @functools.cached_property
@@ -1257,7 +1290,7 @@ class _EdgeUpdate:
                 entry.extend(edge for edge in self._made
                              if concept_id in (edge.source_id, edge.target_id))
             if entry:
-                entry.sort(key=_edge_order)
+                entry.sort(key=edge_order)
                 index[concept_id] = tuple(entry)
         return types.MappingProxyType(index)
 
@@ -1279,7 +1312,17 @@ def _concept_at(snapshot: Snapshot, path: str) -> str | None:
     return concept_id if snapshot.concepts[concept_id].path == path else None
 
 
-def _edge_order(edge: Edge) -> tuple[str, str, str, str]:
+# The name :attr:`Snapshot.edges` are kept under (InboundHint.keep_edges).
+STORED_EDGES = "links-and-relations"
+
+
+def _in_edge_order(edges: tuple[Edge, ...]) -> bool:
+    """Whether kept edges read back are links and relations in :attr:`Snapshot.edges` order."""
+    return all(edge.kind in (NAVIGATION, RELATION) for edge in edges) and all(
+        edge_order(a) <= edge_order(b) for a, b in itertools.pairwise(edges))
+
+
+def edge_order(edge: Edge) -> tuple[str, str, str, str]:
     # (kind, from, to, relation type): a link's relationship is always LINKS_TO, so ordering by
     # it orders as a missing relation type would.
     return (edge.kind, edge.source_ref, edge.target_ref, edge.relationship)

@@ -35,19 +35,24 @@ import json
 import logging
 import os
 import sqlite3
+import struct
+import sys
 import threading
 import weakref
 import zlib
+from array import array
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .._version import __version__
 from ..derived import kept_values
 from ..errors import Diagnostic, FileMoved
 from ..model import (
     Document,
     Documents,
+    Edge,
     FileRecord,
     FormatRules,
     Relation,
@@ -212,7 +217,7 @@ class ParseCache:
                 rows = db.execute(_LOAD_ROWS).fetchall()
         except sqlite3.Error:
             return None
-        return CachedRows(database, *_rows_and_stats(rows))
+        return CachedRows(database, *_rows_and_stats(rows), parts=self.parts(bundle_path))
 
     def save(
         self, bundle_path: str, documents: Documents,
@@ -485,6 +490,57 @@ class KeptParts:
             self._cache._warn(exc)
 
 
+# A revision's edges in the parts rows (CachedRows.keep_edges): how edges resolve is the
+# release's, so the release names the row.
+EDGES_PART = f"edges/1/{__version__}/"
+# The same for a JSON value of a revision (CachedRows.keep_json).
+JSON_PART = f"json/1/{__version__}/"
+_EDGES_MAGIC = b"bme1" + (b"L" if sys.byteorder == "little" else b"B")
+_EDGES_HEADER = struct.Struct("<QQ")  # the strings' JSON length, the number of edges
+_EDGE_FIELDS = 6
+
+
+def packed_edges(edges: tuple[Edge, ...]) -> bytes:
+    """Edges as their distinct strings (JSON) and six numbers an edge into them."""
+    table: dict[str, int] = {}
+    numbers = array("I")
+    for edge in edges:
+        for value in (edge.kind, edge.source_id, edge.target_id, edge.source_ref,
+                      edge.target_ref, edge.relationship):
+            n = table.get(value)
+            if n is None:
+                n = table[value] = len(table)
+            numbers.append(n)
+    strings = json.dumps(list(table), ensure_ascii=False, separators=(",", ":")).encode()
+    return b"".join((_EDGES_MAGIC, _EDGES_HEADER.pack(len(strings), len(edges)), strings,
+                     numbers.tobytes()))
+
+
+def unpacked_edges(data: bytes) -> tuple[Edge, ...] | None:
+    """What :func:`packed_edges` wrote, in its order (the caller checks it); ``None`` for
+    anything else."""
+    head = len(_EDGES_MAGIC) + _EDGES_HEADER.size
+    if len(data) < head or not data.startswith(_EDGES_MAGIC):
+        return None
+    length, count = _EDGES_HEADER.unpack_from(data, len(_EDGES_MAGIC))
+    numbers = array("I")
+    if len(data) != head + length + count * _EDGE_FIELDS * numbers.itemsize:
+        return None
+    try:
+        strings = json.loads(data[head:head + length])
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not isinstance(strings, list) or not all(type(s) is str for s in strings):
+        return None
+    table = [sys.intern(s) for s in strings]
+    numbers.frombytes(data[head + length:])
+    if numbers and max(numbers) >= len(table):
+        return None
+    words = list(map(table.__getitem__, numbers))
+    return tuple(Edge(*words[at:at + _EDGE_FIELDS])
+                 for at in range(0, len(words), _EDGE_FIELDS))
+
+
 @dataclass(frozen=True, slots=True)
 class Stored:
     """What a load reads of one row up front: the bytes it describes and their parse error."""
@@ -505,11 +561,13 @@ class CachedRows(Mapping[str, Any]):
 
     def __init__(
         self, database: Path, rows: Mapping[str, Stored],
-        stats: Mapping[str, StatKey] | None = None,
+        stats: Mapping[str, StatKey] | None = None, *, parts: KeptParts | None = None,
     ) -> None:
         self._database = database
         self._rows = rows
         self._stats = stats or {}
+        # Where a revision's edges are kept (stored_edges, keep_edges); None: they are not.
+        self._parts = parts
         self._lock = threading.Lock()
         self._db: sqlite3.Connection | None = None
         # The (path, sha256) of every file with facts (so with targets), and the database's
@@ -573,6 +631,29 @@ class CachedRows(Mapping[str, Any]):
             path for path, sha in records.items()
             if (path, sha) in named or (path, sha) not in indexed
         )
+
+    def stored_edges(self, revision: str, name: str) -> tuple[Edge, ...] | None:
+        """:meth:`bundle_mcp.model.InboundHint.stored_edges`, from the ``parts`` rows."""
+        data = None if self._parts is None else self._parts.read(revision, EDGES_PART + name)
+        return None if data is None else unpacked_edges(data)
+
+    def keep_edges(self, revision: str, name: str, edges: tuple[Edge, ...]) -> None:
+        if self._parts is not None:
+            self._parts.keep(revision, EDGES_PART + name, packed_edges(edges))
+
+    def stored_json(self, revision: str, name: str) -> Any:
+        """:meth:`bundle_mcp.model.InboundHint.stored_json`, from the ``parts`` rows."""
+        data = None if self._parts is None else self._parts.read(revision, JSON_PART + name)
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except (UnicodeDecodeError, ValueError):
+            return None
+
+    def keep_json(self, revision: str, name: str, value: Any) -> None:
+        if self._parts is not None:
+            self._parts.keep(revision, JSON_PART + name, _json(value).encode("utf-8"))
 
     def kept(self, path: str, sha256: str) -> Callable[[str], Any]:
         """:meth:`derived` for these bytes, by key: a ``Document.stored``."""

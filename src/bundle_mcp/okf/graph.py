@@ -41,12 +41,15 @@ the budget, the visited set) lives in that call only.
 
 from __future__ import annotations
 
+import itertools
+import json
 import re
+import sys
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeGuard, TypeVar
 
 from ..cancel import CancelToken
 from ..derived import Slot, of_snapshot
@@ -385,18 +388,18 @@ def field_edges(
     """
 
     def build() -> Mapping[str, tuple[Edge, ...]]:
-        concepts = snapshot.concepts
-        found: set[Edge] = set()
-        for n, (concept_id, doc) in enumerate(concepts.items()):
-            if token is not None and n % 256 == 0:
-                token.check()
-            for occurrence in path_fields(snapshot, doc):
-                target = occurrence.value.concept_id
-                if target is not None and target in concepts:
-                    found.add(Edge(FIELD, concept_id, target, concept_id, target,
-                                   FIELD_EDGE_OF[occurrence.field]))
+        # An earlier process on the same files kept them (the parse cache's rows): read back,
+        # no document is built for them (every concept's frontmatter otherwise).
+        store = snapshot.inbound
+        kept = None if store is None else store.stored_edges(snapshot.revision, STORED_FIELD)
+        if kept is not None and _in_field_order(kept):
+            ordered = kept
+        else:
+            ordered = tuple(sorted(_found_field_edges(snapshot, token), key=_field_order))
+            if store is not None:
+                store.keep_edges(snapshot.revision, STORED_FIELD, ordered)
         index: dict[str, list[Edge]] = {}
-        for edge in sorted(found, key=lambda e: (e.source_id, e.relationship, e.target_id)):
+        for edge in ordered:
             index.setdefault(edge.source_id, []).append(edge)
             if edge.target_id != edge.source_id:
                 index.setdefault(edge.target_id, []).append(edge)
@@ -405,6 +408,41 @@ def field_edges(
     return of_snapshot(
         snapshot, FIELD_EDGES, build, check=token.check if token is not None else None
     )
+
+
+def _is_tag_members(value: Any) -> TypeGuard[dict[str, list[str]]]:
+    """Whether a kept value read back is a tag → sorted member IDs mapping."""
+    return isinstance(value, dict) and all(
+        type(tag) is str and type(ids) is list and all(type(i) is str for i in ids)
+        and all(a < b for a, b in itertools.pairwise(ids)) for tag, ids in value.items())
+
+
+# The name field edges are kept under (InboundHint.keep_edges).
+STORED_FIELD = "field"
+
+
+def _found_field_edges(snapshot: Snapshot, token: CancelToken | None) -> set[Edge]:
+    concepts = snapshot.concepts
+    found: set[Edge] = set()
+    for n, (concept_id, doc) in enumerate(concepts.items()):
+        if token is not None and n % 256 == 0:
+            token.check()
+        for occurrence in path_fields(snapshot, doc):
+            target = occurrence.value.concept_id
+            if target is not None and target in concepts:
+                found.add(Edge(FIELD, concept_id, target, concept_id, target,
+                               FIELD_EDGE_OF[occurrence.field]))
+    return found
+
+
+def _field_order(edge: Edge) -> tuple[str, str, str]:
+    return (edge.source_id, edge.relationship, edge.target_id)
+
+
+def _in_field_order(edges: tuple[Edge, ...]) -> bool:
+    """Whether kept edges read back are field edges, each once, in :func:`field_edges` order."""
+    return all(edge.kind == FIELD for edge in edges) and all(
+        _field_order(a) < _field_order(b) for a, b in itertools.pairwise(edges))
 
 
 # The most concepts whose walk tables (arcs, field arcs, section arcs, section entities) a graph
@@ -536,12 +574,22 @@ class BundleGraph:
         """
 
         def build() -> Mapping[str, tuple[str, ...]]:
+            # An earlier process on the same files kept them (the parse cache's rows): read
+            # back, no document is built for them (every concept's frontmatter otherwise).
+            snapshot = self.snapshot
+            store, name = snapshot.inbound, f"tag-members/{json.dumps(project)}"
+            kept = None if store is None else store.stored_json(snapshot.revision, name)
+            if _is_tag_members(kept):
+                return types.MappingProxyType(
+                    {sys.intern(k): tuple(map(sys.intern, v)) for k, v in kept.items()})
             members: dict[str, list[str]] = {}
-            for concept_id, doc in self.snapshot.concepts.items():  # sorted by ID
+            for concept_id, doc in snapshot.concepts.items():  # sorted by ID
                 token.check()
                 if in_project(doc.path, project):
                     for tag in self.tags_of(self.concept(concept_id)):
                         members.setdefault(tag, []).append(concept_id)
+            if store is not None:
+                store.keep_json(snapshot.revision, name, members)
             return types.MappingProxyType({k: tuple(v) for k, v in members.items()})
 
         return self._memo.get(("tag-members", project), build)

@@ -1,0 +1,130 @@
+"""A revision's whole-bundle edge lists (links and relations, field edges) and tag members are
+kept in the parse cache by an earlier process (``CachedRows.keep_edges`` / ``keep_json``): a
+restarted server reads them back and builds no document for them, and gets what building them
+gives. Work counters (documents built), no timing.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.loader.parse_cache import (
+    EDGES_PART,
+    JSON_PART,
+    ParseCache,
+    packed_edges,
+    unpacked_edges,
+)
+from bundle_mcp.model import Edge, Snapshot
+from bundle_mcp.okf.graph import field_edges, graph_of
+from bundle_mcp.readers import ALL_READER
+from bundle_mcp.readiness import Readiness
+from bundle_mcp.snapshots import SnapshotCache
+
+if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
+    from conftest import BundleFactory
+
+
+def pages(count: int = 30) -> dict[str, str]:
+    files = {"index.md": '---\nokf_version: "0.2"\n---\n# Home\n\nSee [p0](/f0/p0.md).\n'}
+    for n in range(count):
+        nxt, other = (n + 1) % count, (n * 7 + 3) % count
+        files[f"f{n % 3}/p{n}.md"] = (
+            f"---\ntype: Guide\ntitle: Page {n}\ntags: [t{n % 4}, t{n % 5}]\n"
+            f"sources:\n  - resource: /f{other % 3}/p{other}.md\n"
+            f"relations:\n  - type: depends_on\n    target: /f{nxt % 3}/p{nxt}.md\n---\n"
+            f"# Page {n}\n\nSee [the next](/f{nxt % 3}/p{nxt}.md) and [p{other}]"
+            f"(/f{other % 3}/p{other}.md).\n")
+    return files
+
+
+def process(bundle: str, cache: Path | None, *, warm: bool = False
+            ) -> tuple[Dispatcher, ParseCache, Snapshot]:
+    """One server process on ``cache``: its dispatcher, parse cache and snapshot."""
+    parse = ParseCache(cache)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
+                            cache=SnapshotCache(parse_cache=parse, watch=False))
+    if warm:
+        readiness = Readiness(dispatcher, follow=False)
+        readiness.start()
+        assert readiness.wait(120)
+        readiness.stop(wait=10)
+    parse.settle_parts()
+    return dispatcher, parse, dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+
+
+def whole_bundle(snapshot: Snapshot) -> tuple[Any, ...]:
+    token = CancelToken()
+    return (snapshot.edges, dict(field_edges(snapshot, token)),
+            dict(graph_of(snapshot).tag_members(None, token)),
+            dict(graph_of(snapshot).tag_members("f1", token)))
+
+
+def test_a_restart_reads_the_edges_and_tag_members_back_and_builds_no_document(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)  # cold: its save starts the database
+    _, parse, restarted = process(bundle, cache)  # a restart computes them and keeps them
+    expected = whole_bundle(restarted)
+    parse.settle_parts()
+
+    _, _, again = process(bundle, cache)
+    assert whole_bundle(again) == expected
+    assert list(again.documents.built()) == []  # read back: no document built
+    _, _, uncached = process(bundle, None)
+    assert whole_bundle(uncached) == expected
+    assert expected[0] and expected[1] and expected[2]  # the bundle has each kind
+
+
+def test_damaged_kept_edges_are_built_again(tmp_bundle: BundleFactory, tmp_path: Path) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    _, parse, restarted = process(bundle, cache)
+    expected = whole_bundle(restarted)
+    parse.settle_parts()
+    (database,) = (cache / "parse").glob("*.sqlite3")
+    with sqlite3.connect(database) as db:
+        rows = list(db.execute("SELECT rowid, key, value FROM parts WHERE key LIKE ? OR key LIKE ?",
+                               (f"{EDGES_PART}%", f"{JSON_PART}%")))
+        assert len(rows) == 4
+        for rowid, key, value in rows:
+            data = zlib.decompress(value)
+            # Out of order, or not the shape it is read as: each caller checks.
+            wrong = (packed_edges(tuple(reversed(unpacked_edges(data) or ())))
+                     if key.startswith(EDGES_PART) else b'{"t0": ["z", "a"]}')
+            db.execute("UPDATE parts SET value = ? WHERE rowid = ?", (zlib.compress(wrong), rowid))
+
+    _, _, again = process(bundle, cache)
+    assert whole_bundle(again) == expected
+
+
+def test_kept_edges_are_not_read_for_another_revision(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    _, parse, restarted = process(bundle, cache)
+    whole_bundle(restarted)
+    parse.settle_parts()
+    Path(bundle, "f0/p3.md").unlink()
+
+    _, _, changed = process(bundle, cache)
+    _, _, uncached = process(bundle, None)
+    assert whole_bundle(changed) == whole_bundle(uncached)
+
+
+def test_packed_edges_read_back_exactly_and_only_whole() -> None:
+    edges = tuple(Edge("navigation", f"c{n}", f"c{n + 1}", f"c{n}", f"c{n + 1}", "LINKS_TO")
+                  for n in range(50)) + (Edge("relation", "c1", "ü/é", "c1", "ü/é#x", "uses"),)
+    data = packed_edges(edges)
+    assert unpacked_edges(data) == edges
+    assert unpacked_edges(packed_edges(())) == ()
+    for broken in (b"", data[:-1], data + b"\x00", b"xxxx" + data[4:],
+                   data[:5] + b"\xff" * 16 + data[21:]):
+        assert unpacked_edges(broken) is None
