@@ -1,7 +1,8 @@
-"""A revision's whole-bundle edge lists (links and relations, field edges) and tag members are
-kept in the parse cache by an earlier process (``CachedRows.keep_edges`` / ``keep_json``): a
-restarted server reads them back and builds no document for them, and gets what building them
-gives. Work counters (documents built), no timing.
+"""A revision's whole-bundle values (links and relations, field edges, tag members, section
+totals, context's sections layout and statistics) are kept in the parse cache by an earlier
+process (``CachedRows.keep_edges``, ``keep_json``): a restarted server reads them back and
+builds no document for them, and gets what building them gives. Work counters (documents
+built), no timing.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ from bundle_mcp.okf.graph import field_edges, graph_of
 from bundle_mcp.readers import ALL_READER
 from bundle_mcp.readiness import Readiness
 from bundle_mcp.snapshots import SnapshotCache
+from bundle_mcp.tools._context_index import holders
+from bundle_mcp.tools._context_index import totals as context_totals
+from bundle_mcp.tools._section_index import section_totals
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
@@ -62,7 +66,9 @@ def whole_bundle(snapshot: Snapshot) -> tuple[Any, ...]:
     token = CancelToken()
     return (snapshot.edges, dict(field_edges(snapshot, token)),
             dict(graph_of(snapshot).tag_members(None, token)),
-            dict(graph_of(snapshot).tag_members("f1", token)))
+            dict(graph_of(snapshot).tag_members("f1", token)),
+            section_totals(snapshot, token), context_totals(snapshot, token),
+            holders(snapshot, token).first_section, holders(snapshot, token).owner)
 
 
 def test_a_restart_reads_the_edges_and_tag_members_back_and_builds_no_document(
@@ -74,11 +80,14 @@ def test_a_restart_reads_the_edges_and_tag_members_back_and_builds_no_document(
     expected = whole_bundle(restarted)
     parse.settle_parts()
 
-    _, _, again = process(bundle, cache)
+    served, _, again = process(bundle, cache)
     assert whole_bundle(again) == expected
     assert list(again.documents.built()) == []  # read back: no document built
-    _, _, uncached = process(bundle, None)
+    fresh, _, uncached = process(bundle, None)
     assert whole_bundle(uncached) == expected
+    for question in ("what does page 3 depend on", "pages tagged t2"):
+        assert (served.call("context", {"question": question}).text
+                == fresh.call("context", {"question": question}).text)
     assert expected[0] and expected[1] and expected[2]  # the bundle has each kind
 
 
@@ -92,7 +101,7 @@ def test_damaged_kept_edges_are_built_again(tmp_bundle: BundleFactory, tmp_path:
     with sqlite3.connect(database) as db:
         rows = list(db.execute("SELECT rowid, key, value FROM parts WHERE key LIKE ? OR key LIKE ?",
                                (f"{EDGES_PART}%", f"{JSON_PART}%")))
-        assert len(rows) == 4
+        assert len(rows) == 7
         for rowid, key, value in rows:
             data = zlib.decompress(value)
             # Out of order, or not the shape it is read as: each caller checks.

@@ -37,9 +37,9 @@ import sys
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, TypeGuard, overload
 
 from .._version import __version__
 from ..cancel import CancelToken
@@ -76,7 +76,7 @@ def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
 def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
     """The parts every question reads (a stem's part of the scores is kept as it is asked)."""
     totals(snapshot, token)
-    holders(snapshot, token)
+    stem_holders(snapshot, token)
     norms(snapshot, token)
     copy_groups(snapshot, token)
 
@@ -166,6 +166,10 @@ COPY_MIN_SHARE = 0.5
 # A relative path found under more folders than this is too common to say anything (index.md).
 COPY_MAX_FOLDERS = 64
 TERMS_KEPT = 512  # the per-snapshot cache of queried stems' parts of the scores (an LRU)
+# The names the sections' layout and the bundle statistics are kept under in the parse cache
+# (InboundHint.keep_json), for a restarted server on the same files.
+LAYOUT_NAME = "context-layout/1"
+TOTALS_NAME = "context-totals/1"
 # Every stem this process has met, numbered: a document keeps its words as their codes
 # (_stem_codes). The process's, not a snapshot's: a document's words outlive snapshots.
 _CODES = StemCodes()
@@ -511,14 +515,44 @@ def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     return _Totals(concepts, sections, (avg[0], avg[1], avg[2], avg[3]), section_avg)
 
 
+class _ConceptWords(Sequence[tuple[str, DocumentWords]]):
+    """The snapshot's concepts in order, each with its words, made (or read back from the
+    parse cache) when asked: a question reads those of the concepts it ranks, not all."""
+
+    __slots__ = ("ids", "_concepts")
+
+    def __init__(self, ids: tuple[str, ...], concepts: Mapping[str, Document]) -> None:
+        self.ids = ids
+        self._concepts = concepts
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, position: int) -> tuple[str, DocumentWords]: ...
+
+    @overload
+    def __getitem__(self, position: slice) -> list[tuple[str, DocumentWords]]: ...
+
+    def __getitem__(self, position: int | slice
+                    ) -> tuple[str, DocumentWords] | list[tuple[str, DocumentWords]]:
+        if isinstance(position, slice):
+            return [self[n] for n in range(*position.indices(len(self.ids)))]
+        concept_id = self.ids[position]
+        return concept_id, document_words(self._concepts[concept_id])
+
+
 @dataclass(frozen=True, slots=True)
 class _Holders:
     """Every concept's words in the snapshot's order, stem → the positions of the concepts
     holding it in any field, and where each concept's sections are numbered in the snapshot
-    (concept at position p: sections first_section[p] up to first_section[p + 1])."""
+    (concept at position p: sections first_section[p] up to first_section[p + 1]).
 
-    concepts: tuple[tuple[str, DocumentWords], ...]
-    by_stem: dict[str, array[int]]  # 2 or 4 bytes a holder (holder_code), not a tuple's 8
+    ``by_stem`` is None when the layout was read back from the parse cache: then
+    :func:`stem_holders` builds it the first time a stem's part must be computed."""
+
+    concepts: _ConceptWords
+    by_stem: dict[str, array[int]] | None  # 2 or 4 bytes a holder (holder_code)
     first_section: array[int]
     owner: array[int]  # section number in the snapshot → its concept's position
 
@@ -529,24 +563,66 @@ class _Holders:
 
 
 def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
-    concepts = []
+    """Built from every concept's words, or, when an earlier process on the same files kept
+    the sections' layout (the parse cache's rows, ``InboundHint.keep_json``), from that alone:
+    then no document is built for it."""
+    ids = tuple(snapshot.concepts)
+    store = snapshot.inbound
+    kept = None if store is None else store.stored_json(snapshot.revision, LAYOUT_NAME)
+    if _is_layout(kept, len(ids)):
+        first_section = array("i", kept)
+        owner = array("i")
+        for n in range(len(ids)):
+            owner.extend(itertools.repeat(n, first_section[n + 1] - first_section[n]))
+        return _Holders(_ConceptWords(ids, snapshot.concepts), None, first_section, owner)
     found: dict[str, array[int]] = {}
     first_section = array("i", (0,))
     owner = array("i")
-    code = holder_code(len(snapshot.concepts))
-    for n, (concept_id, doc) in enumerate(snapshot.concepts.items()):
+    code = holder_code(len(ids))
+    for n, doc in enumerate(snapshot.concepts.values()):
         token.check()
         words = document_words(doc)
-        concepts.append((concept_id, words))
         owner.extend(itertools.repeat(n, len(words.sections)))
         first_section.append(len(owner))
-        for word in words.vocabulary():
-            held = found.get(word)
-            if held is None:
-                found[word] = array(code, (n,))
-            else:
-                held.append(n)
-    return _Holders(tuple(concepts), found, first_section, owner)
+        _hold(found, words, n, code)
+    if store is not None:
+        store.keep_json(snapshot.revision, LAYOUT_NAME, first_section.tolist())
+    return _Holders(_ConceptWords(ids, snapshot.concepts), found, first_section, owner)
+
+
+def _hold(found: dict[str, array[int]], words: DocumentWords, n: int, code: str) -> None:
+    for word in words.vocabulary():
+        held = found.get(word)
+        if held is None:
+            found[word] = array(code, (n,))
+        else:
+            held.append(n)
+
+
+def _is_layout(value: Any, concepts: int) -> TypeGuard[list[int]]:
+    """Whether a kept value read back is a layout of ``concepts`` concepts' sections."""
+    return (isinstance(value, list) and len(value) == concepts + 1 and value[0] == 0
+            and all(type(n) is int for n in value)
+            and all(a <= b for a, b in itertools.pairwise(value)))
+
+
+def stem_holders(snapshot: Snapshot, token: CancelToken) -> dict[str, array[int]]:
+    """Stem → the positions of the concepts holding it (:attr:`_Holders.by_stem`), built from
+    every concept's words when the layout was read back without them."""
+    index = holders(snapshot, token)
+    if index.by_stem is not None:
+        return index.by_stem
+
+    def build() -> dict[str, array[int]]:
+        found: dict[str, array[int]] = {}
+        code = holder_code(len(index.concepts))
+        for n, (_, words) in enumerate(index.concepts):
+            token.check()
+            _hold(found, words, n, code)
+        return found
+
+    by_stem: dict[str, array[int]] = _index_part(snapshot, "stems", build, token)
+    return by_stem
 
 
 def holder_code(concepts: int) -> str:
@@ -616,7 +692,7 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
     norm = norms(snapshot, token)
     field_norm, label_norm = norm.field, norm.label
     starts, section_norm, junk = norm.section_start, norm.section, norm.junk
-    held = index.by_stem.get(term, array("i"))
+    held = stem_holders(snapshot, token).get(term, array("i"))
     doc_idf = _idf(stats.concepts, len(held))
     first_section = index.first_section
     w0, w1, w2, w3 = _WEIGHTS
@@ -731,7 +807,24 @@ def _within(values: array[int] | array[float], limit: int) -> bool:
 
 
 def totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
-    found: _Totals = _index_part(snapshot, "totals", lambda: _totals(snapshot, token), token)
+    found: _Totals = _index_part(snapshot, "totals", lambda: _kept_totals(snapshot, token),
+                                 token)
+    return found
+
+
+def _kept_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
+    """:func:`_totals`, or the figures an earlier process on the same files kept for this
+    revision (the parse cache's rows): then no document is built for them."""
+    store = snapshot.inbound
+    kept = None if store is None else store.stored_json(snapshot.revision, TOTALS_NAME)
+    if (isinstance(kept, list) and len(kept) == 7 and kept[0] == len(snapshot.concepts)
+            and all(type(n) is int for n in kept[:2])
+            and all(type(x) is float for x in kept[2:])):
+        return _Totals(kept[0], kept[1], (kept[2], kept[3], kept[4], kept[5]), kept[6])
+    found = _totals(snapshot, token)
+    if store is not None:
+        store.keep_json(snapshot.revision, TOTALS_NAME, [
+            found.concepts, found.sections, *found.field_avg, found.section_avg])
     return found
 
 
@@ -760,7 +853,7 @@ class Scores:
     index: _Holders
 
     def concept_id(self, position: int) -> str:
-        return self.index.concepts[position][0]
+        return self.index.concepts.ids[position]
 
     def words(self, position: int) -> DocumentWords:
         return self.index.concepts[position][1]
@@ -814,7 +907,7 @@ def score(
         # 1.0 for a concept kept, 0.0 for the others: a score times 1.0 is itself, times 0.0
         # is 0.0 (no score is negative), and the products are made in C.
         kept = list(map(float, map(admitted.__contains__,
-                                   (concept_id for concept_id, _ in index.concepts))))
+                                   index.concepts.ids)))
         concept = array("d", map(operator.mul, concept, kept))
         label = array("d", map(operator.mul, label, kept))
         section = array("d", map(operator.mul, section, map(kept.__getitem__, index.owner)))

@@ -112,6 +112,8 @@ SNIPPET_LEAD = 80  # characters of context kept before the first match
 # digest with the weights and the release.
 POSTINGS_PART = "section-postings/1/" + hashlib.sha256(repr((
     __version__, RAW_WEIGHT, HEADING_WEIGHT, TITLE_WEIGHT)).encode()).hexdigest()[:16]
+# The name the bundle's section totals are kept under (InboundHint.keep_json).
+TOTALS_NAME = POSTINGS_PART.replace("section-postings/", "section-totals/", 1)
 
 
 @functools.lru_cache(maxsize=1)
@@ -435,8 +437,25 @@ def collect_sections(
 def section_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     """The bundle's section count and total weighted length, kept with the snapshot."""
     return of_snapshot(
-        snapshot, SECTION_WORD_TOTALS, lambda: _totals(snapshot, token), check=token.check
+        snapshot, SECTION_WORD_TOTALS, lambda: _kept_totals(snapshot, token), check=token.check
     )
+
+
+def _kept_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
+    """:func:`_totals`, or the two numbers an earlier process on the same files kept for this
+    revision (the parse cache's rows, ``InboundHint.keep_json``): then no document is built
+    for them (every concept's section index otherwise)."""
+    store = snapshot.inbound
+    kept = None if store is None else store.stored_json(snapshot.revision, TOTALS_NAME)
+    concept_ids = tuple(snapshot.concepts)
+    if (isinstance(kept, list) and len(kept) == 3 and all(type(n) is int for n in kept)
+            and kept[2] == len(concept_ids)):
+        return _Totals(kept[0], kept[1], concept_ids)
+    totals = _totals(snapshot, token)
+    if store is not None:
+        store.keep_json(snapshot.revision, TOTALS_NAME,
+                        [totals.sections, totals.length, len(totals.concept_ids)])
+    return totals
 
 
 def _document_index(doc: Document) -> _DocumentIndex:
