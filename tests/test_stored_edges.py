@@ -1,8 +1,8 @@
-"""A revision's whole-bundle values (links and relations, field edges, tag members, section
-totals, context's sections layout and statistics) are kept in the parse cache by an earlier
-process (``CachedRows.keep_edges``, ``keep_json``): a restarted server reads them back and
-builds no document for them, and gets what building them gives. Work counters (documents
-built), no timing.
+"""A revision's whole-bundle values (links and relations, field edges, tag members, entity
+types, section totals, context's sections layout and statistics) are kept in the parse cache by
+an earlier process (``CachedRows.keep_edges``, ``keep_json``): a restarted server reads them
+back and builds no document for them, and gets what building them gives. Work counters
+(documents built), no timing.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ def whole_bundle(snapshot: Snapshot) -> tuple[Any, ...]:
             dict(graph_of(snapshot).tag_members(None, token)),
             dict(graph_of(snapshot).tag_members("f1", token)),
             section_totals(snapshot, token), context_totals(snapshot, token),
-            holders(snapshot, token).first_section, holders(snapshot, token).owner)
+            holders(snapshot, token).first_section, holders(snapshot, token).owner,
+            graph_of(snapshot).known_types(token))
 
 
 def test_a_restart_reads_the_edges_and_tag_members_back_and_builds_no_document(
@@ -101,7 +102,7 @@ def test_damaged_kept_edges_are_built_again(tmp_bundle: BundleFactory, tmp_path:
     with sqlite3.connect(database) as db:
         rows = list(db.execute("SELECT rowid, key, value FROM parts WHERE key LIKE ? OR key LIKE ?",
                                (f"{EDGES_PART}%", f"{JSON_PART}%")))
-        assert len(rows) == 7
+        assert len(rows) == 8
         for rowid, key, value in rows:
             data = zlib.decompress(value)
             # Out of order, or not the shape it is read as: each caller checks.

@@ -417,8 +417,10 @@ def _is_tag_members(value: Any) -> TypeGuard[dict[str, list[str]]]:
         and all(a < b for a, b in itertools.pairwise(ids)) for tag, ids in value.items())
 
 
-# The name field edges are kept under (InboundHint.keep_edges).
+# The name field edges are kept under (InboundHint.keep_edges), and the entity types
+# (InboundHint.keep_json).
 STORED_FIELD = "field"
+STORED_TYPES = "known-types"
 
 
 def _found_field_edges(snapshot: Snapshot, token: CancelToken | None) -> set[Edge]:
@@ -625,10 +627,19 @@ class BundleGraph:
         """Every entity type of the snapshot: ``section`` and each concept's ``type``."""
 
         def build() -> frozenset[str]:
+            # An earlier process on the same files kept them (the parse cache's rows): read
+            # back, no document is built for them (every concept's frontmatter otherwise).
+            snapshot = self.snapshot
+            store = snapshot.inbound
+            kept = None if store is None else store.stored_json(snapshot.revision, STORED_TYPES)
+            if isinstance(kept, list) and all(type(t) is str for t in kept):
+                return frozenset(map(sys.intern, kept))
             found = {SECTION_TYPE}
-            for doc in self.snapshot.concepts.values():
+            for doc in snapshot.concepts.values():
                 token.check()
                 found.add(text_field(doc.fm, "type"))
+            if store is not None and all(type(t) is str for t in found):
+                store.keep_json(snapshot.revision, STORED_TYPES, sorted(found))
             return frozenset(found)
 
         return self._memo.get("known-types", build)
