@@ -154,7 +154,7 @@ class Outcome:
     beside the SDK's 0.8 s on it). It was a string beside the bytes, 14 MB more for as long
     as the snapshot lived.
 
-    A kept answer read back from the parse cache after a restart (:mod:`.kept_answers`) has
+    A kept answer read back from the parse cache after a restart (:mod:`.stored_answers`) has
     only its encoding: its result, too, is decoded from it when a path asks for the object
     (the SDK's, REST), never kept.
     """

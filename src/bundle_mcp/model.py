@@ -961,8 +961,10 @@ class _ConceptValues(ValuesView[Document]):
 class InboundHint(Protocol):
     """Which documents may hold an edge to a concept, from an index kept outside the snapshot
     (the parse cache's ``targets``), so a one-concept call need not build every document to
-    find the edges into it (:meth:`Snapshot.edges_of`); and the whole edge list an earlier
-    process kept for a revision, so a restart's first walk builds no document for it."""
+    find the edges into it (:meth:`Snapshot.edges_of`); and the whole-bundle values an earlier
+    process kept for a revision (edge lists, JSON values: the graph's tag members and types,
+    the search indexes' statistics), so that a restart's first call builds no document for
+    them."""
 
     def sources(self, concept_id: str, records: Mapping[str, str]) -> frozenset[str] | None:
         """The paths among ``records`` (path → SHA-256 of its bytes) whose document may link or
