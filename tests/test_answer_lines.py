@@ -25,9 +25,11 @@ from bundle_mcp.dispatch import (
     WireJson,
     _json_string_of,
 )
+from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.okf.temporal import DATE_PROFILE
 from bundle_mcp.pieces import PackedBytes, Whole
 from bundle_mcp.server import build_server
+from bundle_mcp.snapshots import SnapshotCache
 from stdio_pipes import Pipes, in_process
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "coffee-roastery"
@@ -241,8 +243,11 @@ def test_a_kept_answer_holds_its_json_once_and_deflated(tool: str) -> None:
 
 def test_a_kept_answer_shares_the_kept_nodes_and_entries() -> None:
     """The default calls' results are the kept nodes (get_semantic_graph) and entries
-    (list_concepts) themselves, not a copy of each; a call with as_of still gets its own."""
-    dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)))
+    (list_concepts) themselves, not a copy of each; a call with as_of still gets its own.
+    Without a parse cache: an answer an earlier test stored there is read back as its
+    encoding, with no result object to share."""
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)),
+                            cache=SnapshotCache(parse_cache=ParseCache(None)))
     nodes = dispatcher.call("get_semantic_graph", {}).structured["@graph"][1:]
     dated = dispatcher.call("get_semantic_graph", {"as_of": "2099-01-01"}).structured["@graph"]
     assert [node["id"] for node in nodes] == [node["id"] for node in dated[1:]]

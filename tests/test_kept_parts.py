@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bundle_mcp import stored_answers
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import parse_cache
@@ -86,13 +85,17 @@ def answer(dispatcher: Dispatcher, tool: str, arguments: dict[str, Any]) -> str:
     return outcome.text
 
 
+# The query terms' parts; the table also keeps the warm-up's answers and whole-bundle values.
+TERM_PARTS = (_context_index.TERM_PART, _section_index.POSTINGS_PART)
+
+
 def parts_rows(cache: Path) -> list[tuple[str, str]]:
-    """The query terms' parts (the warm-up's kept answers are stored there too)."""
+    """The query terms' parts."""
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
         return [(revision, key) for revision, key
                 in db.execute("SELECT revision, key FROM parts ORDER BY rowid")
-                if not key.startswith(stored_answers.FORMAT)]
+                if key.startswith(TERM_PARTS)]
 
 
 @pytest.mark.parametrize(("tool", "arguments", "parts"), CALLS, ids=[c[0] for c in CALLS])
@@ -153,8 +156,9 @@ def test_a_damaged_part_is_computed_again(
     parse.settle_parts()
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
-        values = list(db.execute("SELECT rowid, value FROM parts WHERE key NOT LIKE ?"
-                                 " ORDER BY rowid", (f"{stored_answers.FORMAT}/%",)))
+        values = [(rowid, value) for rowid, key, value
+                  in db.execute("SELECT rowid, key, value FROM parts ORDER BY rowid")
+                  if key.startswith(TERM_PARTS)]
         broken = [b"not zlib", zlib.compress(b"bmp1 not a part"),
                   zlib.compress(zlib.decompress(values[-1][1])[:-8])]  # cut short
         for (rowid, _), value in zip(values, broken, strict=False):

@@ -76,8 +76,8 @@ def test_a_restart_reads_the_edges_and_tag_members_back_and_builds_no_document(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    process(bundle, cache, warm=True)  # cold: its save starts the database
-    _, parse, restarted = process(bundle, cache)  # a restart computes them and keeps them
+    process(bundle, cache, warm=True)  # cold: keeps what its warm-up built once it saves
+    _, parse, restarted = process(bundle, cache)  # keeps the rest (a walk's tag members)
     expected = whole_bundle(restarted)
     parse.settle_parts()
 
@@ -90,6 +90,25 @@ def test_a_restart_reads_the_edges_and_tag_members_back_and_builds_no_document(
         assert (served.call("context", {"question": question}).text
                 == fresh.call("context", {"question": question}).text)
     assert expected[0] and expected[1] and expected[2]  # the bundle has each kind
+
+
+def test_a_cold_servers_values_wait_for_its_first_save(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """A cold start has no database to keep its values in: what its warm-up builds waits for
+    the save that makes it, and the first restart reads them back."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    _, _, restarted = process(bundle, cache)
+    token = CancelToken()
+    got = (restarted.edges, dict(field_edges(restarted, token)),
+           section_totals(restarted, token), context_totals(restarted, token),
+           holders(restarted, token).first_section)
+    assert list(restarted.documents.built()) == []
+    _, _, uncached = process(bundle, None)
+    assert got == (uncached.edges, dict(field_edges(uncached, token)),
+                   section_totals(uncached, token), context_totals(uncached, token),
+                   holders(uncached, token).first_section)
 
 
 def test_damaged_kept_edges_are_built_again(tmp_bundle: BundleFactory, tmp_path: Path) -> None:

@@ -89,6 +89,7 @@ class SnapshotCache:
         self._prechecks = dict(prechecks or {})
         self._loader: Loader = (
             loader if loader is not None else functools.partial(load_bundle, caps=caps))
+        self._own_loader = loader is None
         self._watch = watch
         self._max_bundles = max_bundles
         self._parse_cache = parse_cache if parse_cache is not None else ParseCache.default()
@@ -118,7 +119,13 @@ class SnapshotCache:
             known = (previous.snapshot.directories if previous is not None
                      else entries.folders() if entries else None)
             watch = FolderWatch(bundle_path, known) if self._watch and known is not None else None
-            extra: dict[str, object] = {"cached": entries} if entries else {}
+            # Without rows to read (a cold start), none to come: the snapshot's whole-bundle
+            # values (its edges, say) are kept once the first save makes the database.
+            # (A loader handed in, for tests, gets rows only when there are some, as before.)
+            rows = entries if entries else (
+                self._parse_cache.rows_to_come(bundle_path)
+                if previous is None and self._own_loader else None)
+            extra: dict[str, object] = {"cached": rows} if rows is not None else {}
             precheck = self._prechecks.get(bundle_path) if previous is None else None
             if precheck is not None:
                 extra["prechecked"] = precheck.prechecked

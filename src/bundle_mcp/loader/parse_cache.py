@@ -204,6 +204,14 @@ class ParseCache:
             self._part_writes.append(thread)
         thread.start()
 
+    def rows_to_come(self, bundle_path: str) -> CachedRows | None:
+        """No rows, for a first load with no database to read (``None`` when the cache is
+        off): the snapshot can still keep its whole-bundle values (``CachedRows.keep_edges``,
+        ``keep_json``), which wait for the first save to make the database."""
+        database = self.database(bundle_path)
+        return None if database is None else CachedRows(
+            database, {}, parts=self.parts(bundle_path))
+
     def load(self, bundle_path: str) -> CachedRows | None:
         """The bundle's rows (``None`` when absent, unreadable, corrupt or foreign): every
         file's key and parse error now, each entry when its document is first built."""
