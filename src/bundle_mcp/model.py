@@ -1122,21 +1122,15 @@ class Snapshot:
         update = self._edge_update
         if update is not None:
             return update.edges
-        # An earlier process on the same files kept them (the parse cache's rows): read back,
-        # no document is built for them (every document's Markdown facts otherwise).
-        store = self.inbound
-        if store is not None:
-            kept = store.stored_edges(self.revision, STORED_EDGES)
-            if kept is not None and _in_edge_order(kept):
-                return kept
+        # Kept by an earlier process on the same files, they need no document's Markdown facts.
+        return revision_edges(self, STORED_EDGES, _in_edge_order, self._edges_built)
+
+    def _edges_built(self) -> tuple[Edge, ...]:
         out: list[Edge] = []
         for doc in self.concepts.values():
             out.extend(self._edges_from(doc))
         out.sort(key=edge_order)
-        edges = tuple(out)
-        if store is not None:
-            store.keep_edges(self.revision, STORED_EDGES, edges)
-        return edges
+        return tuple(out)
 
     @functools.cached_property
     def _edge_update(self) -> _EdgeUpdate | None:
@@ -1316,6 +1310,41 @@ def _concept_at(snapshot: Snapshot, path: str) -> str | None:
 
 # The name :attr:`Snapshot.edges` are kept under (InboundHint.keep_edges).
 STORED_EDGES = "links-and-relations"
+
+
+def revision_edges(snapshot: Snapshot, name: str,
+                   accepted: Callable[[tuple[Edge, ...]], bool],
+                   build: Callable[[], tuple[Edge, ...]]) -> tuple[Edge, ...]:
+    """A whole-bundle edge list of the snapshot's revision: what an earlier process on the
+    same files kept under ``name`` (the parse cache's rows, :attr:`Snapshot.inbound`) when
+    ``accepted`` (its order and kinds) says it reads back whole, else built and kept: then no
+    document is built for it."""
+    store = snapshot.inbound
+    if store is not None:
+        kept = store.stored_edges(snapshot.revision, name)
+        if kept is not None and accepted(kept):
+            return kept
+    edges = build()
+    if store is not None:
+        store.keep_edges(snapshot.revision, name, edges)
+    return edges
+
+
+def revision_value(snapshot: Snapshot, name: str, decode: Callable[[Any], _T | None],
+                   build: Callable[[], _T], encode: Callable[[_T], Any]) -> _T:
+    """:func:`revision_edges` for a value kept as JSON: ``decode`` takes what was kept
+    (``None`` when nothing was) and returns the value, or ``None`` when it does not have the
+    shape it was kept in; ``encode`` gives the JSON to keep, ``None`` to keep nothing."""
+    store = snapshot.inbound
+    if store is not None:
+        found = decode(store.stored_json(snapshot.revision, name))
+        if found is not None:
+            return found
+    value = build()
+    stored = None if store is None else encode(value)
+    if store is not None and stored is not None:
+        store.keep_json(snapshot.revision, name, stored)
+    return value
 
 
 def _in_edge_order(edges: tuple[Edge, ...]) -> bool:

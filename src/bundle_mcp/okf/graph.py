@@ -49,11 +49,23 @@ import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeGuard, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..cancel import CancelToken
 from ..derived import Slot, of_snapshot
-from ..model import FIELD, LINKS_TO, NAVIGATION, RELATION, Document, Edge, Memo, Section, Snapshot
+from ..model import (
+    FIELD,
+    LINKS_TO,
+    NAVIGATION,
+    RELATION,
+    Document,
+    Edge,
+    Memo,
+    Section,
+    Snapshot,
+    revision_edges,
+    revision_value,
+)
 from .field_paths import (
     ATTESTER_RESOURCE,
     COMPUTATION,
@@ -388,16 +400,9 @@ def field_edges(
     """
 
     def build() -> Mapping[str, tuple[Edge, ...]]:
-        # An earlier process on the same files kept them (the parse cache's rows): read back,
-        # no document is built for them (every concept's frontmatter otherwise).
-        store = snapshot.inbound
-        kept = None if store is None else store.stored_edges(snapshot.revision, STORED_FIELD)
-        if kept is not None and _in_field_order(kept):
-            ordered = kept
-        else:
-            ordered = tuple(sorted(_found_field_edges(snapshot, token), key=_field_order))
-            if store is not None:
-                store.keep_edges(snapshot.revision, STORED_FIELD, ordered)
+        # Kept by an earlier process on the same files, they need no concept's frontmatter.
+        ordered = revision_edges(snapshot, STORED_FIELD, _in_field_order, lambda: tuple(
+            sorted(_found_field_edges(snapshot, token), key=_field_order)))
         index: dict[str, list[Edge]] = {}
         for edge in ordered:
             index.setdefault(edge.source_id, []).append(edge)
@@ -410,11 +415,21 @@ def field_edges(
     )
 
 
-def _is_tag_members(value: Any) -> TypeGuard[dict[str, list[str]]]:
-    """Whether a kept value read back is a tag → sorted member IDs mapping."""
-    return isinstance(value, dict) and all(
-        type(tag) is str and type(ids) is list and all(type(i) is str for i in ids)
-        and all(a < b for a, b in itertools.pairwise(ids)) for tag, ids in value.items())
+def _tag_members_read(value: Any) -> Mapping[str, tuple[str, ...]] | None:
+    """Kept tag members read back: a tag → sorted member IDs mapping, or ``None``."""
+    if not isinstance(value, dict) or not all(
+            type(tag) is str and type(ids) is list and all(type(i) is str for i in ids)
+            and all(a < b for a, b in itertools.pairwise(ids)) for tag, ids in value.items()):
+        return None
+    return types.MappingProxyType(
+        {sys.intern(k): tuple(map(sys.intern, v)) for k, v in value.items()})
+
+
+def _strings_read(value: Any) -> frozenset[str] | None:
+    """Kept entity types read back, or ``None``."""
+    if not isinstance(value, list) or not all(type(t) is str for t in value):
+        return None
+    return frozenset(map(sys.intern, value))
 
 
 # The name field edges are kept under (InboundHint.keep_edges), and the entity types
@@ -576,25 +591,18 @@ class BundleGraph:
         """
 
         def build() -> Mapping[str, tuple[str, ...]]:
-            # An earlier process on the same files kept them (the parse cache's rows): read
-            # back, no document is built for them (every concept's frontmatter otherwise).
-            snapshot = self.snapshot
-            store, name = snapshot.inbound, f"tag-members/{json.dumps(project)}"
-            kept = None if store is None else store.stored_json(snapshot.revision, name)
-            if _is_tag_members(kept):
-                return types.MappingProxyType(
-                    {sys.intern(k): tuple(map(sys.intern, v)) for k, v in kept.items()})
             members: dict[str, list[str]] = {}
-            for concept_id, doc in snapshot.concepts.items():  # sorted by ID
+            for concept_id, doc in self.snapshot.concepts.items():  # sorted by ID
                 token.check()
                 if in_project(doc.path, project):
                     for tag in self.tags_of(self.concept(concept_id)):
                         members.setdefault(tag, []).append(concept_id)
-            if store is not None:
-                store.keep_json(snapshot.revision, name, members)
             return types.MappingProxyType({k: tuple(v) for k, v in members.items()})
 
-        return self._memo.get(("tag-members", project), build)
+        # Kept by an earlier process on the same files, they need no concept's frontmatter.
+        return self._memo.get(("tag-members", project), lambda: revision_value(
+            self.snapshot, f"tag-members/{json.dumps(project)}", _tag_members_read, build,
+            lambda members: {k: list(v) for k, v in members.items()}))
 
     def inbound_counts(self, project: str | None, token: CancelToken) -> Mapping[str, int]:
         """Each concept in ``project`` that other concepts in it reach → how many do.
@@ -627,22 +635,16 @@ class BundleGraph:
         """Every entity type of the snapshot: ``section`` and each concept's ``type``."""
 
         def build() -> frozenset[str]:
-            # An earlier process on the same files kept them (the parse cache's rows): read
-            # back, no document is built for them (every concept's frontmatter otherwise).
-            snapshot = self.snapshot
-            store = snapshot.inbound
-            kept = None if store is None else store.stored_json(snapshot.revision, STORED_TYPES)
-            if isinstance(kept, list) and all(type(t) is str for t in kept):
-                return frozenset(map(sys.intern, kept))
             found = {SECTION_TYPE}
-            for doc in snapshot.concepts.values():
+            for doc in self.snapshot.concepts.values():
                 token.check()
                 found.add(text_field(doc.fm, "type"))
-            if store is not None and all(type(t) is str for t in found):
-                store.keep_json(snapshot.revision, STORED_TYPES, sorted(found))
             return frozenset(found)
 
-        return self._memo.get("known-types", build)
+        # Kept by an earlier process on the same files, they need no concept's frontmatter.
+        return self._memo.get("known-types", lambda: revision_value(
+            self.snapshot, STORED_TYPES, _strings_read, build,
+            lambda found: sorted(found) if all(type(t) is str for t in found) else None))
 
     # adjacency
 

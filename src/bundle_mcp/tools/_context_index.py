@@ -44,7 +44,7 @@ from typing import Any, TypeGuard, overload
 from .._version import __version__
 from ..cancel import CancelToken
 from ..derived import Codec, Slot, exactly, of_document, of_snapshot
-from ..model import Document, Snapshot
+from ..model import Document, Snapshot, revision_value
 from ..okf.names import concept_name
 from ..okf.properties import text_field
 from ..toolspec import PartStore
@@ -564,30 +564,34 @@ class _Holders:
 
 def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
     """Built from every concept's words, or, when an earlier process on the same files kept
-    the sections' layout (the parse cache's rows, ``InboundHint.keep_json``), from that alone:
-    then no document is built for it."""
+    the sections' layout (``model.revision_value``), from that alone: then no document is
+    built for it, and the stems' holders wait for :func:`stem_holders`."""
     ids = tuple(snapshot.concepts)
-    store = snapshot.inbound
-    kept = None if store is None else store.stored_json(snapshot.revision, LAYOUT_NAME)
-    if _is_layout(kept, len(ids)):
+
+    def read(kept: Any) -> _Holders | None:
+        if not _is_layout(kept, len(ids)):
+            return None
         first_section = array("i", kept)
         owner = array("i")
         for n in range(len(ids)):
             owner.extend(itertools.repeat(n, first_section[n + 1] - first_section[n]))
         return _Holders(_ConceptWords(ids, snapshot.concepts), None, first_section, owner)
-    found: dict[str, array[int]] = {}
-    first_section = array("i", (0,))
-    owner = array("i")
-    code = holder_code(len(ids))
-    for n, doc in enumerate(snapshot.concepts.values()):
-        token.check()
-        words = document_words(doc)
-        owner.extend(itertools.repeat(n, len(words.sections)))
-        first_section.append(len(owner))
-        _hold(found, words, n, code)
-    if store is not None:
-        store.keep_json(snapshot.revision, LAYOUT_NAME, first_section.tolist())
-    return _Holders(_ConceptWords(ids, snapshot.concepts), found, first_section, owner)
+
+    def build() -> _Holders:
+        found: dict[str, array[int]] = {}
+        first_section = array("i", (0,))
+        owner = array("i")
+        code = holder_code(len(ids))
+        for n, doc in enumerate(snapshot.concepts.values()):
+            token.check()
+            words = document_words(doc)
+            owner.extend(itertools.repeat(n, len(words.sections)))
+            first_section.append(len(owner))
+            _hold(found, words, n, code)
+        return _Holders(_ConceptWords(ids, snapshot.concepts), found, first_section, owner)
+
+    return revision_value(snapshot, LAYOUT_NAME, read, build,
+                          lambda index: index.first_section.tolist())
 
 
 def _hold(found: dict[str, array[int]], words: DocumentWords, n: int, code: str) -> None:
@@ -814,18 +818,17 @@ def totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
 
 def _kept_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     """:func:`_totals`, or the figures an earlier process on the same files kept for this
-    revision (the parse cache's rows): then no document is built for them."""
-    store = snapshot.inbound
-    kept = None if store is None else store.stored_json(snapshot.revision, TOTALS_NAME)
-    if (isinstance(kept, list) and len(kept) == 7 and kept[0] == len(snapshot.concepts)
-            and all(type(n) is int for n in kept[:2])
-            and all(type(x) is float for x in kept[2:])):
-        return _Totals(kept[0], kept[1], (kept[2], kept[3], kept[4], kept[5]), kept[6])
-    found = _totals(snapshot, token)
-    if store is not None:
-        store.keep_json(snapshot.revision, TOTALS_NAME, [
-            found.concepts, found.sections, *found.field_avg, found.section_avg])
-    return found
+    revision (``model.revision_value``): then no document is built for them."""
+
+    def read(kept: Any) -> _Totals | None:
+        if (isinstance(kept, list) and len(kept) == 7 and kept[0] == len(snapshot.concepts)
+                and all(type(n) is int for n in kept[:2])
+                and all(type(x) is float for x in kept[2:])):
+            return _Totals(kept[0], kept[1], (kept[2], kept[3], kept[4], kept[5]), kept[6])
+        return None
+
+    return revision_value(snapshot, TOTALS_NAME, read, lambda: _totals(snapshot, token),
+                          lambda t: [t.concepts, t.sections, *t.field_avg, t.section_avg])
 
 
 def _idf(n: int, df: int) -> float:

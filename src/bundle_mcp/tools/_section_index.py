@@ -28,7 +28,7 @@ from .._version import __version__
 from ..cancel import CancelToken
 from ..derived import Codec, Slot, exactly, of_document, of_snapshot
 from ..errors import resource_limit
-from ..model import Document, Snapshot
+from ..model import Document, Snapshot, revision_value
 from ..okf.folding import fold
 from ..okf.properties import text_field
 from ..toolspec import PartStore
@@ -443,19 +443,18 @@ def section_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
 
 def _kept_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     """:func:`_totals`, or the two numbers an earlier process on the same files kept for this
-    revision (the parse cache's rows, ``InboundHint.keep_json``): then no document is built
-    for them (every concept's section index otherwise)."""
-    store = snapshot.inbound
-    kept = None if store is None else store.stored_json(snapshot.revision, TOTALS_NAME)
+    revision (``model.revision_value``): then no document is built for them (every concept's
+    section index otherwise)."""
     concept_ids = tuple(snapshot.concepts)
-    if (isinstance(kept, list) and len(kept) == 3 and all(type(n) is int for n in kept)
-            and kept[2] == len(concept_ids)):
-        return _Totals(kept[0], kept[1], concept_ids)
-    totals = _totals(snapshot, token)
-    if store is not None:
-        store.keep_json(snapshot.revision, TOTALS_NAME,
-                        [totals.sections, totals.length, len(totals.concept_ids)])
-    return totals
+
+    def read(kept: Any) -> _Totals | None:
+        if (isinstance(kept, list) and len(kept) == 3 and all(type(n) is int for n in kept)
+                and kept[2] == len(concept_ids)):
+            return _Totals(kept[0], kept[1], concept_ids)
+        return None
+
+    return revision_value(snapshot, TOTALS_NAME, read, lambda: _totals(snapshot, token),
+                          lambda t: [t.sections, t.length, len(t.concept_ids)])
 
 
 def _document_index(doc: Document) -> _DocumentIndex:
