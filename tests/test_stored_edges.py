@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader.parse_cache import (
+    BYTES_PART,
     EDGES_PART,
     JSON_PART,
     ParseCache,
@@ -22,20 +23,31 @@ from bundle_mcp.loader.parse_cache import (
     unpacked_edges,
 )
 from bundle_mcp.model import Edge, Snapshot
+from bundle_mcp.okf.folding import fold
 from bundle_mcp.okf.graph import field_edges, graph_of
 from bundle_mcp.readers import ALL_READER
 from bundle_mcp.readiness import Readiness
 from bundle_mcp.snapshots import SnapshotCache
+from bundle_mcp.tools._body_words import (
+    STORED_NAME,
+    build_index,
+    kept_index,
+    packed_index,
+    unpacked_index,
+)
 from bundle_mcp.tools._context_index import holders
 from bundle_mcp.tools._context_index import totals as context_totals
 from bundle_mcp.tools._section_index import section_totals
+from bundle_mcp.tools.search_concepts import _fields as search_fields
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
 
 
 def pages(count: int = 30) -> dict[str, str]:
-    files = {"index.md": '---\nokf_version: "0.2"\n---\n# Home\n\nSee [p0](/f0/p0.md).\n'}
+    files = {"index.md": '---\nokf_version: "0.2"\n---\n# Home\n\nSee [p0](/f0/p0.md).\n',
+             "de/masse.md": "---\ntitle: Maße\n---\n# Größe\n\nDie STRASSE und die Größe.\n",
+             "de/titel.md": "---\ntitle: Straße\n---\n# Titel\n\nNur ASCII hier, next.\n"}
     for n in range(count):
         nxt, other = (n + 1) % count, (n * 7 + 3) % count
         files[f"f{n % 3}/p{n}.md"] = (
@@ -60,6 +72,26 @@ def process(bundle: str, cache: Path | None, *, warm: bool = False
         readiness.stop(wait=10)
     parse.settle_parts()
     return dispatcher, parse, dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+
+
+# search_concepts queries of every kind: a word the index answers alone, a rare part of a word,
+# a needle the index cannot narrow (a scan of every body), a title, a tag, a non-ASCII body's.
+QUERIES = ("next", "ext", "PAGE 1", " and [", "page 7", "t3", "größe", "straße")
+
+
+def searched(snapshot: Snapshot) -> tuple[Any, ...]:
+    """Each query's concepts and matches, by the search columns (with the index when kept)."""
+    token = CancelToken()
+    fields = search_fields(snapshot, token)
+    index = kept_index(snapshot)
+    found = []
+    for query in QUERIES:
+        needle = fold(query)
+        holders = None if index is None else index.holders(needle)
+        candidates = holders if holders is not None else (
+            None if index is None else index.candidates(needle))
+        found.append(fields.priorities(needle, token, candidates, holders=holders is not None))
+    return fields.concept_ids, tuple(found)
 
 
 def whole_bundle(snapshot: Snapshot) -> tuple[Any, ...]:
@@ -119,18 +151,21 @@ def test_damaged_kept_edges_are_built_again(tmp_bundle: BundleFactory, tmp_path:
     parse.settle_parts()
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
-        rows = list(db.execute("SELECT rowid, key, value FROM parts WHERE key LIKE ? OR key LIKE ?",
-                               (f"{EDGES_PART}%", f"{JSON_PART}%")))
-        assert len(rows) == 8
+        rows = list(db.execute(
+            "SELECT rowid, key, value FROM parts WHERE key LIKE ? OR key LIKE ? OR key LIKE ?",
+            (f"{EDGES_PART}%", f"{JSON_PART}%", f"{BYTES_PART}%")))
+        assert len(rows) == 10
         for rowid, key, value in rows:
             data = zlib.decompress(value)
             # Out of order, or not the shape it is read as: each caller checks.
             wrong = (packed_edges(tuple(reversed(unpacked_edges(data) or ())))
-                     if key.startswith(EDGES_PART) else b'{"t0": ["z", "a"]}')
+                     if key.startswith(EDGES_PART) else data[:-1] if key.startswith(BYTES_PART)
+                     else b'{"t0": ["z", "a"]}')
             db.execute("UPDATE parts SET value = ? WHERE rowid = ?", (zlib.compress(wrong), rowid))
 
     _, _, again = process(bundle, cache)
     assert whole_bundle(again) == expected
+    assert searched(again) == searched(restarted)
 
 
 def test_kept_edges_are_not_read_for_another_revision(
@@ -157,3 +192,46 @@ def test_packed_edges_read_back_exactly_and_only_whole() -> None:
     for broken in (b"", data[:-1], data + b"\x00", b"xxxx" + data[4:],
                    data[:5] + b"\xff" * 16 + data[21:]):
         assert unpacked_edges(broken) is None
+
+
+def test_a_restarted_search_reads_its_columns_and_index_back(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """search_concepts' columns and body word index read back: a restart's first query finds
+    what an uncached server finds, and builds only the documents of the concepts it matched
+    (the index answers a word alone), not every concept's for the columns."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    served, _, restarted = process(bundle, cache)
+    assert kept_index(restarted) is not None  # read back by the first look, not built
+    answer = served.call("search_concepts", {"query": "Next", "limit": 100})
+    hits = [hit["concept"]["id"] for hit in answer.structured["hits"]]
+    assert hits and answer.structured["total"] == len(hits)
+    assert sorted(doc.concept_id for doc in restarted.documents.built()) == sorted(hits)
+    expected = searched(restarted)
+    fresh, _, uncached = process(bundle, None)
+    assert kept_index(uncached) is None
+    assert searched(uncached) == expected
+    for query in QUERIES:
+        assert (served.call("search_concepts", {"query": query}).text
+                == fresh.call("search_concepts", {"query": query}).text)
+
+
+def test_a_packed_index_reads_back_exactly_and_only_whole(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    _, _, snapshot = process(tmp_bundle(pages()), None)
+    index = build_index(snapshot, CancelToken())
+    data = packed_index(index)
+    again = unpacked_index(data, snapshot.concepts)
+    assert again is not None
+    assert (again.concepts, dict(again.numbers), again.words, again.vocabulary) == (
+        index.concepts, dict(index.numbers), index.words, index.vocabulary)
+    assert {w: list(n) for w, n in again.postings.items()} == {
+        w: list(n) for w, n in index.postings.items()}
+    assert unpacked_index(data, (*snapshot.concepts, "another")) is None
+    assert unpacked_index(data, tuple(snapshot.concepts)[1:]) is None
+    for broken in (b"", data[:-1], data + b"\x00", b"xxxx" + data[4:], data[:5] + b"Q" + data[6:],
+                   data.replace(b'"next"', b'"page"', 1)):
+        assert unpacked_index(broken, snapshot.concepts) is None
+    assert STORED_NAME  # the row's name, under the parts' bytes prefix

@@ -962,9 +962,9 @@ class InboundHint(Protocol):
     """Which documents may hold an edge to a concept, from an index kept outside the snapshot
     (the parse cache's ``targets``), so a one-concept call need not build every document to
     find the edges into it (:meth:`Snapshot.edges_of`); and the whole-bundle values an earlier
-    process kept for a revision (edge lists, JSON values: the graph's tag members and types,
-    the search indexes' statistics), so that a restart's first call builds no document for
-    them."""
+    process kept for a revision (edge lists; JSON values: the graph's tag members and types,
+    the search indexes' statistics, search_concepts' columns; packed values: its body word
+    index), so that a restart's first call builds no document for them."""
 
     def sources(self, concept_id: str, records: Mapping[str, str]) -> frozenset[str] | None:
         """The paths among ``records`` (path → SHA-256 of its bytes) whose document may link or
@@ -991,6 +991,16 @@ class InboundHint(Protocol):
 
     def keep_json(self, revision: str, name: str, value: Any) -> None:
         """Keep a JSON value (never ``None``) of a revision for the next process."""
+        ...
+
+    def stored_bytes(self, revision: str, name: str) -> bytes | None:
+        """Bytes an earlier process kept for this revision under ``name`` (:meth:`keep_bytes`):
+        a value with its own packing (search_concepts' body word index), ``None`` when none is
+        kept. The caller checks that they unpack whole."""
+        ...
+
+    def keep_bytes(self, revision: str, name: str, value: bytes) -> None:
+        """Keep a packed value of a revision for the next process."""
         ...
 
 

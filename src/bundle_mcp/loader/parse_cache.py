@@ -503,6 +503,8 @@ class KeptParts:
 EDGES_PART = f"edges/1/{__version__}/"
 # The same for a JSON value of a revision (CachedRows.keep_json).
 JSON_PART = f"json/1/{__version__}/"
+# And for a value with its own packing (CachedRows.keep_bytes), which its owner unpacks.
+BYTES_PART = f"bytes/1/{__version__}/"
 _EDGES_MAGIC = b"bme1" + (b"L" if sys.byteorder == "little" else b"B")
 _EDGES_HEADER = struct.Struct("<QQ")  # the strings' JSON length, the number of edges
 _EDGE_FIELDS = 6
@@ -662,6 +664,14 @@ class CachedRows(Mapping[str, Any]):
     def keep_json(self, revision: str, name: str, value: Any) -> None:
         if self._parts is not None:
             self._parts.keep(revision, JSON_PART + name, _json(value).encode("utf-8"))
+
+    def stored_bytes(self, revision: str, name: str) -> bytes | None:
+        """:meth:`bundle_mcp.model.InboundHint.stored_bytes`, from the ``parts`` rows."""
+        return None if self._parts is None else self._parts.read(revision, BYTES_PART + name)
+
+    def keep_bytes(self, revision: str, name: str, value: bytes) -> None:
+        if self._parts is not None:
+            self._parts.keep(revision, BYTES_PART + name, value)
 
     def kept(self, path: str, sha256: str) -> Callable[[str], Any]:
         """:meth:`derived` for these bytes, by key: a ``Document.stored``."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import functools
 import hashlib
+import itertools
 import math
 import re
 import sys
@@ -21,7 +22,8 @@ import unicodedata
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from .._version import __version__
@@ -113,7 +115,7 @@ SNIPPET_LEAD = 80  # characters of context kept before the first match
 POSTINGS_PART = "section-postings/1/" + hashlib.sha256(repr((
     __version__, RAW_WEIGHT, HEADING_WEIGHT, TITLE_WEIGHT)).encode()).hexdigest()[:16]
 # The name the bundle's section totals are kept under (InboundHint.keep_json).
-TOTALS_NAME = POSTINGS_PART.replace("section-postings/", "section-totals/", 1)
+TOTALS_NAME = POSTINGS_PART.replace("section-postings/1/", "section-totals/2/", 1)
 
 
 @functools.lru_cache(maxsize=1)
@@ -188,6 +190,7 @@ _SEP = "\x00"  # never inside a word: each token is stored as SEP word SEP
 # text's offsets in the document's folded body (ASCII bodies only), and where its words end in
 # heading_words and in words (each starts where the previous section's end).
 _LINE_START, _LINE_END, _LENGTH, _START, _END, _HEADING_END, _WORDS_END = range(7)
+_MAX_LENGTH = 1 << 31  # past the tables' numbers ("i")
 _ROW = 7
 
 
@@ -233,30 +236,53 @@ class _DocumentIndex:
             needle, table[at - _ROW + _WORDS_END] if number else 0, table[at + _WORDS_END])
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class _Section:
-    concept_id: str
-    path: str
-    heading: str
-    line_start: int
-    line_end: int
-    digest: str
-    raw: str
+    """A candidate: its concept's place in the snapshot's order, its number among that
+    concept's indexed sections, its weighted length, and the query terms' counts in it."""
+
+    place: int
+    number: int
     length: int
     tf: dict[str, int]
 
 
 @dataclass(frozen=True, slots=True)
 class ScoredSection:
-    """One section holding the query terms (all, or any), with its BM25 score (6 places)."""
+    """One section holding the query terms (all, or any), with its BM25 score (6 places).
+
+    Where it lies (path, heading, lines, the file's digest) is read from its document when
+    asked: a query scores every section that holds its terms, and only the hits a caller shows
+    need their documents built (a restarted server's first query, thousands of candidates)."""
 
     score: float
     concept_id: str
-    path: str
-    heading: str
-    line_start: int
-    line_end: int
-    digest: str  # the concept file's sha256
+    number: int  # among the concept's indexed sections, in document order
+    snapshot: Snapshot = field(repr=False, compare=False)
+
+    @property
+    def path(self) -> str:
+        return self.snapshot.concepts[self.concept_id].path
+
+    @property
+    def heading(self) -> str:
+        return self._index().headings[self.number]
+
+    @property
+    def line_start(self) -> int:
+        return self._index().table[self.number * _ROW + _LINE_START]
+
+    @property
+    def line_end(self) -> int:
+        return self._index().table[self.number * _ROW + _LINE_END]
+
+    @property
+    def digest(self) -> str:
+        """The concept file's SHA-256."""
+        return self.snapshot.concepts[self.concept_id].record.sha256
+
+    def _index(self) -> _DocumentIndex:
+        return _document_index(self.snapshot.concepts[self.concept_id])
 
 
 def rank_sections(
@@ -277,6 +303,7 @@ def rank_sections(
     restarts.
     """
     df = dict.fromkeys(terms, 0)
+    ids = section_totals(snapshot, token).concept_ids
     sections, n, total_length = collect_sections(
         snapshot, terms, df, token, admitted, require_all=require_all, parts=parts
     )
@@ -295,11 +322,9 @@ def rank_sections(
             tf = s.tf.get(term, 0)
             if tf:
                 score += idf[term] * tf * (K1 + 1) / (tf + norm)
-        scored.append(
-            ScoredSection(round(score, 6), s.concept_id, s.path, s.heading, s.line_start,
-                          s.line_end, s.digest)
-        )
-    scored.sort(key=lambda x: (-x.score, x.concept_id, x.line_start))
+        scored.append(ScoredSection(round(score, 6), ids[s.place], s.number, snapshot))
+    # A concept's sections are numbered in document order: by number is by first line.
+    scored.sort(key=lambda x: (-x.score, x.concept_id, x.number))
     return scored
 
 
@@ -313,6 +338,18 @@ class _Totals:
     sections: int
     length: int
     concept_ids: tuple[str, ...]  # in the snapshot's order: a posting names its concept's place
+    # Every indexed section's weighted length, concept after concept in that order, a concept's
+    # first at ``starts[place]`` (one more start: the end): all BM25 needs of a section to
+    # score it, so a query's candidates are scored without building their documents.
+    lengths: array[int]
+    starts: array[int]
+
+    def length_of(self, place: int, number: int) -> int:
+        at = self.starts[place] + number
+        if not at < self.starts[place + 1]:
+            # Postings are read back checked against the concepts, not their sections.
+            raise IndexError(f"section {number} of concept {place}: not indexed")
+        return self.lengths[at]
 
 
 @dataclass(frozen=True, slots=True)
@@ -419,18 +456,11 @@ def collect_sections(
                 if admitted is None or ids[place] in admitted:
                     counts.setdefault((place, number), {})[term] = count
     out: list[_Section] = []
-    for (place, index), tf in counts.items():
+    for (place, number), tf in counts.items():
         token.check()
         if require_all and len(tf) != len(terms):
             continue
-        concept_id = ids[place]
-        doc = snapshot.concepts[concept_id]
-        kept = _document_index(doc)
-        table, at = kept.table, index * _ROW
-        out.append(
-            _Section(concept_id, doc.path, kept.headings[index], table[at + _LINE_START],
-                     table[at + _LINE_END], doc.record.sha256, "", table[at + _LENGTH], tf)
-        )
+        out.append(_Section(place, number, totals.length_of(place, number), tf))
     return out, totals.sections, totals.length
 
 
@@ -448,13 +478,26 @@ def _kept_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     concept_ids = tuple(snapshot.concepts)
 
     def read(kept: Any) -> _Totals | None:
-        if (isinstance(kept, list) and len(kept) == 3 and all(type(n) is int for n in kept)
-                and kept[2] == len(concept_ids)):
-            return _Totals(kept[0], kept[1], concept_ids)
-        return None
+        if not (isinstance(kept, list) and len(kept) == 4 and type(kept[0]) is int
+                and type(kept[1]) is int and isinstance(kept[2], list)
+                and isinstance(kept[3], list)):
+            return None
+        sections, length, counts, lengths = kept
+        if not (len(counts) == len(concept_ids) and len(lengths) == sections
+                and all(type(n) is int and n >= 0 for n in counts)
+                and all(type(n) is int and 0 <= n < _MAX_LENGTH for n in lengths)
+                and sum(counts) == sections and sum(lengths) == length):
+            return None
+        return _Totals(sections, length, concept_ids, array("i", lengths),
+                       array("q", accumulate(counts, initial=0)))
+
+    def kept_form(totals: _Totals) -> list[Any]:
+        starts = totals.starts
+        return [totals.sections, totals.length,
+                [b - a for a, b in itertools.pairwise(starts)], totals.lengths.tolist()]
 
     return revision_value(snapshot, TOTALS_NAME, read, lambda: _totals(snapshot, token),
-                          lambda t: [t.sections, t.length, len(t.concept_ids)])
+                          kept_form)
 
 
 def _document_index(doc: Document) -> _DocumentIndex:
@@ -465,6 +508,7 @@ def _document_index(doc: Document) -> _DocumentIndex:
 def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     sections = length = words = 0
     concept_ids = []
+    lengths, starts = array("i"), array("q", (0,))  # lengths: as the tables hold them
     for concept_id, doc in snapshot.concepts.items():
         concept_ids.append(concept_id)
         token.check()
@@ -482,7 +526,9 @@ def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
                 "serve a smaller bundle; section search cannot narrow what it indexes",
             )
         length += index.total_length
-    return _Totals(sections, length, tuple(concept_ids))
+        lengths.extend(index.table[_LENGTH::_ROW])
+        starts.append(len(lengths))
+    return _Totals(sections, length, tuple(concept_ids), lengths, starts)
 
 
 def _packed_postings(postings: _Postings) -> bytes:

@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import functools
 import operator
 from array import array
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
-from typing import Any
+from typing import Any, overload
 
 from ..cancel import CancelToken
 from ..derived import Slot, of_snapshot
-from ..model import Document, FoldedFields, Snapshot
+from ..model import Document, FoldedFields, Snapshot, revision_value
 from ..okf.folding import fold
 from ..okf.temporal import reference_from
 from ..packed_text import HeldText
@@ -94,17 +95,17 @@ class SearchFields:
     body word index (``_body_words``), which leaves a few to fold for most needles."""
 
     concept_ids: tuple[str, ...]
-    documents: tuple[Document, ...]
+    documents: Sequence[Document]  # read back (_read_back), each built when asked for
     ids: JoinedColumn
     titles: JoinedColumn
     descriptions: JoinedColumn
     # Three kinds of body, each scanned its own way (``_scanned``); positions in the columns.
     # An ASCII text (the document's own, compressed: a scan decompresses each in turn): its
     # fold has the text's offsets, so the body's fold is the text's from the body's start on.
-    ascii_texts: tuple[HeldText, ...]
+    ascii_texts: Sequence[HeldText]
     ascii_starts: array[int]
     ascii_positions: tuple[int, ...]
-    kept_bodies: tuple[str, ...]  # a non-ASCII body: its fold, kept by the document
+    kept_bodies: Sequence[str]  # a non-ASCII body: its fold, kept by the document
     kept_positions: tuple[int, ...]
     other_positions: tuple[int, ...]  # an ASCII body after non-ASCII frontmatter: cut, folded
     tags: JoinedColumn  # every tag of every concept, each on its own
@@ -179,6 +180,125 @@ class SearchFields:
 
 
 def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
+    """The snapshot's columns: read back when an earlier process kept them for its revision
+    (then no document is built for them), else built from every concept and kept."""
+    return revision_value(snapshot, STORED_COLUMNS, functools.partial(_read_back, snapshot),
+                          lambda: _built(snapshot, token), _kept_form)
+
+
+# The name the columns are kept under (InboundHint.keep_json).
+STORED_COLUMNS = "search-columns"
+
+
+def _kept_form(fields: SearchFields) -> dict[str, Any]:
+    """What :func:`_read_back` reads: the folded columns and where each kind of body is, not
+    the concept IDs (the snapshot's, in the same order) nor any text."""
+    return {
+        "ids": fields.ids.strings, "titles": fields.titles.strings,
+        "descriptions": fields.descriptions.strings, "tags": fields.tags.strings,
+        "tag_owners": fields.tag_owners, "ascii": fields.ascii_positions,
+        "ascii_starts": fields.ascii_starts.tolist(), "kept": fields.kept_positions,
+        "other": fields.other_positions,
+    }
+
+
+def _read_back(snapshot: Snapshot, kept: Any) -> SearchFields | None:
+    """The columns :func:`_kept_form` kept, over ``snapshot``'s concepts, or ``None`` unless
+    every column has the concepts' length, the tags' owners are in order and the three kinds
+    of body split the concepts. The documents and the bodies are the snapshot's, built when a
+    query asks for them: a rare word's holders, the texts of a scan."""
+    if not isinstance(kept, dict):
+        return None
+    concept_ids = tuple(snapshot.concepts)
+    count = len(concept_ids)
+    strings: list[Any] = [kept.get(name) for name in ("ids", "titles", "descriptions", "tags")]
+    numbers: list[Any] = [kept.get(name) for name in ("tag_owners", "ascii", "ascii_starts", "kept",
+                                           "other")]
+    if not (all(_of(column, str) for column in strings) and all(_of(n, int) for n in numbers)):
+        return None
+    ids, titles, descriptions, tags = strings
+    owners, ascii_positions, starts, kept_positions, other_positions = numbers
+    if (any(len(column) != count for column in (ids, titles, descriptions))
+            or len(owners) != len(tags) or len(starts) != len(ascii_positions)
+            or sorted(ascii_positions + kept_positions + other_positions) != list(range(count))
+            or any(a > b for a, b in zip(owners, owners[1:], strict=False))
+            or (owners and (owners[0] < 0 or owners[-1] >= count))
+            or any(start < 0 for start in starts)):
+        return None
+    documents = _Documents(snapshot.concepts, concept_ids)
+    return SearchFields(
+        concept_ids, documents,
+        JoinedColumn.of(tuple(ids)), JoinedColumn.of(tuple(titles)),
+        JoinedColumn.of(tuple(descriptions)),
+        _Bodies(documents, tuple(ascii_positions), held=True), array("L", starts),
+        tuple(ascii_positions), _Bodies(documents, tuple(kept_positions), held=False),
+        tuple(kept_positions), tuple(other_positions),
+        JoinedColumn.of(tuple(tags)), tuple(owners), {c: n for n, c in enumerate(concept_ids)},
+    )
+
+
+def _of(value: Any, kind: type) -> bool:
+    """Whether ``value`` is a list of ``kind`` (JSON: a bool is no int)."""
+    return isinstance(value, list) and all(type(item) is kind for item in value)
+
+
+class _Documents(Sequence[Document]):
+    """The columns' documents, by position, each the snapshot's, built when first asked for."""
+
+    __slots__ = ("_concepts", "_ids")
+
+    def __init__(self, concepts: Mapping[str, Document], ids: tuple[str, ...]) -> None:
+        self._concepts = concepts
+        self._ids = ids
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @overload
+    def __getitem__(self, n: int) -> Document: ...
+    @overload
+    def __getitem__(self, n: slice) -> tuple[Document, ...]: ...
+
+    def __getitem__(self, n: int | slice) -> Document | tuple[Document, ...]:
+        if isinstance(n, slice):
+            return tuple(map(self._concepts.__getitem__, self._ids[n]))
+        return self._concepts[self._ids[n]]
+
+
+class _Bodies(Sequence[Any]):
+    """Of the documents at ``positions``: each one's held text (``held``: an ASCII text, which a
+    scan folds as it goes) or its body's fold (a non-ASCII body's, which its document keeps)."""
+
+    __slots__ = ("_documents", "_positions", "_held")
+
+    def __init__(self, documents: Sequence[Document], positions: tuple[int, ...], *,
+                 held: bool) -> None:
+        self._documents = documents
+        self._positions = positions
+        self._held = held
+
+    def __len__(self) -> int:
+        return len(self._positions)
+
+    def _body(self, position: int) -> Any:
+        doc = self._documents[position]
+        return doc.held if self._held else doc.folded_body()
+
+    @overload
+    def __getitem__(self, n: int) -> Any: ...
+    @overload
+    def __getitem__(self, n: slice) -> tuple[Any, ...]: ...
+
+    def __getitem__(self, n: int | slice) -> Any:
+        if isinstance(n, slice):
+            return tuple(map(self._body, self._positions[n]))
+        return self._body(self._positions[n])
+
+    def __iter__(self) -> Iterator[Any]:
+        return map(self._body, self._positions)
+
+
+def _built(snapshot: Snapshot, token: CancelToken) -> SearchFields:
     concept_ids: list[str] = []
     documents: list[Document] = []
     folded: list[FoldedFields] = []
