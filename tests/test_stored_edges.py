@@ -235,3 +235,23 @@ def test_a_packed_index_reads_back_exactly_and_only_whole(
                    data.replace(b'"next"', b'"page"', 1)):
         assert unpacked_index(broken, snapshot.concepts) is None
     assert STORED_NAME  # the row's name, under the parts' bytes prefix
+
+
+def test_a_restarted_section_search_builds_only_the_documents_it_shows(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """With a term's postings and every section's length read back, a restart's first
+    search_sections scores every section holding its terms and builds the documents of the
+    hits it shows only."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    arguments = {"query": "page next", "limit": 3}
+    cold, parse, _ = process(bundle, cache, warm=True)
+    cold.call("search_sections", arguments)  # keeps the terms' postings
+    parse.settle_parts()
+    served, _, restarted = process(bundle, cache)
+    answer = served.call("search_sections", arguments)
+    shown = {hit["path"] for hit in answer.structured["hits"]}
+    assert answer.structured["total"] > len(shown) == 3
+    assert {doc.path for doc in restarted.documents.built()} == shown
+    fresh, _, _ = process(bundle, None)
+    assert answer.text == fresh.call("search_sections", arguments).text
