@@ -255,3 +255,24 @@ def test_a_restarted_section_search_builds_only_the_documents_it_shows(
     assert {doc.path for doc in restarted.documents.built()} == shown
     fresh, _, _ = process(bundle, None)
     assert answer.text == fresh.call("search_sections", arguments).text
+
+
+def test_a_restarted_subgraph_builds_only_the_documents_it_renders(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """An unfiltered query_subgraph ranks what its walk reaches by distance and ID: with the
+    edges read back, a restart builds the documents of the objects it renders, and of the
+    concepts whose sections the walk expands, not of every concept it reached."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    arguments = {"seed_ids": ["f0/p0"], "depth": 3, "max_objects": 4}
+    process(bundle, cache, warm=True)
+    served, _, restarted = process(bundle, cache)
+    answer = served.call("query_subgraph", arguments)
+    assert not answer.is_error, answer.structured
+    structured = answer.structured
+    rendered = {node["id"] for node in structured["subgraph"]["objects"]}
+    assert structured["total_found_nodes"] > 2 * len(rendered) > 0
+    built = {doc.concept_id for doc in restarted.documents.built()}
+    assert rendered <= built and len(built) < structured["total_found_nodes"]
+    fresh, _, _ = process(bundle, None)
+    assert answer.text == fresh.call("query_subgraph", arguments).text

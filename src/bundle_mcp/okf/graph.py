@@ -48,7 +48,7 @@ import sys
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ..cancel import CancelToken
@@ -165,17 +165,20 @@ _SPACES = (" ", "\t", "\n", "\r", "\f", "\v")
 
 @dataclass(frozen=True, slots=True)
 class Entity:
-    """A concept, or one section of a concept (``section`` set; ``id`` is then its locator)."""
+    """A concept, or one section of a concept (``section`` set; ``id`` is then its locator).
+
+    The concept's document is the snapshot's, built when first asked for (:attr:`doc`): a walk
+    that reaches thousands of concepts ranks them by ID and distance and renders a few, and a
+    restarted server builds only those few documents."""
 
     id: str
-    doc: Document
+    concept_id: str
+    concepts: Mapping[str, Document] = field(repr=False, compare=False)  # the snapshot's
     section: Section | None = None
 
     @property
-    def concept_id(self) -> str:
-        concept_id = self.doc.concept_id
-        assert concept_id is not None  # only concepts and their sections are entities
-        return concept_id
+    def doc(self) -> Document:
+        return self.concepts[self.concept_id]
 
     @property
     def is_section(self) -> bool:
@@ -513,8 +516,11 @@ class BundleGraph:
         """The entity of a concept of this snapshot (``KeyError`` for an unknown ID)."""
         entity = self._concepts.get(concept_id)
         if entity is None:
-            doc = self.snapshot.concepts[concept_id]
-            entity = self._concepts.setdefault(concept_id, Entity(concept_id, doc))
+            concepts = self.snapshot.concepts
+            if concept_id not in concepts:
+                raise KeyError(concept_id)
+            entity = self._concepts.setdefault(concept_id,
+                                               Entity(concept_id, concept_id, concepts))
         return entity
 
     def sections_of(self, concept_id: str) -> tuple[Entity, ...]:
@@ -529,9 +535,12 @@ class BundleGraph:
 
     def _section_entity(self, doc: Document, section: Section) -> Entity | None:
         section_id = locator(doc.path, section.line_start, section.line_end)
-        if section_id in self.snapshot.concepts:
+        concepts = self.snapshot.concepts
+        if section_id in concepts:
             return None
-        return Entity(section_id, doc, section)
+        concept_id = doc.concept_id
+        assert concept_id is not None  # only concepts and their sections are entities
+        return Entity(section_id, concept_id, concepts, section)
 
     def resolve(self, value: str, project: str | None) -> Entity | None:
         """The entity an ID names in this snapshot, or ``None``.
