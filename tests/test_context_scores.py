@@ -196,14 +196,14 @@ def test_a_warm_question_reads_the_words_of_its_candidates_only(
     question = {"question": "download cache"}
     assert not dispatcher.call("context", question).is_error  # builds every part
     reads: list[str] = []
-    real = index.document_words
+    real = index.concept_words
 
-    def counted(doc: Any) -> Any:
-        reads.append(doc.path)
-        return real(doc)
+    def counted(snapshot: Any, concept_id: str) -> Any:
+        reads.append(concept_id)
+        return real(snapshot, concept_id)
 
-    monkeypatch.setattr(index, "document_words", counted)
-    monkeypatch.setattr(context, "document_words", counted)
+    monkeypatch.setattr(index, "concept_words", counted)
+    monkeypatch.setattr(context, "concept_words", counted)
     outcome = dispatcher.call("context", question)
     assert not outcome.is_error
     assert outcome.structured["total"] > 0

@@ -276,3 +276,23 @@ def test_a_restarted_subgraph_builds_only_the_documents_it_renders(
     assert rendered <= built and len(built) < structured["total_found_nodes"]
     fresh, _, _ = process(bundle, None)
     assert answer.text == fresh.call("query_subgraph", arguments).text
+
+
+def test_a_restarted_question_builds_only_the_documents_it_packs(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """context reads the words and the card of every concept it ranks and prices: a restart
+    reads them from the parse cache's rows without building those documents
+    (``derived.of_concept``), and builds the documents whose text it takes."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    arguments = {"question": "which page comes next", "max_tokens": 400}
+    process(bundle, cache, warm=True)
+    served, _, restarted = process(bundle, cache)
+    answer = served.call("context", arguments)
+    assert not answer.is_error, answer.structured
+    built = {doc.concept_id for doc in restarted.documents.built()}
+    packed = {item["parent_id"] for item in answer.structured["items"]}
+    assert packed and packed <= built  # and the texts it tried that did not fit, no more
+    assert answer.structured["omitted"] > len(built) - len(packed)
+    fresh, _, _ = process(bundle, None)
+    assert answer.text == fresh.call("context", arguments).text

@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
 from .cancel import CancelToken
-from .model import Document, Snapshot
+from .model import Concepts, Document, Snapshot
 
 __all__ = [
-    "OWNERS", "Codec", "Slot", "Warm", "built", "exactly", "kept", "kept_values", "of_document",
-    "of_snapshot", "release", "slots", "stored_key",
+    "OWNERS", "Codec", "Slot", "Warm", "built", "exactly", "kept", "kept_values", "of_concept",
+    "of_document", "of_snapshot", "release", "slots", "stored_key",
 ]
 
 T = TypeVar("T")
@@ -208,6 +208,32 @@ def of_document(
         return build()
 
     return doc.memo.get((slot, variant), read_or_build, check)
+
+
+def of_concept(
+    snapshot: Snapshot, concept_id: str, slot: Slot[T], build: Callable[[Document], T]
+) -> T:
+    """:func:`of_document` of the snapshot's concept, without building its document when that
+    is not built yet and an earlier process kept the slot's value for the file's bytes (the
+    parse cache's rows, :attr:`~bundle_mcp.model.Snapshot.inbound`): that value is read and
+    decoded, and not kept (the document keeps it once it is built). A restarted server's
+    first question reads the words of the thousand concepts it ranks without building a
+    thousand documents. ``KeyError`` for an ID that is no concept."""
+    store, codec, concepts = snapshot.inbound, slot.codec, snapshot.concepts
+    # A snapshot built from documents (tests, a remote copy) has plain mappings: no cells.
+    path = concepts.paths.get(concept_id) if isinstance(concepts, Concepts) else None
+    if path is not None and store is not None and codec is not None:
+        cell = snapshot.documents.cells[path]
+        key = stored_key(slot, None)
+        if cell.peek() is None and key is not None and concept_id in snapshot.concepts:
+            raw = store.derived(path, cell.record.sha256, key)
+            if raw is not None:
+                try:
+                    return codec.decode(raw)
+                except (KeyError, TypeError, ValueError, IndexError):
+                    pass  # a row that does not fit this encoding: the document builds it
+    doc = snapshot.concepts[concept_id]
+    return of_document(doc, slot, lambda: build(doc))
 
 
 def exactly(kind: type[T], value: Any) -> T:

@@ -35,7 +35,7 @@ from collections.abc import (
     ValuesView,
 )
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, cast
+from typing import Any, NamedTuple, Protocol, TypeVar, cast
 
 from .errors import Diagnostic
 from .frozen_map import frozen_mapping
@@ -666,14 +666,16 @@ FIELD = "field"  # a path-valued frontmatter field naming a concept (OKF v0.2 §
 LINKS_TO = "LINKS_TO"  # the relationship a link is reported under
 
 
-@dataclass(frozen=True, slots=True)
-class Edge:
+class Edge(NamedTuple):
     """A resolved concept edge: a navigation link, a typed relation or a field edge.
 
     ``source_ref`` / ``target_ref`` are the escaped references with their fragments for a
     relation, the plain concept IDs otherwise. ``relationship`` is the edge's name as the graph
     verbs report and filter it: :data:`LINKS_TO` for a link, the declared type for a relation,
     the field edge's name (``SOURCED_FROM``…) for a field edge.
+
+    A named tuple, not a frozen dataclass: a restarted server reads a bundle's edges back
+    (130,000 at the bench size), and a tuple is made in a fifth of a frozen dataclass's time.
     """
 
     kind: str  # NAVIGATION | RELATION | FIELD
@@ -991,6 +993,12 @@ class InboundHint(Protocol):
 
     def keep_json(self, revision: str, name: str, value: Any) -> None:
         """Keep a JSON value (never ``None``) of a revision for the next process."""
+        ...
+
+    def derived(self, path: str, sha256: str, key: str) -> Any:
+        """The value of a document's derived structure (JSON data) an earlier process kept for
+        these bytes under ``key`` (``derived.stored_key``), ``None`` when none is kept: what
+        ``Document.stored`` reads, for a document not built (``derived.of_concept``)."""
         ...
 
     def stored_bytes(self, revision: str, name: str) -> bytes | None:

@@ -546,9 +546,9 @@ def unpacked_edges(data: bytes) -> tuple[Edge, ...] | None:
     numbers.frombytes(data[head + length:])
     if numbers and max(numbers) >= len(table):
         return None
-    words = list(map(table.__getitem__, numbers))
-    return tuple(Edge(*words[at:at + _EDGE_FIELDS])
-                 for at in range(0, len(words), _EDGE_FIELDS))
+    # Field by field in C (each a column of the numbers); only Edge's constructor is Python.
+    columns = [map(table.__getitem__, numbers[n::_EDGE_FIELDS]) for n in range(_EDGE_FIELDS)]
+    return tuple(map(Edge, *columns))
 
 
 @dataclass(frozen=True, slots=True)

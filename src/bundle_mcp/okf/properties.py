@@ -77,7 +77,11 @@ def trust(fm: Mapping[str, Any]) -> str:
 
 def stale_after(fm: Mapping[str, Any], profile: str) -> str | None:
     """The raw ``stale_after`` when it is valid for the profile, else ``None``."""
-    value = fm.get("stale_after")
+    return valid_stale_after(fm.get("stale_after"), profile)
+
+
+def valid_stale_after(value: Any, profile: str) -> str | None:
+    """:func:`stale_after` of a raw ``stale_after`` value (``None`` when absent)."""
     if isinstance(value, str) and parse_value(value, profile) is not None:
         return value
     return None

@@ -37,16 +37,16 @@ import sys
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, overload
 
 from .._version import __version__
 from ..cancel import CancelToken
-from ..derived import Codec, Slot, exactly, of_document, of_snapshot
-from ..model import Document, Snapshot, revision_value
+from ..derived import Codec, Slot, exactly, of_concept, of_document, of_snapshot
+from ..model import Concepts, Document, Snapshot, revision_value
 from ..okf.names import concept_name
-from ..okf.properties import text_field
+from ..okf.properties import status_state, text_field, trust
 from ..toolspec import PartStore
 from ._kept_parts import kept_or_computed, packed, unpacked
 from ._section_index import tokens, words_between
@@ -93,11 +93,16 @@ def _encode_words(words: DocumentWords) -> list[Any]:
             recode(words.body), list(words.lengths),
             [[s.heading, s.line_start, s.line_end, s.start // width, s.end // width, s.length,
               recode(s.heading_words), s.heading_length, s.junk, s.digest]
-             for s in words.sections]]
+             for s in words.sections], _card_row(words.card)]
+
+
+def _card_row(card: Card) -> list[Any]:
+    return [card.title, card.type, card.trust, card.stale_after, card.status]
 
 
 def _decode_words(value: Any) -> DocumentWords:
-    local, stems, title, description, headings, body, lengths, sections = value
+    local, stems, title, description, headings, body, lengths, sections, card = value
+    name, kind, trusted, stale_after, status = card
     if local not in (1, 2):
         raise ValueError("not a kept form of a document's words")
     "".join(exactly(list, stems))  # TypeError unless every stem is a string (checked in C)
@@ -123,7 +128,13 @@ def _decode_words(value: Any) -> DocumentWords:
             for heading, line_start, line_end, start, end, length, heading_words,
             heading_length, junk, digest in sections
         ], headings_text, width),
+        card=Card(exactly(str, name), exactly(str, kind), sys.intern(exactly(str, trusted)),
+                  _maybe(stale_after), _maybe(status)),
     )
+
+
+def _maybe(value: Any) -> str | None:
+    return None if value is None else sys.intern(exactly(str, value))
 
 
 CONTEXT_WORDS: Slot[DocumentWords] = Slot(
@@ -131,7 +142,7 @@ CONTEXT_WORDS: Slot[DocumentWords] = Slot(
     "a document's stemmed words by field and section, for context's ranking; kept in the "
     "parse cache",
     _warm_words,
-    Codec(2, _encode_words, _decode_words),
+    Codec(3, _encode_words, _decode_words),
 )
 # One slot, several parts (the variant names the part: totals, holders, norms, copies, terms),
 # each of its own type: the accessors below (totals, holders, norms, copy_groups, term_scores)
@@ -311,6 +322,26 @@ class SectionTable(Sequence[SectionWords]):
 
 
 @dataclass(frozen=True, slots=True)
+class Card:
+    """What a context item shows of its page, and what weighs the page's score, from its
+    document: kept with its words, so that ranking and pricing an item never builds it."""
+
+    title: str  # okf.names.concept_name
+    type: str
+    trust: str
+    stale_after: str | None  # the raw ``stale_after`` when a string
+    status: str | None  # the effective status (``None``: not a valid one)
+
+    @classmethod
+    def of(cls, doc: Document) -> Card:
+        fm = doc.fm
+        after = fm.get("stale_after")
+        return cls(concept_name(doc), text_field(fm, "type"), trust(fm),
+                   after if isinstance(after, str) else None, status_state(fm)["effective"])
+
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentWords:
     """A document's stems by field, each field a string of the stems' codes
     (:mod:`._stem_codes`): one character a word, two in a ``width`` 2 document."""
@@ -321,7 +352,8 @@ class DocumentWords:
     body: str
     lengths: tuple[int, int, int, int]  # stems per field, in FIELDS order
     sections: SectionTable
-    width: int = 1
+    width: int
+    card: Card
 
     def code(self, stem: str) -> str | None:
         """The stem's code in this document's fields, ``None`` when it cannot be in them."""
@@ -351,6 +383,21 @@ def narrow_code(stem: str) -> str | None:
 def document_words(doc: Document) -> DocumentWords:
     words: DocumentWords = of_document(doc, CONTEXT_WORDS, lambda: _build(doc))
     return words
+
+
+def concept_path(snapshot: Snapshot, concept_id: str) -> str:
+    """The path of a concept's file, without building its document when the snapshot has
+    its files' cells (``KeyError`` for an ID that is no concept)."""
+    concepts = snapshot.concepts
+    if isinstance(concepts, Concepts) and concept_id in concepts:
+        return concepts.paths[concept_id]
+    return concepts[concept_id].path
+
+
+def concept_words(snapshot: Snapshot, concept_id: str) -> DocumentWords:
+    """:func:`document_words` of a concept, read back without building its document when an
+    earlier process kept them and the document is not built (``derived.of_concept``)."""
+    return of_concept(snapshot, concept_id, CONTEXT_WORDS, _build)
 
 
 def _build(doc: Document) -> DocumentWords:
@@ -404,7 +451,7 @@ def _build(doc: Document) -> DocumentWords:
     return DocumentWords(
         encode(title), encode(description), headings, "".join(body_parts),
         (len(title), len(description), len(heading_stems), length),
-        SectionTable.of(sections, headings, width), width,
+        SectionTable.of(sections, headings, width), width, Card.of(doc),
     )
 
 
@@ -519,11 +566,11 @@ class _ConceptWords(Sequence[tuple[str, DocumentWords]]):
     """The snapshot's concepts in order, each with its words, made (or read back from the
     parse cache) when asked: a question reads those of the concepts it ranks, not all."""
 
-    __slots__ = ("ids", "_concepts")
+    __slots__ = ("ids", "_snapshot")
 
-    def __init__(self, ids: tuple[str, ...], concepts: Mapping[str, Document]) -> None:
+    def __init__(self, ids: tuple[str, ...], snapshot: Snapshot) -> None:
         self.ids = ids
-        self._concepts = concepts
+        self._snapshot = snapshot
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -539,7 +586,7 @@ class _ConceptWords(Sequence[tuple[str, DocumentWords]]):
         if isinstance(position, slice):
             return [self[n] for n in range(*position.indices(len(self.ids)))]
         concept_id = self.ids[position]
-        return concept_id, document_words(self._concepts[concept_id])
+        return concept_id, concept_words(self._snapshot, concept_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -575,7 +622,7 @@ def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
         owner = array("i")
         for n in range(len(ids)):
             owner.extend(itertools.repeat(n, first_section[n + 1] - first_section[n]))
-        return _Holders(_ConceptWords(ids, snapshot.concepts), None, first_section, owner)
+        return _Holders(_ConceptWords(ids, snapshot), None, first_section, owner)
 
     def build() -> _Holders:
         found: dict[str, array[int]] = {}
@@ -588,7 +635,7 @@ def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
             owner.extend(itertools.repeat(n, len(words.sections)))
             first_section.append(len(owner))
             _hold(found, words, n, code)
-        return _Holders(_ConceptWords(ids, snapshot.concepts), found, first_section, owner)
+        return _Holders(_ConceptWords(ids, snapshot), found, first_section, owner)
 
     return revision_value(snapshot, LAYOUT_NAME, read, build,
                           lambda index: index.first_section.tolist())
@@ -934,7 +981,7 @@ def idfs(snapshot: Snapshot, terms: list[str], token: CancelToken,
 def phrases(snapshot: Snapshot, concept_id: str, pairs: list[tuple[str, str]]) -> int:
     """How many of the question's adjacent stem pairs occur side by side in the concept's
     title, description, headings or body."""
-    words = document_words(snapshot.concepts[concept_id])
+    words = concept_words(snapshot, concept_id)
     text = (words.title, words.description, words.headings, words.body)
     width = words.width
     found = 0

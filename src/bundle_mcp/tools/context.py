@@ -25,20 +25,25 @@ from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from ..model import Document, Snapshot
+from ..model import Snapshot
 from ..okf.graph import INCOMING, clip, preview
-from ..okf.names import concept_name
-from ..okf.properties import stale_after, status_state, text_field, trust
+from ..okf.properties import (
+    UNVERIFIED,
+    text_field,
+    valid_stale_after,
+)
 from ..okf.sections import locator, span_text
 from ..okf.temporal import Reference, reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._context_index import (
+    Card,
     CopyGroups,
     DocumentWords,
     Scores,
+    concept_path,
+    concept_words,
     copy_groups,
-    document_words,
     idfs,
     narrow_code,
     phrases,
@@ -227,7 +232,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         if not sections:
             candidates.append(_Candidate(base, cid, 0, 0, None, "match", None))
             continue
-        words = document_words(snapshot.concepts[cid])
+        words = concept_words(snapshot, cid)
         best = sorted(sections, key=lambda n: (-sections[n], n))[:SECTIONS_PER_CONCEPT]
         for nth, number in enumerate(best):
             section = words.sections[number]
@@ -560,24 +565,25 @@ def _inbound(snapshot: Snapshot, concept_id: str) -> int:
 
 
 def _weight(snapshot: Snapshot, concept_id: str, ref: Reference) -> float:
-    """Centrality raises a concept a little; low trust, staleness and status lower it."""
-    doc = snapshot.concepts[concept_id]
+    """Centrality raises a concept a little; low trust, staleness and status lower it (its
+    card, read with its words: no document is built to rank it)."""
+    card = concept_words(snapshot, concept_id).card
     factor = 1.0 + CENTRALITY_WEIGHT * math.log2(1 + _inbound(snapshot, concept_id))
-    factor *= TRUST_FACTOR[trust(doc.fm)]
-    if ref.stale(stale_after(doc.fm, ref.profile)):
+    factor *= TRUST_FACTOR[card.trust]
+    if ref.stale(valid_stale_after(card.stale_after, ref.profile)):
         factor *= STALE_FACTOR
-    factor *= STATUS_FACTOR.get(status_state(doc.fm)["effective"] or "", 1.0)
+    factor *= STATUS_FACTOR.get(card.status or "", 1.0)
     return factor
 
 
-def flags(doc: Document, ref: Reference) -> list[str]:
+def flags(card: Card, ref: Reference) -> list[str]:
     """What a reader should know before trusting an item, in a fixed order."""
     out = []
-    if ref.stale(stale_after(doc.fm, ref.profile)):
+    if ref.stale(valid_stale_after(card.stale_after, ref.profile)):
         out.append("stale")
-    if trust(doc.fm) == "unverified":
+    if card.trust == UNVERIFIED:
         out.append("unverified")
-    effective = status_state(doc.fm)["effective"]
+    effective = card.status
     if effective in ("deprecated", "draft"):
         out.append(effective)
     elif effective is None:
@@ -587,15 +593,18 @@ def flags(doc: Document, ref: Reference) -> list[str]:
 
 def _item(snapshot: Snapshot, c: _Candidate, rank: int, ref: Reference, text: str,
           clipped: bool, copies: list[str]) -> dict[str, Any]:
-    doc = snapshot.concepts[c.concept_id]
+    """The item of ``c``: from its card and path, without its document (the pack prices an
+    item of every candidate it meets; only the text it then takes reads the page)."""
+    card = concept_words(snapshot, c.concept_id).card
     section = c.line_start > 0
     item = {
         "rank": rank,
         "kind": "section" if section else "concept",
         "parent_id": c.concept_id,
-        "title": concept_name(doc),
-        "type": text_field(doc.fm, "type"),
-        "locator": locator(doc.path, c.line_start, c.line_end) if section else None,
+        "title": card.title,
+        "type": card.type,
+        "locator": (locator(concept_path(snapshot, c.concept_id), c.line_start, c.line_end)
+                    if section else None),
         "heading": c.heading if section else None,
         "line_start": c.line_start if section else None,
         "line_end": c.line_end if section else None,
@@ -605,8 +614,8 @@ def _item(snapshot: Snapshot, c: _Candidate, rank: int, ref: Reference, text: st
             if c.via is not None else None
         ),
         "score": c.score,
-        "trust": trust(doc.fm),
-        "flags": flags(doc, ref),
+        "trust": card.trust,
+        "flags": flags(card, ref),
         "text": text,
         "clipped": clipped,
     }
