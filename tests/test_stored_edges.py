@@ -35,7 +35,7 @@ from bundle_mcp.tools._body_words import (
     packed_index,
     unpacked_index,
 )
-from bundle_mcp.tools._context_index import holders
+from bundle_mcp.tools._context_index import CONTEXT_WORDS, concept_words, holders
 from bundle_mcp.tools._context_index import totals as context_totals
 from bundle_mcp.tools._section_index import section_totals
 from bundle_mcp.tools.search_concepts import _fields as search_fields
@@ -294,5 +294,11 @@ def test_a_restarted_question_builds_only_the_documents_it_packs(
     packed = {item["parent_id"] for item in answer.structured["items"]}
     assert packed and packed <= built  # and the texts it tried that did not fit, no more
     assert answer.structured["omitted"] > len(built) - len(packed)
+    # Read back before their documents were built, the words are kept by the files' cells,
+    # and a document built later takes them: neither read nor decoded again.
+    unbuilt = next(c for c in restarted.concepts.paths if c not in built)
+    words = concept_words(restarted, unbuilt)
+    assert concept_words(restarted, unbuilt) is words
+    assert restarted.concepts[unbuilt].memo.peek((CONTEXT_WORDS, None)) == (True, words)
     fresh, _, _ = process(bundle, None)
     assert answer.text == fresh.call("context", arguments).text

@@ -215,21 +215,26 @@ def of_concept(
 ) -> T:
     """:func:`of_document` of the snapshot's concept, without building its document when that
     is not built yet and an earlier process kept the slot's value for the file's bytes (the
-    parse cache's rows, :attr:`~bundle_mcp.model.Snapshot.inbound`): that value is read and
-    decoded, and not kept (the document keeps it once it is built). A restarted server's
-    first question reads the words of the thousand concepts it ranks without building a
-    thousand documents. ``KeyError`` for an ID that is no concept."""
+    parse cache's rows, :attr:`~bundle_mcp.model.Snapshot.inbound`): that value is read,
+    decoded and kept by the file's cell, and the document takes it when it is built. A
+    restarted server's first question reads the words of the thousand concepts it ranks
+    without building a thousand documents, and its second reads them once more from memory.
+    ``KeyError`` for an ID that is no concept."""
     store, codec, concepts = snapshot.inbound, slot.codec, snapshot.concepts
     # A snapshot built from documents (tests, a remote copy) has plain mappings: no cells.
     path = concepts.paths.get(concept_id) if isinstance(concepts, Concepts) else None
     if path is not None and store is not None and codec is not None:
         cell = snapshot.documents.cells[path]
-        key = stored_key(slot, None)
-        if cell.peek() is None and key is not None and concept_id in snapshot.concepts:
-            raw = store.derived(path, cell.record.sha256, key)
+        if cell.peek() is None and concept_id in concepts:
+            memo_key = (slot, None)
+            found, value = cell.early(memo_key)
+            if found:
+                return cast(T, value)
+            key = stored_key(slot, None)
+            raw = store.derived(path, cell.record.sha256, key) if key is not None else None
             if raw is not None:
                 try:
-                    return codec.decode(raw)
+                    return cell.keep_early(memo_key, codec.decode(raw))
                 except (KeyError, TypeError, ValueError, IndexError):
                     pass  # a row that does not fit this encoding: the document builds it
     doc = snapshot.concepts[concept_id]

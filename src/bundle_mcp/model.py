@@ -151,6 +151,11 @@ class Memo:
         with self._lock:
             return tuple(self._values)
 
+    def put(self, key: Any, value: _T) -> _T:
+        """Store ``value`` under ``key`` unless a value is stored already; the stored one."""
+        with self._lock:
+            return cast(_T, self._values.setdefault(key, value))
+
     def peek(self, key: Any) -> tuple[bool, Any]:
         """``(True, value)`` when ``key`` is stored, ``(False, None)`` otherwise; builds nothing."""
         with self._lock:
@@ -733,7 +738,7 @@ class Deferred:
     edit): what one built, the others reuse.
     """
 
-    __slots__ = ("record", "_check", "_finish", "_error", "_document", "_how", "_lock")
+    __slots__ = ("record", "_check", "_finish", "_error", "_document", "_how", "_lock", "_early")
 
     def __init__(
         self, record: FileRecord, check: Callable[[], Check] | None = None,
@@ -748,6 +753,9 @@ class Deferred:
         self._document = document
         self._how = GIVEN if document is not None else None
         self._lock = threading.Lock()  # one check and one build per cell, whoever asks
+        # Values of the document's memo known before it is built (read back from the parse
+        # cache: ``derived.of_concept``), which the document takes when it is built.
+        self._early: dict[Any, Any] | None = None
 
     @classmethod
     def of(cls, document: Document) -> Deferred:
@@ -778,7 +786,31 @@ class Deferred:
                 assert finish is not None
                 self._document, self._how = finish()
                 self._finish = None
+                early, self._early = self._early, None
+                for key, value in (early or {}).items():
+                    self._document.memo.put(key, value)
             return self._document
+
+    def early(self, key: Any) -> tuple[bool, Any]:
+        """``(True, value)`` when the document's memo holds ``key`` (or will: a value kept
+        before the document was built), else ``(False, None)``; builds nothing."""
+        with self._lock:
+            if self._document is not None:
+                return self._document.memo.peek(key)
+            if self._early is not None and key in self._early:
+                return True, self._early[key]
+            return False, None
+
+    def keep_early(self, key: Any, value: _T) -> _T:
+        """Keep a value of the document's memo, built or not (then the document takes it when
+        built); the value kept under ``key`` (the first one kept wins). Only a pure function
+        of the file's bytes may be kept, as in any memo."""
+        with self._lock:
+            if self._document is not None:
+                return self._document.memo.put(key, value)
+            early = self._early if self._early is not None else {}
+            self._early = early
+            return cast(_T, early.setdefault(key, value))
 
     def peek(self) -> Document | None:
         """The document if it is built, without building it."""
