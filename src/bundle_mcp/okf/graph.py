@@ -175,10 +175,17 @@ class Entity:
     concept_id: str
     concepts: Mapping[str, Document] = field(repr=False, compare=False)  # the snapshot's
     section: Section | None = None
+    # The document once asked for (or given: a section's): a memo of ``concepts``' own, as
+    # a walk's rendering reads it several times an entity.
+    _doc: Document | None = field(default=None, repr=False, compare=False)
 
     @property
     def doc(self) -> Document:
-        return self.concepts[self.concept_id]
+        doc = self._doc
+        if doc is None:
+            doc = self.concepts[self.concept_id]
+            object.__setattr__(self, "_doc", doc)  # frozen: a memo of a pure lookup
+        return doc
 
     @property
     def is_section(self) -> bool:
@@ -540,7 +547,7 @@ class BundleGraph:
             return None
         concept_id = doc.concept_id
         assert concept_id is not None  # only concepts and their sections are entities
-        return Entity(section_id, concept_id, concepts, section)
+        return Entity(section_id, concept_id, concepts, section, doc)
 
     def resolve(self, value: str, project: str | None) -> Entity | None:
         """The entity an ID names in this snapshot, or ``None``.
