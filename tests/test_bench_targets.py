@@ -156,3 +156,17 @@ def test_a_first_call_after_a_restart_is_judged_by_the_issues_bound(
     line = next(line for line in targets.render([now], {}).splitlines()
                 if "first call after a restart" in line)
     assert ("| met |" in line) is met, line
+
+
+def test_a_first_call_not_waiting_for_ready_has_its_own_row_and_the_same_bound(
+        targets: ModuleType) -> None:
+    """The calls a client makes at once after a restart are judged apart from those the
+    restart session makes once ready, by the same bound, and a regression among them is named."""
+    now = result(restart_at_once={"read_concept": 0.2})
+    rows = [line for line in targets.render([now], {}).splitlines() if "not waiting" in line]
+    assert len(rows) == 1 and "| **missed** |" in rows[0]
+    fast = result(restart_at_once={"read_concept": 0.03})
+    assert "| met |" in next(line for line in targets.render([fast], {}).splitlines()
+                             if "not waiting" in line)
+    assert names(targets.regressions(fast, now)) == [
+        f"read_concept: {targets.AT_ONCE}"]
