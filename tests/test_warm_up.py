@@ -16,14 +16,15 @@ from typing import Any
 import pytest
 
 from bundle_mcp import derived
+from bundle_mcp import readiness as readiness_module
 from bundle_mcp.cancel import CancelToken
-from bundle_mcp.dispatch import ANSWERS, Dispatcher, ServeConfig
+from bundle_mcp.dispatch import ANSWERS, CallGate, Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError, resource_limit
 from bundle_mcp.loader.views import reader_view
 from bundle_mcp.model import Memo, Snapshot
 from bundle_mcp.okf.scopes import NOTHING, Access, FolderScope
 from bundle_mcp.readers import ALL_READER, Reader
-from bundle_mcp.readiness import Readiness, WarmStep, warm_steps
+from bundle_mcp.readiness import Readiness, StepAside, WarmStep, warm_steps
 from bundle_mcp.snapshots import SnapshotCache
 from bundle_mcp.tools._section_index import SECTION_WORD_TOTALS
 from bundle_mcp.validation import ORPHAN_FINDINGS
@@ -531,6 +532,9 @@ class _RecordingGate:
         self._events = events
         self._seen_waiting = seen_waiting
 
+    def busy(self) -> bool:
+        return self._gate.busy()
+
     def wait_quiet(self, timeout: float | None) -> bool:
         busy = not self._gate.wait_quiet(0)
         self._events.append("warm-up waits for a call" if busy else "warm-up finds no call")
@@ -644,3 +648,73 @@ def test_a_stop_that_waits_returns_once_the_warm_up_thread_has_ended(
     readiness.stop(wait=WAIT_SECONDS)
     # This warm-up's own thread: other tests' stopped warm-ups may still be finishing theirs.
     assert not warming[0].is_alive()
+
+
+def test_a_step_stands_aside_at_its_checks_while_a_call_runs() -> None:
+    """Inside a step, each check waits while a caller's call is in flight, and goes on once
+    it ends; a stop ends the wait too."""
+    gate = CallGate()
+    token = StepAside(gate)
+    token.check()  # no call: no wait
+    passed, call_over = threading.Event(), threading.Event()
+
+    def step() -> None:
+        token.check()
+        passed.set()
+
+    with gate.call():
+        stepping = threading.Thread(target=step)
+        stepping.start()
+        # Aside while the call runs (for up to MAX_ASIDE_SECONDS, far more than this wait).
+        assert not passed.wait(0.2)
+        call_over.set()
+    assert passed.wait(WAIT_SECONDS)
+    stepping.join(WAIT_SECONDS)
+
+    stopped = StepAside(gate)
+    raised: list[BaseException] = []
+
+    def stopped_step() -> None:
+        try:
+            stopped.check()
+        except BundleError as exc:
+            raised.append(exc)
+
+    with gate.call():
+        stepping = threading.Thread(target=stopped_step)
+        stepping.start()
+        stopped.cancel()
+        stepping.join(WAIT_SECONDS)
+    assert raised and raised[0].code == "operation_cancelled"
+
+
+def test_a_step_does_not_stand_aside_for_a_call_that_waits_for_its_build(
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call that needs the value the warm-up is building waits for it: the warm-up's checks
+    then go on (``model.awaited``), or the two would wait for each other until the limit."""
+    monkeypatch.setattr(readiness_module, "MAX_ASIDE_SECONDS", WAIT_SECONDS * 10)
+    gate = CallGate()
+    token = StepAside(gate)
+    memo = Memo()
+    started, got = threading.Event(), []
+
+    def build() -> str:
+        started.set()
+        for _ in range(100):
+            token.check()
+            threading.Event().wait(0.002)
+        return "built by the warm-up"
+
+    def call() -> None:
+        with gate.call():
+            got.append(memo.get("slot", lambda: "built by the call"))
+
+    # Daemons: were the warm-up to stand aside, both would wait far past the test.
+    warming = threading.Thread(target=lambda: memo.get("slot", build), daemon=True)
+    warming.start()
+    assert started.wait(WAIT_SECONDS)
+    calling = threading.Thread(target=call, daemon=True)
+    calling.start()
+    calling.join(WAIT_SECONDS)
+    assert got == ["built by the warm-up"]

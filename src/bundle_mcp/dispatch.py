@@ -282,8 +282,9 @@ def _as_listed(schema: Mapping[str, Any]) -> dict[str, Any]:
 
 class CallGate:
     """The callers' calls in flight: the dispatcher holds it around each of them, and the
-    warm-up waits for it to be quiet before each of its steps, so the warm-up runs at a lower
-    priority than any call (a call shares the interpreter with at most the step under way)."""
+    warm-up waits for it to be quiet before each of its steps, and stands aside within one while
+    it is busy (``readiness.StepAside``), so the warm-up runs at a lower priority than any
+    call."""
 
     __slots__ = ("_running", "_quiet")
 
@@ -303,6 +304,10 @@ class CallGate:
                 self._running -= 1
                 if not self._running:
                     self._quiet.notify_all()
+
+    def busy(self) -> bool:
+        """Whether a call is in flight now (one read: the warm-up asks it at every check)."""
+        return self._running > 0
 
     def wait_quiet(self, timeout: float | None) -> bool:
         """Wait until no call is in flight, at most ``timeout`` seconds; True when none is."""

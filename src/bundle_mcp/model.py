@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import abc
 import bisect
+import contextvars
 import functools
 import hashlib
 import itertools
@@ -113,13 +114,28 @@ BUILD_WAIT_POLL_SECONDS = 0.05
 
 
 class _Build:
-    """A value one thread is computing; the others wait for ``done`` instead of computing too."""
+    """A value one thread is computing; the others wait for ``done`` instead of computing too
+    (``waiters`` of them, counted under the memo's lock)."""
 
-    __slots__ = ("thread", "done")
+    __slots__ = ("thread", "done", "waiters")
 
     def __init__(self) -> None:
         self.thread = threading.get_ident()
         self.done = threading.Event()
+        self.waiters = 0
+
+
+# The builds the running thread has under way (Memo._build), innermost last: per thread, as a
+# context variable is (each thread starts with none).
+_UNDER_WAY: contextvars.ContextVar[tuple[_Build, ...]] = contextvars.ContextVar(
+    "memo_builds_under_way", default=())
+
+
+def awaited() -> bool:
+    """Whether another thread waits for a value this thread is building: a background builder
+    that steps aside while calls run (the warm-up, ``readiness``) must not, then, or the call
+    would wait for it."""
+    return any(build.waiters for build in _UNDER_WAY.get())
 
 
 class Memo:
@@ -193,11 +209,18 @@ class Memo:
                 return self._build(key, factory, build)
             if build.thread == threading.get_ident():
                 raise RuntimeError(f"{key!r} is needed by its own factory")
-            while not build.done.wait(BUILD_WAIT_POLL_SECONDS):
-                if check is not None:
-                    check()
+            with self._lock:
+                build.waiters += 1
+            try:
+                while not build.done.wait(BUILD_WAIT_POLL_SECONDS):
+                    if check is not None:
+                        check()
+            finally:
+                with self._lock:
+                    build.waiters -= 1
 
     def _build(self, key: Any, factory: Callable[[], _T], build: _Build) -> _T:
+        under_way = _UNDER_WAY.set((*_UNDER_WAY.get(), build))
         try:
             value = factory()
             with self._lock:
@@ -206,6 +229,7 @@ class Memo:
                     del self._values[next(iter(self._values))]
                 return cast(_T, kept)
         finally:
+            _UNDER_WAY.reset(under_way)
             with self._lock:
                 del self._building[key]
                 if not self._building:
