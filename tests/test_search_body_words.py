@@ -95,16 +95,17 @@ def test_bodies_are_not_kept_folded_unless_not_ascii(snapshot: Snapshot) -> None
     """Only a non-ASCII body's fold is kept with the document: an ASCII one is folded when a
     call needs it, and the search's columns hold the documents' own texts."""
     columns = sc._fields(snapshot, CancelToken())
+    kinds = columns.body_kinds(CancelToken())
     for cid, doc in snapshot.concepts.items():
         kept_body = doc.folded.kept_body
         assert (kept_body is None) == doc.body.isascii(), cid
         assert doc.folded_body() == fold(doc.body)
-    ascii_ids = {columns.concept_ids[n] for n in columns.ascii_positions}
+    ascii_ids = {columns.concept_ids[n] for n in kinds.ascii_positions}
     assert ascii_ids == {cid for cid, doc in snapshot.concepts.items() if doc.text.isascii()}
     assert all(held is snapshot.concepts[columns.concept_ids[n]].held
-               for n, held in zip(columns.ascii_positions, columns.ascii_texts, strict=True))
-    assert {columns.concept_ids[n] for n in columns.other_positions} == {"d/kappa"}
-    assert {columns.concept_ids[n] for n in columns.kept_positions} == {"a/gamma", "b/delta"}
+               for n, held in zip(kinds.ascii_positions, kinds.ascii_texts, strict=True))
+    assert {columns.concept_ids[n] for n in kinds.other_positions} == {"d/kappa"}
+    assert {columns.concept_ids[n] for n in kinds.kept_positions} == {"a/gamma", "b/delta"}
 
 
 def _cut(text: str) -> st.SearchStrategy[str]:

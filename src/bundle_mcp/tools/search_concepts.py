@@ -6,7 +6,7 @@ import functools
 import operator
 from array import array
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from typing import Any, overload
@@ -99,18 +99,20 @@ class SearchFields:
     ids: JoinedColumn
     titles: JoinedColumn
     descriptions: JoinedColumn
-    # Three kinds of body, each scanned its own way (``_scanned``); positions in the columns.
-    # An ASCII text (the document's own, compressed: a scan decompresses each in turn): its
-    # fold has the text's offsets, so the body's fold is the text's from the body's start on.
-    ascii_texts: Sequence[HeldText]
-    ascii_starts: array[int]
-    ascii_positions: tuple[int, ...]
-    kept_bodies: Sequence[str]  # a non-ASCII body: its fold, kept by the document
-    kept_positions: tuple[int, ...]
-    other_positions: tuple[int, ...]  # an ASCII body after non-ASCII frontmatter: cut, folded
     tags: JoinedColumn  # every tag of every concept, each on its own
     tag_owners: tuple[int, ...]  # the position of the concept each tag belongs to
     positions: Mapping[str, int]  # concept ID → its position in the columns
+    # Made from the documents when a scan first needs them (read back, none is): a memo.
+    kinds: BodyKinds | None = None
+
+    def body_kinds(self, token: CancelToken) -> BodyKinds:
+        """The bodies by kind (:class:`BodyKinds`), made from the documents on first use."""
+        kinds = self.kinds
+        if kinds is None:
+            kinds = BodyKinds.of(self.documents, token)
+            # A memo of a pure function of the documents: a race keeps one of two equal values.
+            object.__setattr__(self, "kinds", kinds)
+        return kinds
 
     def priorities(
         self, needle: str, token: CancelToken, body_candidates: Collection[str] | None = None,
@@ -155,7 +157,8 @@ class SearchFields:
         would cost a search as written on top of the fold of nearly every text: when fewer than
         half of the first texts hold it as written, the rest are folded straight away.
         """
-        texts, starts, positions = self.ascii_texts, self.ascii_starts, self.ascii_positions
+        kinds = self.body_kinds(token)
+        texts, starts, positions = kinds.ascii_texts, kinds.ascii_starts, kinds.ascii_positions
         if needle.isascii():  # else in no ASCII text, nor in its fold
             as_written = fold(needle) == needle
             held = 0
@@ -173,10 +176,53 @@ class SearchFields:
                 elif fold(text).find(needle, start) >= 0:
                     yield positions[k]
         token.check()
-        yield from compress(self.kept_positions,
-                            map(operator.contains, self.kept_bodies, repeat(needle)))
+        yield from compress(kinds.kept_positions,
+                            map(operator.contains, kinds.kept_bodies, repeat(needle)))
         documents = self.documents
-        yield from (n for n in self.other_positions if documents[n].folded_body_holds(needle))
+        yield from (n for n in kinds.other_positions if documents[n].folded_body_holds(needle))
+
+
+@dataclass(frozen=True, slots=True)
+class BodyKinds:
+    """The concepts' bodies in three kinds, each scanned its own way
+    (``SearchFields._scanned``); positions in the columns. An ASCII text (the document's own,
+    held compressed or in its file: a scan reads each in turn) folds to the text's offsets, so
+    the body's fold is the text's from the body's start on; a non-ASCII body's fold is kept by
+    its document; an ASCII body after non-ASCII frontmatter is cut out and folded."""
+
+    ascii_texts: tuple[HeldText, ...]
+    ascii_starts: array[int]
+    ascii_positions: tuple[int, ...]
+    kept_bodies: tuple[str, ...]
+    kept_positions: tuple[int, ...]
+    other_positions: tuple[int, ...]
+
+    @classmethod
+    def of(cls, documents: Sequence[Document], token: CancelToken) -> BodyKinds:
+        """From each document: whether its text is ASCII (known without reading it), else
+        whether its body's fold is kept (``FoldedFields.kept_body``)."""
+        ascii_texts: list[HeldText] = []
+        ascii_starts = array("L")
+        ascii_positions: list[int] = []
+        kept_bodies: list[str] = []
+        kept_positions: list[int] = []
+        other_positions: list[int] = []
+        for n, doc in enumerate(documents):
+            if not n % _SAMPLED_TEXTS:
+                token.check()
+            if doc.held.ascii:
+                ascii_texts.append(doc.held)
+                ascii_starts.append(doc.body_start)
+                ascii_positions.append(n)
+                continue
+            kept = doc.folded.kept_body
+            if kept is not None:
+                kept_bodies.append(kept)
+                kept_positions.append(n)
+            else:
+                other_positions.append(n)
+        return cls(tuple(ascii_texts), ascii_starts, tuple(ascii_positions), tuple(kept_bodies),
+                   tuple(kept_positions), tuple(other_positions))
 
 
 def _fields(snapshot: Snapshot, token: CancelToken) -> SearchFields:
@@ -191,49 +237,39 @@ STORED_COLUMNS = "search-columns"
 
 
 def _kept_form(fields: SearchFields) -> dict[str, Any]:
-    """What :func:`_read_back` reads: the folded columns and where each kind of body is, not
-    the concept IDs (the snapshot's, in the same order) nor any text."""
+    """What :func:`_read_back` reads: the folded columns, not the concept IDs (the
+    snapshot's, in the same order) nor anything of the bodies (a scan reads the documents)."""
     return {
         "ids": fields.ids.strings, "titles": fields.titles.strings,
         "descriptions": fields.descriptions.strings, "tags": fields.tags.strings,
-        "tag_owners": fields.tag_owners, "ascii": fields.ascii_positions,
-        "ascii_starts": fields.ascii_starts.tolist(), "kept": fields.kept_positions,
-        "other": fields.other_positions,
+        "tag_owners": fields.tag_owners,
     }
 
 
 def _read_back(snapshot: Snapshot, kept: Any) -> SearchFields | None:
     """The columns :func:`_kept_form` kept, over ``snapshot``'s concepts, or ``None`` unless
-    every column has the concepts' length, the tags' owners are in order and the three kinds
-    of body split the concepts. The documents and the bodies are the snapshot's, built when a
-    query asks for them: a rare word's holders, the texts of a scan."""
+    every column has the concepts' length and the tags' owners are in order. The documents
+    are the snapshot's, built when a query asks for them: a rare word's holders, or every one
+    for a scan (which then sorts their bodies by kind, :class:`BodyKinds`)."""
     if not isinstance(kept, dict):
         return None
     concept_ids = tuple(snapshot.concepts)
     count = len(concept_ids)
     strings: list[Any] = [kept.get(name) for name in ("ids", "titles", "descriptions", "tags")]
-    numbers: list[Any] = [kept.get(name) for name in ("tag_owners", "ascii", "ascii_starts", "kept",
-                                           "other")]
-    if not (all(_of(column, str) for column in strings) and all(_of(n, int) for n in numbers)):
+    owners: Any = kept.get("tag_owners")
+    if not (all(_of(column, str) for column in strings) and _of(owners, int)):
         return None
     ids, titles, descriptions, tags = strings
-    owners, ascii_positions, starts, kept_positions, other_positions = numbers
     if (any(len(column) != count for column in (ids, titles, descriptions))
-            or len(owners) != len(tags) or len(starts) != len(ascii_positions)
-            or sorted(ascii_positions + kept_positions + other_positions) != list(range(count))
+            or len(owners) != len(tags)
             or any(a > b for a, b in zip(owners, owners[1:], strict=False))
-            or (owners and (owners[0] < 0 or owners[-1] >= count))
-            or any(start < 0 for start in starts)):
+            or (owners and (owners[0] < 0 or owners[-1] >= count))):
         return None
-    documents = _Documents(snapshot.concepts, concept_ids)
     return SearchFields(
-        concept_ids, documents,
+        concept_ids, _Documents(snapshot.concepts, concept_ids),
         JoinedColumn.of(tuple(ids)), JoinedColumn.of(tuple(titles)),
-        JoinedColumn.of(tuple(descriptions)),
-        _Bodies(documents, tuple(ascii_positions), held=True), array("L", starts),
-        tuple(ascii_positions), _Bodies(documents, tuple(kept_positions), held=False),
-        tuple(kept_positions), tuple(other_positions),
-        JoinedColumn.of(tuple(tags)), tuple(owners), {c: n for n, c in enumerate(concept_ids)},
+        JoinedColumn.of(tuple(descriptions)), JoinedColumn.of(tuple(tags)), tuple(owners),
+        {c: n for n, c in enumerate(concept_ids)},
     )
 
 
@@ -265,51 +301,12 @@ class _Documents(Sequence[Document]):
         return self._concepts[self._ids[n]]
 
 
-class _Bodies(Sequence[Any]):
-    """Of the documents at ``positions``: each one's held text (``held``: an ASCII text, which a
-    scan folds as it goes) or its body's fold (a non-ASCII body's, which its document keeps)."""
-
-    __slots__ = ("_documents", "_positions", "_held")
-
-    def __init__(self, documents: Sequence[Document], positions: tuple[int, ...], *,
-                 held: bool) -> None:
-        self._documents = documents
-        self._positions = positions
-        self._held = held
-
-    def __len__(self) -> int:
-        return len(self._positions)
-
-    def _body(self, position: int) -> Any:
-        doc = self._documents[position]
-        return doc.held if self._held else doc.folded_body()
-
-    @overload
-    def __getitem__(self, n: int) -> Any: ...
-    @overload
-    def __getitem__(self, n: slice) -> tuple[Any, ...]: ...
-
-    def __getitem__(self, n: int | slice) -> Any:
-        if isinstance(n, slice):
-            return tuple(map(self._body, self._positions[n]))
-        return self._body(self._positions[n])
-
-    def __iter__(self) -> Iterator[Any]:
-        return map(self._body, self._positions)
-
-
 def _built(snapshot: Snapshot, token: CancelToken) -> SearchFields:
     concept_ids: list[str] = []
     documents: list[Document] = []
     folded: list[FoldedFields] = []
     tags: list[str] = []
     owners: list[int] = []
-    ascii_texts: list[HeldText] = []
-    ascii_starts = array("L")
-    ascii_positions: list[int] = []
-    kept_bodies: list[str] = []
-    kept_positions: list[int] = []
-    other_positions: list[int] = []
     for n, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
         fields = doc.folded
@@ -318,23 +315,14 @@ def _built(snapshot: Snapshot, token: CancelToken) -> SearchFields:
         folded.append(fields)
         tags.extend(fields.tags)
         owners.extend(repeat(n, len(fields.tags)))
-        if fields.kept_body is not None:
-            kept_bodies.append(fields.kept_body)
-            kept_positions.append(n)
-        elif doc.held.ascii:
-            ascii_texts.append(doc.held)
-            ascii_starts.append(doc.body_start)
-            ascii_positions.append(n)
-        else:
-            other_positions.append(n)
+    held = tuple(documents)
     return SearchFields(
-        tuple(concept_ids), tuple(documents),
+        tuple(concept_ids), held,
         JoinedColumn.of(tuple(f.concept_id for f in folded)),
         JoinedColumn.of(tuple(f.title for f in folded)),
         JoinedColumn.of(tuple(f.description for f in folded)),
-        tuple(ascii_texts), ascii_starts, tuple(ascii_positions),
-        tuple(kept_bodies), tuple(kept_positions), tuple(other_positions),
         JoinedColumn.of(tuple(tags)), tuple(owners), {c: n for n, c in enumerate(concept_ids)},
+        BodyKinds.of(held, token),
     )
 
 
