@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import sqlite3
+import threading
 import zlib
 from array import array
 from pathlib import Path
@@ -230,3 +231,38 @@ def test_packed_arrays_come_back_bit_for_bit() -> None:
     assert unpacked(data[:-1], "idi") is None  # cut short
     assert unpacked(data + b"\0", "idi") is None  # something after
     assert unpacked(b"", "idi") is None
+
+
+def test_a_part_that_meets_a_save_holding_the_database_is_written_after_it(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A save at the file cap holds the database for seconds, past a part write's busy
+    timeout: a cold warm-up's whole-bundle values kept meanwhile were dropped. Such a write is
+    tried once more when the save under way ends."""
+    monkeypatch.setattr(parse_cache, "BUSY_TIMEOUT_MS", 50)
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    parse = ParseCache(cache)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
+                            cache=SnapshotCache(parse_cache=parse, watch=False))
+    snapshot = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+    dispatcher.save_parse_cache(bundle, snapshot)
+    store = parse.parts(bundle)
+    assert store is not None
+    (database,) = (cache / "parse").glob("*.sqlite3")
+    saving = parse._saving(database)  # held by this process's save while it runs
+    with saving, sqlite3.connect(database, isolation_level=None) as held:
+        held.execute("BEGIN IMMEDIATE")  # as the save's transaction holds the database
+        store.keep("revision", "kept during the save", b"value")
+        # Ten busy timeouts: the write has met the lock and now waits for the save to end
+        # (without the retry it has given up by then, and the assertion below fails).
+        threading.Event().wait(0.5)
+        held.execute("COMMIT")
+    parse.settle_parts()
+    assert store.read("revision", "kept during the save") == b"value"
+    # Locked by another process (no save of this one under way): tried once more, then left.
+    with sqlite3.connect(database, isolation_level=None) as held:
+        held.execute("BEGIN IMMEDIATE")
+        store.keep("revision", "kept while another process writes", b"value")
+        parse.settle_parts()
+        held.execute("COMMIT")
+    assert store.read("revision", "kept while another process writes") is None

@@ -151,6 +151,9 @@ class ParseCache:
         # Parts kept before their bundle's database existed (a first warm-up keeps its answers
         # before its save makes the database): written once a save has made it.
         self._waiting_parts: dict[Path, list[Callable[[], None]]] = {}
+        # One per database, held while this process saves it: a part write that met the
+        # database locked waits for the save under way before it tries again.
+        self._save_locks: dict[Path, threading.Lock] = {}
 
     @classmethod
     def default(cls) -> ParseCache:
@@ -190,6 +193,11 @@ class ParseCache:
             if len(waiting) < MAX_WAITING_PARTS:
                 waiting.append(write)
             return True
+
+    def _saving(self, database: Path) -> threading.Lock:
+        """Held by this process's save of ``database`` for as long as it runs."""
+        with self._warned_lock:
+            return self._save_locks.setdefault(database, threading.Lock())
 
     def _saved(self, database: Path) -> None:
         with self._warned_lock:
@@ -245,14 +253,15 @@ class ParseCache:
             return
         try:
             database.parent.mkdir(parents=True, exist_ok=True)
-            try:
-                self._write(database, bundle_path, documents, stats or {})
-            except sqlite3.DatabaseError as exc:
-                if isinstance(exc, sqlite3.OperationalError) and not _corrupt(exc):
-                    raise
-                # Not a database, or a damaged one: start it again.
-                _remove(database)
-                self._write(database, bundle_path, documents, stats or {})
+            with self._saving(database):
+                try:
+                    self._write(database, bundle_path, documents, stats or {})
+                except sqlite3.DatabaseError as exc:
+                    if isinstance(exc, sqlite3.OperationalError) and not _corrupt(exc):
+                        raise
+                    # Not a database, or a damaged one: start it again.
+                    _remove(database)
+                    self._write(database, bundle_path, documents, stats or {})
             self._saved(database)
             _prune(database.parent)
         except sqlite3.OperationalError as exc:
@@ -470,7 +479,7 @@ class KeptParts:
         if not self._cache._wait_for_database(self._database, write):
             self._cache._start_part_write(write)
 
-    def _write(self, revision: str, key: str, value: bytes) -> None:
+    def _write(self, revision: str, key: str, value: bytes, *, again: bool = True) -> None:
         if not self._database.exists():
             return
         compressed = zlib.compress(value, DERIVED_COMPRESSION)
@@ -493,6 +502,14 @@ class KeptParts:
         except sqlite3.OperationalError as exc:
             if not _contended(exc):
                 self._cache._warn(exc)
+            elif again:
+                # A save at the file cap holds the database for seconds, past the busy
+                # timeout (a cold warm-up keeps its whole-bundle values meanwhile): once more,
+                # after this process's save under way, if any.
+                with self._cache._saving(self._database):
+                    pass
+                self._write(revision, key, value, again=False)
+                return
             log.debug("kept part %s skipped: %s", key, exc)
         except (OSError, sqlite3.Error) as exc:
             self._cache._warn(exc)
