@@ -718,3 +718,18 @@ def test_a_step_does_not_stand_aside_for_a_call_that_waits_for_its_build(
     calling.start()
     calling.join(WAIT_SECONDS)
     assert got == ["built by the warm-up"]
+
+
+def test_only_a_tool_run_through_the_dispatcher_never_stands_aside(
+    tmp_bundle: Callable[..., str]
+) -> None:
+    """A kept answer's step runs the tool through the dispatcher, which may capture the bundle
+    under the snapshot cache's lock that a caller's call waits for: its checks do not stand
+    aside. Every other step's do."""
+    bundle = tmp_bundle({"a.md": "---\ntype: Note\n---\n# A\n"})
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)))
+    view = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+    steps = warm_steps(dispatcher, bundle, ALL_READER, view)
+    answers = [step for step in steps if step.name.startswith("answers ")]
+    assert answers and not any(step.aside for step in answers)
+    assert all(step.aside for step in steps if step not in answers)

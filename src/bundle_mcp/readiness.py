@@ -141,6 +141,10 @@ class WarmStep:
     name: str  # the slot it builds, "documents …", "edges" or "answers <tool>"
     build: Callable[[CancelToken], object]
     slot: derived.Slot[object] | None = None  # the slot it builds, if it builds one
+    # Whether its checks stand aside for the callers' calls (StepAside). Not a tool run
+    # through the dispatcher: it may capture the bundle under the snapshot cache's lock, which
+    # a caller's call may be waiting for.
+    aside: bool = True
 
 
 def warm_steps(
@@ -160,7 +164,8 @@ def warm_steps(
             steps.append(WarmStep(slot.name, functools.partial(warm, view), slot))
     for name in dispatcher.kept_answer_tools():
         steps.append(WarmStep(f"answers {name}",
-                              functools.partial(_answer, dispatcher, name, bundle, reader)))
+                              functools.partial(_answer, dispatcher, name, bundle, reader),
+                              aside=False))
     return tuple(steps)
 
 
@@ -482,7 +487,7 @@ class Readiness:
         """One step; a failure (a cap, a cancelled warm-up) is logged, not raised: the bundle
         loaded, and a call will meet the same failure and report it."""
         try:
-            outcome = step.build(self._step_token)
+            outcome = step.build(self._step_token if step.aside else self._token)
         except UnknownTool:
             return  # not served (--tools)
         except BundleError as exc:
