@@ -218,7 +218,9 @@ def test_sighup_reaches_every_worker(tmp_path: Path) -> None:
             assert time.monotonic() < deadline, (answers[-CONNECTIONS:], log.read_text())
             answers.append(_status_with(port, "new-token"))
         assert process.poll() is None  # a worker did not take SIGHUP as a stop
-        assert log.read_text().count("readers reloaded from") == 2
+        # Each worker reloaded (both answer the new token above); a worker whose handler came
+        # after the file changed also catches up on its own, so it may say so twice.
+        assert log.read_text().count("readers reloaded from") >= 2
     finally:
         process.kill()
         process.wait(WAIT_SECONDS)
