@@ -27,11 +27,7 @@ from typing import Any, TypeVar
 
 from ..model import Snapshot
 from ..okf.graph import INCOMING, clip, preview
-from ..okf.properties import (
-    UNVERIFIED,
-    text_field,
-    valid_stale_after,
-)
+from ..okf.properties import UNVERIFIED, text_field, valid_stale_after
 from ..okf.sections import locator, span_text
 from ..okf.temporal import Reference, reference_from
 from ..toolspec import CallContext, ToolSpec

@@ -102,7 +102,7 @@ class SearchFields:
     tags: JoinedColumn  # every tag of every concept, each on its own
     tag_owners: tuple[int, ...]  # the position of the concept each tag belongs to
     positions: Mapping[str, int]  # concept ID → its position in the columns
-    # Made from the documents when a scan first needs them (read back, none is): a memo.
+    # Made from the documents when a scan first needs them (body_kinds): a memo.
     kinds: BodyKinds | None = None
 
     def body_kinds(self, token: CancelToken) -> BodyKinds:
@@ -315,19 +315,19 @@ def _built(snapshot: Snapshot, token: CancelToken) -> SearchFields:
         folded.append(fields)
         tags.extend(fields.tags)
         owners.extend(repeat(n, len(fields.tags)))
-    held = tuple(documents)
     return SearchFields(
-        tuple(concept_ids), held,
+        tuple(concept_ids), tuple(documents),
         JoinedColumn.of(tuple(f.concept_id for f in folded)),
         JoinedColumn.of(tuple(f.title for f in folded)),
         JoinedColumn.of(tuple(f.description for f in folded)),
         JoinedColumn.of(tuple(tags)), tuple(owners), {c: n for n, c in enumerate(concept_ids)},
-        BodyKinds.of(held, token),
     )
 
 
 def _warm_fields(snapshot: Snapshot, token: CancelToken) -> None:
-    of_snapshot(snapshot, SEARCH_FIELDS, lambda: _fields(snapshot, token), check=token.check)
+    fields = of_snapshot(snapshot, SEARCH_FIELDS, lambda: _fields(snapshot, token),
+                         check=token.check)
+    fields.body_kinds(token)  # the documents are built by now: a scan then finds them sorted
 
 
 SEARCH_FIELDS: Slot[SearchFields] = Slot(
