@@ -19,7 +19,7 @@ from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.model import Snapshot
 from bundle_mcp.tools import _context_index as index
-from bundle_mcp.tools import context
+from bundle_mcp.tools import _context_words, context
 from bundle_mcp.tools._context_index import (
     FIELD_B,
     FIELD_WEIGHT,
@@ -237,7 +237,7 @@ def test_wide_documents_score_and_answer_as_narrow_ones(
         if thread.name == "bundle-mcp-parse-cache":
             thread.join(timeout=60)
     narrow, _ = served()
-    monkeypatch.setattr(index, "_CODES", StemCodes(single_limit=LIMIT))
+    monkeypatch.setattr(_context_words, "CODES", StemCodes(single_limit=LIMIT))
     wide, snapshot = served()
     assert wide == narrow
     widths = [document_words(doc).width for doc in snapshot.concepts.values()]

@@ -190,6 +190,27 @@ def test_only_the_newest_parts_are_kept(
     assert keys == WORDS[2:5]
 
 
+def test_a_whole_bundle_value_replaces_the_one_kept_for_other_files(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """Packed whole-bundle values (megabytes each) are kept for the newest revision only: a
+    restart on changed files replaces them, so restarts after edits do not fill the cache."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    serve(bundle, cache)
+    Path(bundle, "p1.md").write_text("---\ntitle: Changed\n---\n# Changed\n\nNew words.\n")
+    serve(bundle, cache)
+    (database,) = (cache / "parse").glob("*.sqlite3")
+    with sqlite3.connect(database) as db:
+        packed_rows = list(db.execute("SELECT key, count(DISTINCT revision) FROM parts"
+                                      " WHERE key LIKE ? GROUP BY key",
+                                      (f"{parse_cache.BYTES_PART}%",)))
+        other = db.execute("SELECT count(DISTINCT revision) FROM parts WHERE key NOT LIKE ?",
+                           (f"{parse_cache.BYTES_PART}%",)).fetchone()[0]
+    assert len(packed_rows) >= 3  # the body words, the context words and their holders
+    assert {count for _, count in packed_rows} == {1}
+    assert other == 2  # the small values of both revisions stay, as before
+
+
 def test_a_part_kept_before_the_database_exists_waits_for_the_first_save(
     tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

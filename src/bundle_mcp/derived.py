@@ -241,6 +241,18 @@ def of_concept(
     return of_document(doc, slot, lambda: build(doc))
 
 
+def keep_of_concept(snapshot: Snapshot, concept_id: str, slot: Slot[T], value: T) -> T:
+    """Keep ``value`` as the snapshot's concept's value of the document slot ``slot``, made
+    without its document (read back with every other concept's at once): kept by the file's
+    cell, and by the document when it is built. The value kept (one kept before wins, so
+    every reader shares one). A snapshot without cells keeps nothing and returns ``value``."""
+    concepts = snapshot.concepts
+    path = concepts.paths.get(concept_id) if isinstance(concepts, Concepts) else None
+    if path is None:
+        return value
+    return snapshot.documents.cells[path].keep_early((slot, None), value)
+
+
 def exactly(kind: type[T], value: Any) -> T:
     """``value`` when its type is exactly ``kind``, else ``TypeError``: what a codec's decoder
     checks each kept field with (JSON's ``true`` is no int, ``1`` is no float here)."""

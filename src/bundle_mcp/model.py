@@ -1064,7 +1064,8 @@ class InboundHint(Protocol):
         ...
 
     def keep_bytes(self, revision: str, name: str, value: bytes) -> None:
-        """Keep a packed value of a revision for the next process."""
+        """Keep a packed value of a revision for the next process, in place of the value kept
+        under ``name`` for another revision (only a process on the same files reads it)."""
         ...
 
 
@@ -1144,6 +1145,13 @@ class Snapshot:
     def __post_init__(self) -> None:
         if not isinstance(self.documents, Documents):
             object.__setattr__(self, "documents", Documents.of(self.documents))
+
+    @property
+    def loaded(self) -> bool:
+        """Whether this capture was loaded from the files, not captured after an earlier one
+        of this process (a start, a restart): a whole-bundle value it builds is worth keeping
+        for the next process, whereas after a change this process updates its own."""
+        return self.predecessor is _no_predecessor
 
     def earlier(self) -> list[Snapshot]:
         """The captures before this one that something still holds, nearest first (at most

@@ -470,16 +470,21 @@ class KeptParts:
             return None
         return value
 
-    def keep(self, revision: str, key: str, value: bytes) -> None:
+    def keep(self, revision: str, key: str, value: bytes, *, latest: bool = False) -> None:
         """Write the part in the background, keeping the newest :data:`MAX_PARTS` rows. Only
         into a database a save has started (it says whose rows it holds): before the first
         save the write waits for it (``ParseCache._wait_for_database``). A write that fails is
-        skipped (logged once, as a save's): the next process computes that part."""
-        write = functools.partial(self._write, revision, key, value)
+        skipped (logged once, as a save's): the next process computes that part.
+
+        ``latest``: the part replaces the rows of the same key kept for other revisions (a
+        whole-bundle value of megabytes, which only a process on those very files reads: one
+        kept per restart on new files would fill the cache)."""
+        write = functools.partial(self._write, revision, key, value, latest=latest)
         if not self._cache._wait_for_database(self._database, write):
             self._cache._start_part_write(write)
 
-    def _write(self, revision: str, key: str, value: bytes, *, again: bool = True) -> None:
+    def _write(self, revision: str, key: str, value: bytes, *, latest: bool = False,
+               again: bool = True) -> None:
         if not self._database.exists():
             return
         compressed = zlib.compress(value, DERIVED_COMPRESSION)
@@ -488,6 +493,9 @@ class KeptParts:
                 db.execute("BEGIN IMMEDIATE")
                 try:
                     if _is_ours(db, self._bundle_path):
+                        if latest:
+                            db.execute("DELETE FROM parts WHERE key = ? AND revision != ?",
+                                       (key, revision))
                         # REPLACE: a part is written again only when the kept one did not decode.
                         db.execute("INSERT OR REPLACE INTO parts(revision, key, value)"
                                    " VALUES (?, ?, ?)", (revision, key, compressed))
@@ -508,7 +516,7 @@ class KeptParts:
                 # after this process's save under way, if any.
                 with self._cache._saving(self._database):
                     pass
-                self._write(revision, key, value, again=False)
+                self._write(revision, key, value, latest=latest, again=False)
                 return
             log.debug("kept part %s skipped: %s", key, exc)
         except (OSError, sqlite3.Error) as exc:
@@ -688,7 +696,7 @@ class CachedRows(Mapping[str, Any]):
 
     def keep_bytes(self, revision: str, name: str, value: bytes) -> None:
         if self._parts is not None:
-            self._parts.keep(revision, BYTES_PART + name, value)
+            self._parts.keep(revision, BYTES_PART + name, value, latest=True)
 
     def kept(self, path: str, sha256: str) -> Callable[[str], Any]:
         """:meth:`derived` for these bytes, by key: a ``Document.stored``."""

@@ -15,9 +15,10 @@ it reads the bundle differently:
   (product versions, translations) share a copy group (:func:`copy_groups`).
 
 Each document's stems are computed once and kept with the document (``CONTEXT_WORDS``, and in
-the parse cache for the next process); the
-bundle statistics, which concepts hold each stem, each queried stem's part of the scores
-(:class:`TermScores`) and the copy groups are kept with the snapshot (``CONTEXT_INDEX``). The
+the parse cache for the next process, per file and, for a loaded snapshot, every concept's at
+once: :mod:`._context_words`); the bundle statistics, which concepts hold each stem (kept whole
+for the next process too), each queried stem's part of the scores (:class:`TermScores`) and
+the copy groups are kept with the snapshot (``CONTEXT_INDEX``). The
 warm-up builds all but the stems' parts; the first question with a stem builds its part, and a
 question adds up its stems' parts (:func:`score`) without reading a document. An edit to
 one file rebuilds only that file's words and the snapshot-level parts. Everything is a function
@@ -30,6 +31,7 @@ import bisect
 import functools
 import hashlib
 import itertools
+import json
 import math
 import operator
 import re
@@ -37,26 +39,40 @@ import sys
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard, overload
+from typing import Any, TypeGuard, cast, overload
 
 from .._version import __version__
 from ..cancel import CancelToken
-from ..derived import Codec, Slot, exactly, of_concept, of_document, of_snapshot
+from ..derived import (
+    Codec,
+    Slot,
+    exactly,
+    keep_of_concept,
+    of_concept,
+    of_document,
+    of_snapshot,
+)
 from ..model import Concepts, Document, Snapshot, revision_value
 from ..okf.names import concept_name
-from ..okf.properties import status_state, text_field, trust
+from ..okf.properties import text_field
 from ..toolspec import PartStore
+from . import _context_words
+from ._context_words import (
+    STORED_NAME,
+    Card,
+    DocumentWords,
+    SectionTable,
+    SectionWords,
+    packed_words,
+    unpacked_words,
+)
 from ._kept_parts import kept_or_computed, packed, unpacked
 from ._section_index import tokens, words_between
 from ._stem_codes import (
     Coding,
-    StemCodes,
-    code_of,
-    decoded,
     decoder,
-    distinct,
     encoder,
     finds,
     holds,
@@ -68,9 +84,7 @@ from ._stem_codes import count as count_in
 # half of the question set (docs/decisions/context-ranking.md).
 
 def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
-    for doc in snapshot.concepts.values():
-        token.check()
-        document_words(doc)
+    every_words(snapshot, token)
 
 
 def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
@@ -87,27 +101,22 @@ def _encode_words(words: DocumentWords) -> list[Any]:
     width = words.width
     # Every section's heading codes are a slice of ``headings`` (SectionTable holds to that).
     stems, local, recode = encoder(
-        _CODES, (words.title, words.description, words.headings, words.body), width)
+        _context_words.CODES, (words.title, words.description, words.headings, words.body), width)
     return [local, stems,
             recode(words.title), recode(words.description), recode(words.headings),
             recode(words.body), list(words.lengths),
             [[s.heading, s.line_start, s.line_end, s.start // width, s.end // width, s.length,
               recode(s.heading_words), s.heading_length, s.junk, s.digest]
-             for s in words.sections], _card_row(words.card)]
-
-
-def _card_row(card: Card) -> list[Any]:
-    return [card.title, card.type, card.trust, card.stale_after, card.status]
+             for s in words.sections], words.card.row()]
 
 
 def _decode_words(value: Any) -> DocumentWords:
     local, stems, title, description, headings, body, lengths, sections, card = value
-    name, kind, trusted, stale_after, status = card
     if local not in (1, 2):
         raise ValueError("not a kept form of a document's words")
     "".join(exactly(list, stems))  # TypeError unless every stem is a string (checked in C)
     # A code past the list raises KeyError (the row is then built anew).
-    recode, width = decoder(_CODES, stems, local)
+    recode, width = decoder(_context_words.CODES, stems, local)
     first, second, third, fourth = (exactly(int, n) for n in lengths)
     headings_text = recode(exactly(str, headings))
     return DocumentWords(
@@ -128,13 +137,8 @@ def _decode_words(value: Any) -> DocumentWords:
             for heading, line_start, line_end, start, end, length, heading_words,
             heading_length, junk, digest in sections
         ], headings_text, width),
-        card=Card(exactly(str, name), exactly(str, kind), sys.intern(exactly(str, trusted)),
-                  _maybe(stale_after), _maybe(status)),
+        card=Card.from_row(card),
     )
-
-
-def _maybe(value: Any) -> str | None:
-    return None if value is None else sys.intern(exactly(str, value))
 
 
 CONTEXT_WORDS: Slot[DocumentWords] = Slot(
@@ -180,10 +184,8 @@ TERMS_KEPT = 512  # the per-snapshot cache of queried stems' parts of the scores
 # The names the sections' layout and the bundle statistics are kept under in the parse cache
 # (InboundHint.keep_json), for a restarted server on the same files.
 LAYOUT_NAME = "context-layout/1"
+HOLDERS_NAME = "context-holders/1"  # and the stems' holders (InboundHint.keep_bytes)
 TOTALS_NAME = "context-totals/1"
-# Every stem this process has met, numbered: a document keeps its words as their codes
-# (_stem_codes). The process's, not a snapshot's: a document's words outlive snapshots.
-_CODES = StemCodes()
 
 _SEP = "\x00"  # what a digest's text puts around each stem (_digest)
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
@@ -217,167 +219,6 @@ def stem(word: str) -> str:
 def stems(text: str) -> list[str]:
     """The stems of ``text``'s folded words, in order."""
     return [stem(w) for w in tokens(text)]
-
-
-@dataclass(frozen=True, slots=True)
-class SectionWords:
-    """One non-blank section: where it is, where its words are in the body's codes, and how
-    much of it is prose."""
-
-    heading: str
-    line_start: int
-    line_end: int
-    start: int  # offsets of its words' codes in DocumentWords.body
-    end: int
-    length: int  # stems, heading line included
-    heading_words: str  # codes of the heading's stems
-    heading_length: int  # its stems
-    junk: float  # the share of its lines that are links, table rows or code
-    digest: str  # of the normalised text; "" when too short to be a copy of anything
-
-
-class SectionTable(Sequence[SectionWords]):
-    """A document's sections, packed: seven numbers a section in one array, the junk shares in
-    another, the digests' 16 bytes in one bytes object, and each heading's codes a slice of the
-    document's ``headings`` field (which is every section's heading codes in order). An object
-    per section with its own digest and heading strings cost about 265 bytes, this about 56
-    (60,000 sections in the 9,978-concept bench bundle). Indexing makes a :class:`SectionWords`;
-    the scoring reads the heading codes alone (:meth:`heading_words`)."""
-
-    __slots__ = ("_headings", "_numbers", "_junk", "_digests", "_heading_text", "_width")
-    _FIELDS = 8  # line_start, line_end, start, end, length, heading start, heading_length, digest?
-
-    def __init__(self, headings: tuple[str, ...], numbers: array[int], junk: array[float],
-                 digests: bytes, heading_text: str, width: int) -> None:
-        self._headings, self._numbers, self._junk = headings, numbers, junk
-        self._digests, self._heading_text, self._width = digests, heading_text, width
-
-    @classmethod
-    def of(cls, sections: Sequence[SectionWords], heading_text: str, width: int
-           ) -> SectionTable:
-        """The table of ``sections``, whose heading codes are ``heading_text`` in order
-        (``ValueError`` otherwise: a kept row that does not fit)."""
-        numbers, junk, digests = array("i"), array("d"), bytearray()
-        at = 0
-        for s in sections:
-            span = len(s.heading_words)
-            if heading_text[at:at + span] != s.heading_words or span != s.heading_length * width:
-                raise ValueError("a section's heading is not where the headings say")
-            numbers.extend((s.line_start, s.line_end, s.start, s.end, s.length, at,
-                            s.heading_length, 1 if s.digest else 0))
-            junk.append(s.junk)
-            digests += bytes.fromhex(s.digest) if s.digest else bytes(16)
-            at += span
-        if at != len(heading_text) or len(digests) != 16 * len(junk):
-            raise ValueError("the headings hold more than the sections' headings")
-        return cls(tuple(s.heading for s in sections), numbers, junk, bytes(digests),
-                   heading_text, width)
-
-    def __len__(self) -> int:
-        return len(self._headings)
-
-    @overload
-    def __getitem__(self, index: int) -> SectionWords: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> Sequence[SectionWords]: ...
-
-    def __getitem__(self, index: int | slice) -> SectionWords | Sequence[SectionWords]:
-        if isinstance(index, slice):
-            return [self[k] for k in range(*index.indices(len(self)))]
-        k = range(len(self))[index]  # IndexError past the end, negative from the end
-        at = self._FIELDS * k
-        line_start, line_end, start, end, length, heading_at, heading_length, has_digest = (
-            self._numbers[at:at + self._FIELDS])
-        return SectionWords(
-            self._headings[k], line_start, line_end, start, end, length,
-            self._heading_text[heading_at:heading_at + heading_length * self._width],
-            heading_length, self._junk[k],
-            self._digests[16 * k:16 * k + 16].hex() if has_digest else "")
-
-    def scoring(self) -> Iterator[tuple[int, int, int, float]]:
-        """Each section's (start, length, heading_length, junk), read from the arrays: what the
-        snapshot's norms need, without making an object per section."""
-        numbers, step = self._numbers, self._FIELDS
-        return zip(numbers[2::step], numbers[4::step], numbers[6::step], self._junk,
-                   strict=True)
-
-    def heading_words(self, k: int) -> str:
-        """The codes of section ``k``'s heading (``self[k].heading_words``, nothing else made)."""
-        at = self._FIELDS * k
-        heading_at = self._numbers[at + 5]
-        return self._heading_text[heading_at:heading_at + self._numbers[at + 6] * self._width]
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, SectionTable):
-            return NotImplemented
-        return (self._headings == other._headings and self._numbers == other._numbers
-                and self._junk == other._junk and self._digests == other._digests
-                and self._heading_text == other._heading_text and self._width == other._width)
-
-    __hash__ = None  # type: ignore[assignment]  # equal by value, and mutable arrays inside
-
-    def __repr__(self) -> str:
-        return f"SectionTable({list(self)!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class Card:
-    """What a context item shows of its page, and what weighs the page's score, from its
-    document: kept with its words, so that ranking and pricing an item never builds it."""
-
-    title: str  # okf.names.concept_name
-    type: str
-    trust: str
-    stale_after: str | None  # the raw ``stale_after`` when a string
-    status: str | None  # the effective status (``None``: not a valid one)
-
-    @classmethod
-    def of(cls, doc: Document) -> Card:
-        fm = doc.fm
-        after = fm.get("stale_after")
-        return cls(concept_name(doc), text_field(fm, "type"), trust(fm),
-                   after if isinstance(after, str) else None, status_state(fm)["effective"])
-
-
-
-@dataclass(frozen=True, slots=True)
-class DocumentWords:
-    """A document's stems by field, each field a string of the stems' codes
-    (:mod:`._stem_codes`): one character a word, two in a ``width`` 2 document."""
-
-    title: str
-    description: str
-    headings: str
-    body: str
-    lengths: tuple[int, int, int, int]  # stems per field, in FIELDS order
-    sections: SectionTable
-    width: int
-    card: Card
-
-    def code(self, stem: str) -> str | None:
-        """The stem's code in this document's fields, ``None`` when it cannot be in them."""
-        return code_of(_CODES, stem, self.width)
-
-    def stems(self, text: str) -> list[str]:
-        """The stems of one of its coded fields (or a slice of one at a word's start)."""
-        return decoded(_CODES, text, self.width)
-
-    def field_stems(self, text: str) -> frozenset[str]:
-        """The distinct stems of one of its coded fields (a title, a section's heading)."""
-        return frozenset(distinct(_CODES, (text,), self.width))
-
-    def vocabulary(self) -> set[str]:
-        """Its distinct stems. Read from the fields when the snapshot's holders are built,
-        not kept: a tuple per document cost about 22 MiB on a 9,978-concept bundle."""
-        return distinct(_CODES, (self.title, self.description, self.headings, self.body),
-                        self.width)
-
-
-def narrow_code(stem: str) -> str | None:
-    """The stem's code in a narrow document (width 1: every document but one holding a stem
-    numbered past a million), ``None`` when no such document can hold it."""
-    return code_of(_CODES, stem, 1)
 
 
 def document_words(doc: Document) -> DocumentWords:
@@ -426,7 +267,7 @@ def _build(doc: Document) -> DocumentWords:
         vocabulary.update(heading_words)
     stemmed = {w: stem(w) for w in vocabulary}
     get = stemmed.__getitem__
-    coding = Coding(_CODES, stemmed.values())
+    coding = Coding(_context_words.CODES, stemmed.values())
     encode, width = coding.encode, coding.width
     heading_stems: list[str] = []
     body_parts: list[str] = []
@@ -550,9 +391,8 @@ class _TermCache:
 def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     sums = [0, 0, 0, 0]
     sections = 0
-    for doc in snapshot.concepts.values():
+    for words in every_words(snapshot, token):
         token.check()
-        words = document_words(doc)
         for n, value in enumerate(words.lengths):
             sums[n] += value
         sections += len(words.sections)
@@ -560,6 +400,40 @@ def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     avg = tuple((s / concepts if concepts else 0.0) or 1.0 for s in sums)
     section_avg = (sums[3] / sections if sections else 0.0) or 1.0
     return _Totals(concepts, sections, (avg[0], avg[1], avg[2], avg[3]), section_avg)
+
+
+def every_words(snapshot: Snapshot, token: CancelToken) -> tuple[DocumentWords, ...]:
+    """Every concept's words, in the snapshot's order: what the bundle's statistics, the
+    sections' layout, the stems' holders and the norms are made from. Kept with the snapshot;
+    read back in one piece when an earlier process kept them for this revision."""
+    found: tuple[DocumentWords, ...] = _index_part(
+        snapshot, "words", lambda: _every_words(snapshot, token), token)
+    return found
+
+
+def _every_words(snapshot: Snapshot, token: CancelToken) -> tuple[DocumentWords, ...]:
+    """Read back whole (:func:`._context_words.unpacked_words`; each concept's words are then
+    kept by its file's cell, so the document takes them when built), or each concept's
+    (:func:`concept_words`). Words gathered one by one on a snapshot loaded from the files
+    (not updated from a predecessor, whose words the next process could not use) are kept
+    whole for the next process: one value of about 10 MB at 9,978 concepts, written in the
+    background."""
+    ids = tuple(snapshot.concepts)
+    store = snapshot.inbound
+    if store is not None:
+        kept = unpacked_words(store.stored_bytes(snapshot.revision, STORED_NAME), ids)
+        if kept is not None:
+            return tuple(keep_of_concept(snapshot, concept_id, CONTEXT_WORDS, words)
+                         for concept_id, words in zip(ids, kept, strict=True))
+    every = []
+    for concept_id in ids:
+        token.check()
+        every.append(concept_words(snapshot, concept_id))
+    if store is not None and snapshot.loaded:
+        packed = packed_words(ids, every)
+        if packed is not None:
+            store.keep_bytes(snapshot.revision, STORED_NAME, packed)
+    return tuple(every)
 
 
 class _ConceptWords(Sequence[tuple[str, DocumentWords]]):
@@ -629,12 +503,12 @@ def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
         first_section = array("i", (0,))
         owner = array("i")
         code = holder_code(len(ids))
-        for n, doc in enumerate(snapshot.concepts.values()):
+        for n, words in enumerate(every_words(snapshot, token)):
             token.check()
-            words = document_words(doc)
             owner.extend(itertools.repeat(n, len(words.sections)))
             first_section.append(len(owner))
             _hold(found, words, n, code)
+        _keep_stem_holders(snapshot, found)
         return _Holders(_ConceptWords(ids, snapshot), found, first_section, owner)
 
     return revision_value(snapshot, LAYOUT_NAME, read, build,
@@ -665,14 +539,66 @@ def stem_holders(snapshot: Snapshot, token: CancelToken) -> dict[str, array[int]
         return index.by_stem
 
     def build() -> dict[str, array[int]]:
+        store = snapshot.inbound
+        if store is not None:
+            kept = _unpacked_stem_holders(store.stored_bytes(snapshot.revision, HOLDERS_NAME),
+                                          len(index.concepts))
+            if kept is not None:
+                return kept
         found: dict[str, array[int]] = {}
         code = holder_code(len(index.concepts))
-        for n, (_, words) in enumerate(index.concepts):
+        for n, words in enumerate(every_words(snapshot, token)):
             token.check()
             _hold(found, words, n, code)
+        _keep_stem_holders(snapshot, found)
         return found
 
     by_stem: dict[str, array[int]] = _index_part(snapshot, "stems", build, token)
+    return by_stem
+
+
+def _keep_stem_holders(snapshot: Snapshot, by_stem: dict[str, array[int]]) -> None:
+    """Keep the stems' holders for the next process, when this snapshot was loaded from the
+    files (:attr:`~bundle_mcp.model.Snapshot.loaded`): the stems as JSON, each one's number of
+    holders, then every holder, in the stems' order (5.5 MB at 9,978 concepts)."""
+    store = snapshot.inbound
+    if store is None or not snapshot.loaded:
+        return
+    names = json.dumps(list(by_stem), ensure_ascii=False, separators=(",", ":"))
+    lengths = array("I", map(len, by_stem.values()))
+    positions = array(holder_code(len(snapshot.concepts)))
+    for held in by_stem.values():
+        positions.extend(held)
+    store.keep_bytes(snapshot.revision, HOLDERS_NAME, packed(
+        [len(by_stem)], [array("B", names.encode("utf-8")), lengths, positions]))
+
+
+def _unpacked_stem_holders(data: bytes | None, concepts: int
+                           ) -> dict[str, array[int]] | None:
+    """What :func:`_keep_stem_holders` kept, or ``None`` unless it reads back whole: distinct
+    stems, each with at least one holder, each holder a concept, in increasing order."""
+    found = None if data is None else unpacked(data, "BI" + holder_code(concepts))
+    if found is None:
+        return None
+    (count,), arrays = found
+    names, lengths, positions = cast("list[array[int]]", arrays)  # the typecodes asked for
+    try:
+        stems = json.loads(names.tobytes())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not (isinstance(stems, list) and len(stems) == count == len(lengths)
+            and sum(lengths) == len(positions) and all(type(s) is str for s in stems)):
+        return None
+    by_stem: dict[str, array[int]] = {}
+    at = 0
+    for stem_, length in zip(stems, lengths, strict=True):
+        held = positions[at:at + length]
+        at += length
+        if not held or held[-1] >= concepts:
+            return None
+        by_stem[stem_] = held
+    if len(by_stem) != count or (positions and min(positions) < 0):
+        return None
     return by_stem
 
 
@@ -707,13 +633,12 @@ class _Norms:
 
 def _norms(snapshot: Snapshot, token: CancelToken) -> _Norms:
     stats = totals(snapshot, token)
-    index = holders(snapshot, token)
     field_avg = stats.field_avg
     label_avg = field_avg[0] + field_avg[1]
     section_avg = stats.section_avg
     field, label = array("d"), array("d")
     section_start, section, junk = array("i"), array("d"), array("d")
-    for _, words in index.concepts:
+    for words in every_words(snapshot, token):
         token.check()
         lengths = words.lengths
         field.extend(1 - _B[f] + _B[f] * (lengths[f] / field_avg[f]) for f in range(4))
@@ -744,6 +669,7 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
     field_norm, label_norm = norm.field, norm.label
     starts, section_norm, junk = norm.section_start, norm.section, norm.junk
     held = stem_holders(snapshot, token).get(term, array("i"))
+    every = every_words(snapshot, token)  # the norms were made from them
     doc_idf = _idf(stats.concepts, len(held))
     first_section = index.first_section
     w0, w1, w2, w3 = _WEIGHTS
@@ -755,7 +681,7 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
     holding = 0  # sections whose text holds the stem, heading-only ones included
     for n in held:
         token.check()
-        words = index.concepts[n][1]
+        words = every[n]
         code = words.code(term)
         if code is None:  # a holder has the stem: never so, but no find can be made up
             raise RuntimeError(f"a holder of {term!r} has no code for it")

@@ -33,20 +33,18 @@ from ..okf.temporal import Reference, reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._context_index import (
-    Card,
     CopyGroups,
-    DocumentWords,
     Scores,
     concept_path,
     concept_words,
     copy_groups,
     idfs,
-    narrow_code,
     phrases,
     score,
     stem,
 )
 from ._context_rank import dated_pages
+from ._context_words import Card, DocumentWords, narrow_code
 from ._extraction import token_cost
 from ._filters import admitted_concepts, concept_filter_from
 from ._hybrid import fused, semantic_ranks
