@@ -65,6 +65,7 @@ from ._context_words import (
     DocumentWords,
     SectionTable,
     SectionWords,
+    narrow_code,
     packed_words,
     unpacked_words,
 )
@@ -679,31 +680,45 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
     # Sections that count: their snapshot numbers and tf (their idf needs them all first).
     counted, counted_tf = array("i"), array("i")
     holding = 0  # sections whose text holds the stem, heading-only ones included
+    narrow = narrow_code(term)  # the stem's code in every narrow document (nearly all)
+    bisect_right = bisect.bisect_right
     for n in held:
         token.check()
         words = every[n]
-        code = words.code(term)
+        width = words.width
+        code = narrow if width == 1 else words.code(term)
         if code is None:  # a holder has the stem: never so, but no find can be made up
             raise RuntimeError(f"a holder of {term!r} has no code for it")
-        width = words.width
-        title, description = (count_in(words.title, code, width),
-                              count_in(words.description, code, width))
-        headings = count_in(words.headings, code, width)
         first = first_section[n]
-        hits = []  # the section of each find in the body, in order
         last = first_section[n + 1]
-        for at in finds(words.body, code, width):
-            hits.append(bisect.bisect_right(starts, at, first, last) - 1)
+        hits = []  # the section of each find in the body, in order
+        if width == 1:  # one character a stem: every find counts (the wide loop, inlined)
+            title, description, headings = (words.title.count(code),
+                                            words.description.count(code),
+                                            words.headings.count(code))
+            find = words.body.find
+            at = find(code)
+            while at >= 0:
+                hits.append(bisect_right(starts, at, first, last) - 1)
+                at = find(code, at + 1)
+        else:
+            title, description, headings = (count_in(words.title, code, width),
+                                            count_in(words.description, code, width),
+                                            count_in(words.headings, code, width))
+            for at in finds(words.body, code, width):
+                hits.append(bisect_right(starts, at, first, last) - 1)
         if hits:
             sections = words.sections
             for g in dict.fromkeys(hits):
                 holding += 1
                 if section_norm[g]:
                     counted.append(g)
-                    # The heading line is in the text: its words count HEADING_WEIGHT times.
-                    counted_tf.append(hits.count(g) + (HEADING_WEIGHT - 1)
-                                      * count_in(sections.heading_words(g - first), code,
-                                                 width))
+                    tf = hits.count(g)
+                    if headings:  # else no heading holds it: ``headings`` is every heading
+                        # The heading line is in the text: its words count HEADING_WEIGHT times.
+                        tf += (HEADING_WEIGHT - 1) * count_in(
+                            sections.heading_words(g - first), code, width)
+                    counted_tf.append(tf)
         body = len(hits)
         # The same sums, in the same order, as the BM25F formula field by field.
         pseudo = 0.0
