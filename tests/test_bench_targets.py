@@ -170,3 +170,21 @@ def test_a_first_call_not_waiting_for_ready_has_its_own_row_and_the_same_bound(
                              if "not waiting" in line)
     assert names(targets.regressions(fast, now)) == [
         f"read_concept: {targets.AT_ONCE}"]
+
+
+def test_no_question_of_the_new_question_case_is_asked_twice_in_a_run(
+        targets: ModuleType, tmp_path: Path) -> None:
+    """context keeps a question's stems once asked (in memory, and across restarts), so the
+    row of new questions asks each only once: the cold session's first and warm calls, the
+    restart session's, and the call at once each take their own."""
+    (tmp_path / "a.md").write_text("# A\n")
+    all_cases = targets.cases(tmp_path, {"hub": "a", "rare_word_example": "zq"})
+    case = next(c for c in all_cases if c.label == targets.NEW_QUESTION)
+    warm = 5
+    asked = [case.arguments_for(start + k)["question"]
+             for start in (targets.COLD_CALLS, targets.RESTART_CALLS) for k in range(1 + warm)]
+    asked.append(case.arguments_for(targets.AT_ONCE_CALLS)["question"])
+    assert len(set(asked)) == len(asked) == 13
+    assert dict(targets.CASE_TARGETS)[targets.NEW_QUESTION] == 0.100
+    repeated = next(c for c in all_cases if c.label == "context")
+    assert repeated.arguments_for(7) == repeated.arguments
