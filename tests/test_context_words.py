@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ from bundle_mcp.tools._context_index import (
     stem_holders,
 )
 from bundle_mcp.tools._context_words import (
+    STEMS_PART,
     STORED_NAME,
     DocumentWords,
     packed_words,
@@ -61,15 +63,31 @@ def kept_bytes(cache: Path, name: str) -> bytes:
     return zlib.decompress(value)
 
 
+def kept_words(cache: Path) -> dict[str, bytes]:
+    """The kept parts of a revision's words, by part name."""
+    (database,) = (cache / "parse").glob("*.sqlite3")
+    prefix = f"{BYTES_PART}{STORED_NAME}/"
+    with sqlite3.connect(database) as db:
+        return {key[len(prefix):]: zlib.decompress(value) for key, value in db.execute(
+            "SELECT key, value FROM parts WHERE key LIKE ?", (prefix + "%",))}
+
+
+def joined(parts: dict[str, Iterable[bytes]] | None) -> dict[str, bytes]:
+    assert parts is not None
+    return {name: b"".join(pieces) for name, pieces in parts.items()}
+
+
 def test_words_read_back_whole_are_the_documents_words(
-    tmp_bundle: BundleFactory, tmp_path: Path
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setattr(_context_words, "GROUP_CONCEPTS", 7)  # five groups of 33 concepts
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
     process(bundle, cache, warm=True)
     _, _, restarted = process(bundle, cache)
-    data = kept_bytes(cache, STORED_NAME)
+    parts = kept_words(cache)
+    assert sorted(parts) == ["0", "1", "2", "3", "4", STEMS_PART]
     ids = tuple(restarted.concepts)
-    assert unpacked_words(data, ids) == built(restarted)
+    assert unpacked_words(parts.get, ids) == built(restarted)
     assert every_words(restarted, CancelToken()) == built(restarted)
     # Another process numbering the stems otherwise reads the same stems.
     _, _, fresh = process(bundle, None)
@@ -79,25 +97,37 @@ def test_words_read_back_whole_are_the_documents_words(
         range(len(_context_words.CODES)))))])
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(_context_words, "CODES", renumbered)
-        read = unpacked_words(data, ids)
+        read = unpacked_words(parts.get, ids)
         assert read is not None
         assert [stems_of(w) for w in read] == expected
 
 
-def test_packed_words_read_back_only_whole(tmp_bundle: BundleFactory, tmp_path: Path) -> None:
+def test_packed_words_read_back_only_whole(
+    tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_context_words, "GROUP_CONCEPTS", 4)
     bundle = tmp_bundle(pages(8))
     _, _, snapshot = process(bundle, None)
     ids = tuple(snapshot.concepts)
     every = built(snapshot)
-    data = packed_words(ids, every)
-    assert data is not None
-    assert unpacked_words(data, ids) == every
-    assert unpacked_words(packed_words((), ()), ()) == ()
-    code_past_stems = data[:-2] + chr(0x2FFF).encode("utf-16-le")
-    for broken in (None, b"", data[:-1], data + b"\x00", b"xxxx" + data[4:], code_past_stems):
-        assert unpacked_words(broken, ids) is None
-    assert unpacked_words(data, ids[::-1]) is None  # another snapshot's order
-    assert unpacked_words(data, ids[:-1]) is None
+    parts = joined(packed_words(ids, every))
+    assert sorted(parts) == ["0", "1", "2", STEMS_PART]  # 11 concepts, 4 a group
+    assert unpacked_words(parts.get, ids) == every
+    assert unpacked_words(joined(packed_words((), ())).get, ()) == ()
+    for name, data in parts.items():
+        broken = [b"", data[:-1], data + b"\x00", b"xxxx" + data[4:]]
+        if name != STEMS_PART:  # a code no stem has
+            broken.append(data[:-2] + chr(0x2FFF).encode("utf-16-le"))
+        for damaged in broken:
+            assert unpacked_words({**parts, name: damaged}.get, ids) is None, (name, damaged[:8])
+        assert unpacked_words({k: v for k, v in parts.items() if k != name}.get, ids) is None
+    assert unpacked_words(parts.get, ids[::-1]) is None  # another snapshot's order
+    assert unpacked_words(parts.get, ids[:-1]) is None
+    # A group of another writer, whose stems may be numbered otherwise, is refused.
+    _context_words.CODES.numbers(["a-stem-no-page-has"])
+    other = joined(packed_words(ids, every))
+    assert other[STEMS_PART] != parts[STEMS_PART]
+    assert unpacked_words({**parts, "1": other["1"]}.get, ids) is None
 
 
 def test_wide_documents_are_not_packed(
@@ -169,5 +199,22 @@ def test_only_a_loaded_snapshot_keeps_its_words(tmp_bundle: BundleFactory, tmp_p
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
         revisions = {r for (r,) in db.execute("SELECT revision FROM parts WHERE key = ?",
-                                              (BYTES_PART + STORED_NAME,))}
+                                              (f"{BYTES_PART}{STORED_NAME}/0",))}
     assert revisions == {first.revision}
+
+
+def test_words_past_the_basic_plane_pack_and_read_back(
+    tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stems numbered from 0xF800 have codes that UTF-16 spells in four bytes (a bundle with
+    more than 63,488 distinct stems): packed and read back all the same."""
+    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")
+    crowded = StemCodes()
+    crowded.numbers([f"filler{n}" for n in range(0xF800)])
+    monkeypatch.setattr(_context_words, "CODES", crowded)
+    _, _, snapshot = process(tmp_bundle(pages(8)), None)
+    ids = tuple(snapshot.concepts)
+    every = built(snapshot)
+    assert {w.width for w in every} == {1}
+    assert max(max(w.body) for w in every if w.body) > "\uffff"
+    assert unpacked_words(joined(packed_words(ids, every)).get, ids) == every

@@ -30,6 +30,7 @@ from collections.abc import (
     Callable,
     Collection,
     ItemsView,
+    Iterable,
     Iterator,
     Mapping,
     Sequence,
@@ -1063,9 +1064,11 @@ class InboundHint(Protocol):
         kept. The caller checks that they unpack whole."""
         ...
 
-    def keep_bytes(self, revision: str, name: str, value: bytes) -> None:
+    def keep_bytes(self, revision: str, name: str, value: bytes | Iterable[bytes]) -> None:
         """Keep a packed value of a revision for the next process, in place of the value kept
-        under ``name`` for another revision (only a process on the same files reads it)."""
+        under ``name`` for another revision (only a process on the same files reads it). Given
+        in pieces, the pieces are made and compressed one at a time, in the background: a
+        value of tens of megabytes is never held whole."""
         ...
 
 

@@ -41,7 +41,7 @@ import threading
 import weakref
 import zlib
 from array import array
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -92,7 +92,7 @@ MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle pat
 # context's scores is a few hundred KB at 10,000 concepts, a rare one's a few hundred bytes.
 MAX_PARTS = 256
 # Parts kept while their bundle's database does not exist yet, held until a save makes it.
-MAX_WAITING_PARTS = 32
+MAX_WAITING_PARTS = 64
 SUFFIX = ".sqlite3"
 # How long a save or a load waits for another process's write transaction to end.
 BUSY_TIMEOUT_MS = 5_000
@@ -148,6 +148,7 @@ class ParseCache:
         # The writes of kept parts still running (each in a thread of its own: a call that
         # computed a part does not wait for the disk, nor for another process's save).
         self._part_writes: list[threading.Thread] = []
+        self._one_part = threading.Lock()  # held by a part's write (KeptParts._write)
         # Parts kept before their bundle's database existed (a first warm-up keeps its answers
         # before its save makes the database): written once a save has made it.
         self._waiting_parts: dict[Path, list[Callable[[], None]]] = {}
@@ -470,7 +471,8 @@ class KeptParts:
             return None
         return value
 
-    def keep(self, revision: str, key: str, value: bytes, *, latest: bool = False) -> None:
+    def keep(self, revision: str, key: str, value: bytes | Iterable[bytes], *,
+             latest: bool = False) -> None:
         """Write the part in the background, keeping the newest :data:`MAX_PARTS` rows. Only
         into a database a save has started (it says whose rows it holds): before the first
         save the write waits for it (``ParseCache._wait_for_database``). A write that fails is
@@ -478,16 +480,24 @@ class KeptParts:
 
         ``latest``: the part replaces the rows of the same key kept for other revisions (a
         whole-bundle value of megabytes, which only a process on those very files reads: one
-        kept per restart on new files would fill the cache)."""
+        kept per restart on new files would fill the cache). ``value`` in pieces (an iterable
+        of bytes, read once): they are made and compressed one after the other, by the
+        writing thread."""
         write = functools.partial(self._write, revision, key, value, latest=latest)
         if not self._cache._wait_for_database(self._database, write):
             self._cache._start_part_write(write)
 
-    def _write(self, revision: str, key: str, value: bytes, *, latest: bool = False,
+    def _write(self, revision: str, key: str, value: bytes | Iterable[bytes], *,
+               latest: bool = False) -> None:
+        # One part at a time, made, compressed and written before the next: the parts a cold
+        # warm-up kept wait for its first save and then all start at once, and their pieces
+        # held together raised the server's highest memory.
+        with self._cache._one_part:
+            if self._database.exists():
+                self._store(revision, key, _compressed(value), latest=latest)
+
+    def _store(self, revision: str, key: str, compressed: bytes, *, latest: bool,
                again: bool = True) -> None:
-        if not self._database.exists():
-            return
-        compressed = zlib.compress(value, DERIVED_COMPRESSION)
         try:
             with _connected(self._database, read_only=False) as db:
                 db.execute("BEGIN IMMEDIATE")
@@ -516,11 +526,22 @@ class KeptParts:
                 # after this process's save under way, if any.
                 with self._cache._saving(self._database):
                     pass
-                self._write(revision, key, value, latest=latest, again=False)
+                self._store(revision, key, compressed, latest=latest, again=False)
                 return
             log.debug("kept part %s skipped: %s", key, exc)
         except (OSError, sqlite3.Error) as exc:
             self._cache._warn(exc)
+
+
+def _compressed(value: bytes | Iterable[bytes]) -> bytes:
+    """A part's row: ``value`` compressed, whole or piece by piece (one zlib stream either
+    way, which :meth:`KeptParts.read` decompresses whole)."""
+    if isinstance(value, bytes):
+        return zlib.compress(value, DERIVED_COMPRESSION)
+    stream = zlib.compressobj(DERIVED_COMPRESSION)
+    out = [stream.compress(piece) for piece in value]
+    out.append(stream.flush())
+    return b"".join(out)
 
 
 # A revision's edges in the parts rows (CachedRows.keep_edges): how edges resolve is the
@@ -694,7 +715,7 @@ class CachedRows(Mapping[str, Any]):
         """:meth:`bundle_mcp.model.InboundHint.stored_bytes`, from the ``parts`` rows."""
         return None if self._parts is None else self._parts.read(revision, BYTES_PART + name)
 
-    def keep_bytes(self, revision: str, name: str, value: bytes) -> None:
+    def keep_bytes(self, revision: str, name: str, value: bytes | Iterable[bytes]) -> None:
         if self._parts is not None:
             self._parts.keep(revision, BYTES_PART + name, value, latest=True)
 

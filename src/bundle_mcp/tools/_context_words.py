@@ -8,21 +8,24 @@ them per file's bytes for the next process.
 
 A restarted server's first question needs the words of most concepts at once (the bundle's
 length norms, the holders of each stem), and decoding ten thousand rows one by one costs
-seconds (0.3 ms a row at 9,978 concepts). So the words of a whole revision are also kept as
-one packed value (:func:`packed_words`, under :data:`STORED_NAME`): every field's codes in one
-UTF-16 text, the sections' numbers, junk shares and digests in arrays, the headings and cards
-as JSON. Read back (:func:`unpacked_words`), each document's words are slices of those, about
-a tenth of a row's decoding, and byte for byte the words the rows give.
+seconds (0.3 ms a row at 9,978 concepts). So the words of a whole revision are also kept in
+a few packed parts (:func:`packed_words`, under :data:`STORED_NAME`): the stems the codes
+stand for, then each group of concepts' fields in UTF-16, its sections' numbers, junk shares
+and digests in arrays, its headings and cards as JSON. Read back (:func:`unpacked_words`), a
+document's words cost about a tenth of a row's decoding, and are byte for byte the words the
+rows give.
 """
 
 from __future__ import annotations
 
+import codecs
+import hashlib
 import json
 import re
 import struct
 import sys
 from array import array
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -30,7 +33,7 @@ from ..derived import exactly
 from ..model import Document
 from ..okf.names import concept_name
 from ..okf.properties import status_state, text_field, trust
-from ._stem_codes import StemCodes, code_of, decoded, distinct, single, single_number
+from ._stem_codes import StemCodes, code_of, decoded, distinct, single
 
 # Every stem this process has met, numbered: a document keeps its words as their codes
 # (_stem_codes). The process's, not a snapshot's: a document's words outlive snapshots.
@@ -213,33 +216,67 @@ def narrow_code(stem: str) -> str | None:
     return code_of(CODES, stem, 1)
 
 
-# The name a revision's words are kept under (InboundHint.keep_bytes); the packing's version is
-# in its magic, with the byte order of the arrays.
+# The names a revision's words are kept under (InboundHint.keep_bytes): the stems, then each
+# group of concepts by its number. The packing's version is in the magic, with the byte order.
 STORED_NAME = "context-words"
-_MAGIC = b"bcw1" + (b"L" if sys.byteorder == "little" else b"B")
-# The names' JSON length in bytes, the number of concepts, of sections, the text's bytes.
-_HEADER = struct.Struct("<QQQQ")
+STEMS_PART = "stems"
+_MAGIC = b"bcw3" + (b"L" if sys.byteorder == "little" else b"B")
+_DIGEST_SIZE = 16  # of the stems' list: the groups of one writer name it
+# A group's header: its first concept's position, its concepts, its sections, the stems it may
+# use, the names' JSON length in bytes; its text runs to the end.
+_HEADER = struct.Struct("<QQQQQ")
 _NUMBERS = 8  # SectionTable's numbers a section
 _DIGEST = 16  # and its digest's bytes
+_FIELDS = 4  # title, description, headings, body
+# Codes from here up take four bytes in UTF-16 (numbers from 0xF800: _stem_codes.single).
+_ASTRAL = re.compile("[\U00010000-\U0010ffff]")
+_BMP_NUMBERS = 0xF800
+# Concepts a group holds: at least GROUP_CONCEPTS, and no more than MAX_GROUPS groups. A
+# group is packed, compressed and written before the next is made (about 1 MB at 1,000
+# concepts of the bench bundle): a server's highest memory is its cold warm-up's, and the
+# words of the whole bundle in one value (25 MB, 12 compressed) raised it by 30 MiB.
+GROUP_CONCEPTS = 1000
+MAX_GROUPS = 16
 
 
-def packed_words(concept_ids: Sequence[str], every: Sequence[DocumentWords]) -> bytes | None:
-    """The words of every concept (``every``, in ``concept_ids``' order) as one value; ``None``
-    when one document is wide (its stems are numbered past single characters): such a bundle
-    is read back row by row."""
-    texts: list[str] = []
+def group_size(concepts: int) -> int:
+    return max(GROUP_CONCEPTS, -(-concepts // MAX_GROUPS))
+
+
+def packed_words(concept_ids: Sequence[str], every: Sequence[DocumentWords]
+                 ) -> dict[str, Iterable[bytes]] | None:
+    """The words of every concept (``every``, in ``concept_ids``' order) as parts to keep,
+    by name: the stems (:data:`STEMS_PART`), and each group's, in pieces made as they are
+    read. ``None`` when one document is wide (its stems are numbered past single characters):
+    such a bundle is read back row by row."""
+    for words in every:
+        # At width 1 a field's length in characters is its number of stems (``lengths``).
+        if words.width != 1 or (len(words.title), len(words.description), len(words.headings),
+                                len(words.body)) != words.lengths:
+            return None
+    stems = json.dumps(list(CODES.stems(range(len(CODES)))), ensure_ascii=False,
+                       separators=(",", ":")).encode()
+    digest = hashlib.sha256(stems).digest()[:_DIGEST_SIZE]
+    parts: dict[str, Iterable[bytes]] = {STEMS_PART: (_MAGIC, digest, stems)}
+    size = group_size(len(every))
+    for number, first in enumerate(range(0, len(every), size)):
+        parts[str(number)] = _pieces(first, list(concept_ids[first:first + size]),
+                                     every[first:first + size], digest, len(CODES))
+    return parts
+
+
+def _pieces(first: int, concept_ids: list[str], every: Sequence[DocumentWords], digest: bytes,
+            stems: int) -> Iterator[bytes]:
+    """A group's header, names (JSON) and arrays, then each document's fields in UTF-16."""
     spans, counts = array("I"), array("I")
     numbers, junk = array("i"), array("d")
     digests: list[bytes] = []
     headings: list[str] = []
     cards: list[list[Any]] = []
+    astral = stems > _BMP_NUMBERS
     for words in every:
-        fields = (words.title, words.description, words.headings, words.body)
-        # At width 1 a field's length in characters is its number of stems (``lengths``).
-        if words.width != 1 or tuple(map(len, fields)) != words.lengths:
-            return None
-        texts.extend(fields)
-        spans.extend(words.lengths)
+        for field in (words.title, words.description, words.headings, words.body):
+            spans.append(2 * len(field) + (2 * len(_ASTRAL.findall(field)) if astral else 0))
         table = words.sections
         counts.append(len(table))
         numbers.extend(table._numbers)
@@ -247,39 +284,72 @@ def packed_words(concept_ids: Sequence[str], every: Sequence[DocumentWords]) -> 
         digests.append(table._digests)
         headings.extend(table._headings)
         cards.append(words.card.row())
-    text = "".join(texts)
-    highest = single_number(max(text)) if text else -1
-    names = json.dumps(
-        {"concepts": list(concept_ids), "stems": list(CODES.stems(range(highest + 1))),
-         "headings": headings, "cards": cards},
-        ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    coded = text.encode("utf-16-le")  # a code is never a surrogate (_stem_codes.single)
-    return b"".join((_MAGIC, _HEADER.pack(len(names), len(counts), len(junk), len(coded)),
-                     names, spans.tobytes(), counts.tobytes(), numbers.tobytes(),
-                     junk.tobytes(), b"".join(digests), coded))
+    names = json.dumps({"concepts": concept_ids, "headings": headings, "cards": cards},
+                       ensure_ascii=False, separators=(",", ":")).encode()
+    yield b"".join((_MAGIC, digest, _HEADER.pack(first, len(counts), len(junk), stems,
+                                                 len(names)),
+                    names, spans.tobytes(), counts.tobytes(), numbers.tobytes(),
+                    junk.tobytes(), b"".join(digests)))
+    for words in every:
+        # A code is never a surrogate (_stem_codes.single): every field encodes.
+        yield "".join((words.title, words.description, words.headings,
+                       words.body)).encode("utf-16-le")
 
 
-def unpacked_words(data: bytes | None, concept_ids: Sequence[str]
+def unpacked_words(read: Callable[[str], bytes | None], concept_ids: Sequence[str]
                    ) -> tuple[DocumentWords, ...] | None:
-    """The words :func:`packed_words` packed, each in this process's numbering of stems, or
-    ``None`` unless ``data`` reads back whole as the words of exactly ``concept_ids`` (the
-    snapshot's concepts, in order): exact lengths, every code a stem's, every section's heading
-    and words inside its document's."""
-    start = len(_MAGIC) + _HEADER.size
-    if data is None or len(data) < start or not data.startswith(_MAGIC):
+    """The words :func:`packed_words` packed (``read`` gives each part by name, ``None`` when
+    it is not kept), each in this process's numbering of stems; ``None`` unless every part
+    reads back whole, from one writer, as the words of exactly ``concept_ids`` (the snapshot's
+    concepts, in order): exact lengths, every code a stem's, every section's heading and
+    words inside its document's. Each field is decoded from its own bytes."""
+    head = len(_MAGIC) + _DIGEST_SIZE
+    kept = read(STEMS_PART)
+    if kept is None or not kept.startswith(_MAGIC):
         return None
-    names_length, count, sections, text_length = _HEADER.unpack_from(data, len(_MAGIC))
-    sizes = (names_length, 4 * 4 * count, 4 * count, 4 * _NUMBERS * sections, 8 * sections,
-             _DIGEST * sections, text_length)
-    if count != len(concept_ids) or len(data) != start + sum(sizes):
+    digest = kept[len(_MAGIC):head]
+    try:
+        stems = json.loads(kept[head:])
+    except (UnicodeDecodeError, ValueError):
         return None
+    if not (isinstance(stems, list) and all(type(s) is str for s in stems)):
+        return None
+    renumber = _renumbering(stems)
+    if renumber is None:
+        return None
+    out: list[DocumentWords] = []
+    size = group_size(len(concept_ids))
+    for number, first in enumerate(range(0, len(concept_ids), size)):
+        group = _group(read(str(number)), digest, first, concept_ids[first:first + size],
+                       len(stems), renumber)
+        if group is None:
+            return None
+        out.extend(group)
+    return tuple(out)
+
+
+def _group(data: bytes | None, digest: bytes, first: int, concept_ids: Sequence[str],
+           stems: int, renumber: Callable[[str], str]) -> list[DocumentWords] | None:
+    """One group's words, or ``None`` unless it reads back whole as the words of exactly
+    ``concept_ids``, from the writer of the stems (``digest``)."""
+    start = len(_MAGIC) + _DIGEST_SIZE + _HEADER.size
+    if (data is None or len(data) < start or not data.startswith(_MAGIC)
+            or data[len(_MAGIC):len(_MAGIC) + _DIGEST_SIZE] != digest):
+        return None
+    at, count, sections, used, names_length = _HEADER.unpack_from(
+        data, len(_MAGIC) + _DIGEST_SIZE)
+    sizes = (names_length, 4 * _FIELDS * count, 4 * count, 4 * _NUMBERS * sections,
+             8 * sections, _DIGEST * sections)
+    if (at, count) != (first, len(concept_ids)) or used > stems or (
+            len(data) < start + sum(sizes)):
+        return None
+    view = memoryview(data)
     pieces = []
     for size in sizes:
-        pieces.append(data[start:start + size])
+        pieces.append(view[start:start + size])
         start += size
     try:
-        names = json.loads(pieces[0])
-        text = pieces[6].decode("utf-16-le")
+        names = json.loads(bytes(pieces[0]))
     except (UnicodeDecodeError, ValueError):
         return None
     spans, counts, numbers, junk = array("I"), array("I"), array("i"), array("d")
@@ -288,67 +358,79 @@ def unpacked_words(data: bytes | None, concept_ids: Sequence[str]
     numbers.frombytes(pieces[3])
     junk.frombytes(pieces[4])
     if not (isinstance(names, dict) and names.get("concepts") == list(concept_ids)
-            and sum(counts) == sections and sum(spans) == len(text)):
+            and sum(counts) == sections and sum(spans) == len(data) - start):
         return None
-    stems, headings, cards = names.get("stems"), names.get("headings"), names.get("cards")
-    if not (isinstance(stems, list) and isinstance(headings, list) and isinstance(cards, list)
+    headings, cards = names.get("headings"), names.get("cards")
+    if not (isinstance(headings, list) and isinstance(cards, list)
             and len(headings) == sections and len(cards) == count
-            and all(type(s) is str for s in stems) and all(type(h) is str for h in headings)):
-        return None
-    coded = _renumbered(text, stems)
-    if coded is None:
+            and all(type(h) is str for h in headings)):
         return None
     try:
-        return tuple(_documents(coded, spans, counts, numbers, junk, pieces[5], headings, cards))
-    except (TypeError, ValueError):
+        return list(_documents(view[start:], renumber, spans, counts, numbers, junk,
+                               bytes(pieces[5]), headings, cards))
+    except (TypeError, ValueError):  # UnicodeDecodeError is a ValueError
         return None
 
 
-def _renumbered(text: str, stems: list[str]) -> str | None:
-    """``text`` coded in the numbering ``stems`` lists (the writing process's), in this
-    process's; ``None`` when it holds a code no stem has, or this process numbers a stem past
-    single characters."""
-    # Every character is a code below the writer's count (a regular expression finds one past
-    # it in C; ``max`` over the text took a quarter of a second).
-    if re.search(f"[{re.escape(single(len(stems)))}-\U0010ffff]", text):
-        return None
+def _renumbering(stems: list[str]) -> Callable[[str], str] | None:
+    """How to read a field coded in the numbering ``stems`` lists (the writing process's) in
+    this process's: ``ValueError`` for a field holding a code no stem has. ``None`` when this
+    process numbers one of the stems past single characters."""
     narrow = CODES.narrow_codes(stems)
     if narrow is None:
         return None
     writer = "".join(map(single, range(len(stems))))
+    # A code past the writer's last (single codes grow with their numbers).
+    past = re.compile(f"[{re.escape(single(len(stems)))}-\U0010ffff]").search
     if narrow == writer:  # a process that met these stems first numbers them alike
-        return text
+
+        def same(field: str) -> str:
+            if past(field):
+                raise ValueError("a code with no stem")
+            return field
+
+        return same
     # str.translate indexes this table by code point: each of the writer's codes maps to this
-    # process's code of the same stem (no code point in between is one: _stem_codes.single).
+    # process's code of the same stem, any other code point to a surrogate (no code is one).
     table = ["\udfff"] * (ord(writer[-1]) + 1)
     for old, new in zip(writer, narrow, strict=True):
         table[ord(old)] = new
-    return text.translate("".join(table))
+    joined = "".join(table)
+
+    def renumbered(field: str) -> str:
+        if past(field):
+            raise ValueError("a code with no stem")
+        found = field.translate(joined)
+        if "\udfff" in found:
+            raise ValueError("a code with no stem")
+        return found
+
+    return renumbered
 
 
-def _documents(text: str, spans: array[int], counts: array[int], numbers: array[int],
-               junk: array[float], digests: bytes, headings: list[str], cards: list[Any]
-               ) -> Iterator[DocumentWords]:
+def _documents(text: memoryview, renumber: Callable[[str], str], spans: array[int],
+               counts: array[int], numbers: array[int], junk: array[float], digests: bytes,
+               headings: list[str], cards: list[Any]) -> Iterator[DocumentWords]:
     at = section = 0
+    span = 0
     for n, card in enumerate(cards):
-        title_length, description_length, headings_length, body_length = spans[4 * n:4 * n + 4]
-        title = text[at:at + title_length]
-        at += title_length
-        description = text[at:at + description_length]
-        at += description_length
-        heading_text = text[at:at + headings_length]
-        at += headings_length
-        body = text[at:at + body_length]
-        at += body_length
+        fields = []
+        for _ in range(_FIELDS):
+            size = spans[span]
+            span += 1
+            fields.append(renumber(codecs.utf_16_le_decode(text[at:at + size], "strict",
+                                                           True)[0]))
+            at += size
+        title, description, heading_text, body = fields
         last = section + counts[n]
         table_numbers = numbers[_NUMBERS * section:_NUMBERS * last]
         # Each heading's codes lie in the headings in order, each section's words in the body.
-        if sum(table_numbers[6::_NUMBERS]) != headings_length or (
-                table_numbers and max(table_numbers[3::_NUMBERS]) > body_length):
+        if sum(table_numbers[6::_NUMBERS]) != len(heading_text) or (
+                table_numbers and max(table_numbers[3::_NUMBERS]) > len(body)):
             raise ValueError("a section outside its document")
         yield DocumentWords(
             title, description, heading_text, body,
-            (title_length, description_length, headings_length, body_length),
+            (len(title), len(description), len(heading_text), len(body)),
             SectionTable(tuple(map(sys.intern, headings[section:last])), table_numbers,
                          junk[section:last], digests[_DIGEST * section:_DIGEST * last],
                          heading_text, 1),
