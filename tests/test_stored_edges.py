@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sqlite3
 import zlib
+from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +20,11 @@ from bundle_mcp.loader.parse_cache import (
     EDGES_PART,
     JSON_PART,
     ParseCache,
+    edge_columns,
     packed_edges,
     unpacked_edges,
 )
-from bundle_mcp.model import Edge, Snapshot
+from bundle_mcp.model import Edge, EdgeColumns, Snapshot
 from bundle_mcp.okf.folding import fold
 from bundle_mcp.okf.graph import field_edges, graph_of
 from bundle_mcp.readers import ALL_READER
@@ -122,6 +124,41 @@ def test_a_restart_reads_the_edges_and_tag_members_back_and_builds_no_document(
         assert (served.call("context", {"question": question}).text
                 == fresh.call("context", {"question": question}).text)
     assert expected[0] and expected[1] and expected[2]  # the bundle has each kind
+
+
+def test_a_restarted_walk_makes_the_edges_of_the_concepts_it_visits_only(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """Before the edge index is built, a restarted snapshot answers one concept's edges from
+    the kept edges' columns: the same edges, in the same order, as the index; no document
+    built for them, and no edge of the bundle's made but those asked for."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    served, _, restarted = process(bundle, cache)
+    _, _, uncached = process(bundle, None)
+    ids = list(restarted.concepts)
+    for concept_id in ids:
+        assert restarted.concept_edges(concept_id) == uncached.edges_by_concept.get(
+            concept_id, ())
+        assert restarted.edges_of(concept_id) == uncached.edges_of(concept_id)
+    assert "edges_by_concept" not in restarted.__dict__ and "edges" not in restarted.__dict__
+    assert list(restarted.documents.built()) == []
+    arguments = {"concept_id": "f0/p3", "limit": 100}
+    assert served.call("get_neighbors", arguments).text == Dispatcher(
+        ServeConfig(bundles=(bundle,))).call("get_neighbors", arguments).text
+    # Once the index is built it answers, and the columns are let go.
+    assert restarted.edges_by_concept.get("f0/p3") == restarted.concept_edges("f0/p3")
+    assert "_edge_columns" not in restarted.__dict__
+
+
+def test_kept_edge_columns_that_do_not_read_as_a_concepts_edges_are_not_used() -> None:
+    edges = (Edge("navigation", "a", "b", "a", "b", "LINKS_TO"),
+             Edge("relation", "a", "c", "a", "c", "uses"))
+    table, numbers = edge_columns(packed_edges(edges)) or ([], array("I"))
+    assert EdgeColumns(table, numbers).of("a") == edges
+    assert EdgeColumns(table, numbers).of("zz") == ()
+    swapped = array("I", numbers[6:] + numbers[:6])  # out of edge order
+    assert EdgeColumns(table, swapped).of("a") is None
 
 
 def test_a_cold_servers_values_wait_for_its_first_save(

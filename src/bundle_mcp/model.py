@@ -26,6 +26,7 @@ import sys
 import threading
 import types
 import weakref
+from array import array
 from collections.abc import (
     Callable,
     Collection,
@@ -1038,6 +1039,12 @@ class InboundHint(Protocol):
         Such edges are a function of the Markdown files, which the revision names."""
         ...
 
+    def stored_edge_columns(self, revision: str, name: str
+                            ) -> tuple[list[str], array[int]] | None:
+        """:meth:`stored_edges` as read, before any edge is made: the strings, and six numbers
+        an edge into them in :class:`Edge`'s field order (:class:`EdgeColumns`)."""
+        ...
+
     def keep_edges(self, revision: str, name: str, edges: tuple[Edge, ...]) -> None:
         """Keep a revision's edges for the next process (written in the background)."""
         ...
@@ -1169,7 +1176,8 @@ class Snapshot:
         """Let go of the edge structures built on first use (:attr:`edges`, their index, the
         record lookups): a replaced snapshot's, which no successor reads
         (:func:`bundle_mcp.derived.release`). Asked for again, they are built again."""
-        for name in ("edges", "edges_by_concept", "records", "_shas", "_edge_update"):
+        for name in ("edges", "edges_by_concept", "records", "_shas", "_edge_update",
+                     "_edge_columns"):
             self.__dict__.pop(name, None)
 
     @functools.cached_property
@@ -1260,6 +1268,29 @@ class Snapshot:
                    *(e.target_id for e in made)}
         return _EdgeUpdate(tuple(kept), earlier, tuple(dropped), tuple(made), frozenset(touched))
 
+    def concept_edges(self, concept_id: str) -> tuple[Edge, ...]:
+        """Every link and relation touching one concept, in edge order: ``edges_by_concept.get(
+        concept_id, ())``. Before that index is built, on a snapshot whose edges an earlier
+        process kept, they are read from the kept edges' columns (:class:`EdgeColumns`): a
+        restarted server's first walk or question makes the edges of the concepts it visits,
+        not the bundle's 130,000 and their index."""
+        if "edges_by_concept" not in self.__dict__:
+            columns = self._edge_columns
+            if columns is not None:
+                found = columns.of(concept_id)
+                if found is not None:
+                    return found
+        return self.edges_by_concept.get(concept_id, ())
+
+    @functools.cached_property
+    def _edge_columns(self) -> EdgeColumns | None:
+        """The kept edges of this revision as read (``None`` when none are kept, or after a
+        change: those are the predecessor's, updated). Let go once the index is built."""
+        if self.inbound is None or self._edge_update is not None:
+            return None
+        found = self.inbound.stored_edge_columns(self.revision, STORED_EDGES)
+        return None if found is None else EdgeColumns(*found)
+
     def outgoing_edges(self, concept_id: str) -> tuple[Edge, ...]:
         """The resolved edges from one concept, in :attr:`edges` order: the same edges as
         ``[e for e in edges if e.source_id == concept_id]``, from that concept's own links and
@@ -1306,6 +1337,11 @@ class Snapshot:
         the edges into it from the documents that may hold one)."""
         if self.inbound is None or "edges_by_concept" in self.__dict__:
             return self.edges_by_concept.get(concept_id, ())
+        columns = self._edge_columns
+        if columns is not None:
+            found = columns.of(concept_id)
+            if found is not None:
+                return found
         doc = self.concepts.get(concept_id)
         if doc is None:
             return ()
@@ -1343,6 +1379,7 @@ class Snapshot:
             index.setdefault(edge.source_id, []).append(edge)
             if edge.target_id != edge.source_id:
                 index.setdefault(edge.target_id, []).append(edge)
+        self.__dict__.pop("_edge_columns", None)  # what the index answers from now on
         return types.MappingProxyType({k: tuple(v) for k, v in index.items()})
 
 
@@ -1430,6 +1467,49 @@ def revision_value(snapshot: Snapshot, name: str, decode: Callable[[Any], _T | N
     if store is not None and stored is not None:
         store.keep_json(snapshot.revision, name, stored)
     return value
+
+
+class EdgeColumns:
+    """A revision's links and relations as an earlier process kept them, read but not made:
+    their strings and six numbers an edge into them (:meth:`InboundHint.stored_edge_columns`),
+    with the positions of the edges touching each string, found once from the two ID columns.
+    :meth:`of` makes one concept's edges; the ~130,000 edge objects of a 10,000-concept bundle
+    and their index are made only by :attr:`Snapshot.edges_by_concept`."""
+
+    __slots__ = ("_table", "_numbers", "_number", "_touching", "_made")
+
+    def __init__(self, table: list[str], numbers: array[int]) -> None:
+        self._table, self._numbers = table, numbers
+        # Each concept's edges once made: a walk asks for the same concepts again.
+        self._made: dict[str, tuple[Edge, ...]] = {}
+        self._number = {string: n for n, string in enumerate(table)}
+        touching: dict[int, list[int]] = {}
+        sources, targets = numbers[1::EDGE_FIELDS], numbers[2::EDGE_FIELDS]
+        for position, (source, target) in enumerate(zip(sources, targets, strict=True)):
+            touching.setdefault(source, []).append(position)
+            if target != source:
+                touching.setdefault(target, []).append(position)
+        self._touching = touching
+
+    def of(self, concept_id: str) -> tuple[Edge, ...] | None:
+        """The edges touching ``concept_id``, in edge order; ``None`` when they do not read as
+        such (then the caller builds the index from the edges, which checks them all)."""
+        made = self._made.get(concept_id)
+        if made is not None:
+            return made
+        number = self._number.get(concept_id)
+        positions = self._touching.get(number, ()) if number is not None else ()
+        table, numbers = self._table, self._numbers
+        edges = tuple(Edge(*map(table.__getitem__,
+                                numbers[EDGE_FIELDS * p:EDGE_FIELDS * p + EDGE_FIELDS]))
+                      for p in positions)
+        if not (_in_edge_order(edges) and all(
+                concept_id in (edge.source_id, edge.target_id) for edge in edges)):
+            return None
+        return self._made.setdefault(concept_id, edges)
+
+
+EDGE_FIELDS = len(Edge._fields)  # the numbers an edge in its kept columns
 
 
 def _in_edge_order(edges: tuple[Edge, ...]) -> bool:

@@ -575,6 +575,19 @@ def packed_edges(edges: tuple[Edge, ...]) -> bytes:
 def unpacked_edges(data: bytes) -> tuple[Edge, ...] | None:
     """What :func:`packed_edges` wrote, in its order (the caller checks it); ``None`` for
     anything else."""
+    columns = edge_columns(data)
+    if columns is None:
+        return None
+    table, numbers = columns
+    # Field by field in C (each a column of the numbers); only Edge's constructor is Python.
+    fields = [map(table.__getitem__, numbers[n::_EDGE_FIELDS]) for n in range(_EDGE_FIELDS)]
+    return tuple(map(Edge, *fields))
+
+
+def edge_columns(data: bytes) -> tuple[list[str], array[int]] | None:
+    """What :func:`packed_edges` wrote, as read: the strings (interned) and the six numbers
+    of each edge into them, in :class:`~bundle_mcp.model.Edge`'s field order; ``None`` unless
+    the numbers fit the strings."""
     head = len(_EDGES_MAGIC) + _EDGES_HEADER.size
     if len(data) < head or not data.startswith(_EDGES_MAGIC):
         return None
@@ -592,9 +605,7 @@ def unpacked_edges(data: bytes) -> tuple[Edge, ...] | None:
     numbers.frombytes(data[head + length:])
     if numbers and max(numbers) >= len(table):
         return None
-    # Field by field in C (each a column of the numbers); only Edge's constructor is Python.
-    columns = [map(table.__getitem__, numbers[n::_EDGE_FIELDS]) for n in range(_EDGE_FIELDS)]
-    return tuple(map(Edge, *columns))
+    return table, numbers
 
 
 @dataclass(frozen=True, slots=True)
@@ -692,6 +703,12 @@ class CachedRows(Mapping[str, Any]):
         """:meth:`bundle_mcp.model.InboundHint.stored_edges`, from the ``parts`` rows."""
         data = None if self._parts is None else self._parts.read(revision, EDGES_PART + name)
         return None if data is None else unpacked_edges(data)
+
+    def stored_edge_columns(self, revision: str, name: str
+                            ) -> tuple[list[str], array[int]] | None:
+        """:meth:`bundle_mcp.model.InboundHint.stored_edge_columns`, from the ``parts`` rows."""
+        data = None if self._parts is None else self._parts.read(revision, EDGES_PART + name)
+        return None if data is None else edge_columns(data)
 
     def keep_edges(self, revision: str, name: str, edges: tuple[Edge, ...]) -> None:
         if self._parts is not None:

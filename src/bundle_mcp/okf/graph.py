@@ -665,10 +665,10 @@ class BundleGraph:
     # adjacency
 
     def arcs(self, concept_id: str) -> tuple[Arc, ...]:
-        """The walk's view of a concept's links and relations (:attr:`Snapshot.edges_by_concept`,
-        in its order), each with its ranking key already built (see :data:`Arc`)."""
+        """The walk's view of a concept's links and relations (:meth:`Snapshot.concept_edges`,
+        in their order), each with its ranking key already built (see :data:`Arc`)."""
         return _kept(self._arcs, concept_id, lambda: _arcs(
-            concept_id, self.snapshot.edges_by_concept.get(concept_id, ())))
+            concept_id, self.snapshot.concept_edges(concept_id)))
 
     def field_arcs(self, concept_id: str, token: CancelToken) -> tuple[Arc, ...]:
         """:meth:`arcs` for the concept's field edges (:meth:`field_edges_of`)."""
@@ -697,7 +697,7 @@ class BundleGraph:
         """The concept edges touching a concept, in :meth:`steps` order: its links and relations,
         then its field edges, which are fetched only after those and only when the selection
         admits some of them."""
-        yield from self.snapshot.edges_by_concept.get(concept_id, ())
+        yield from self.snapshot.concept_edges(concept_id)
         if selection.fields is None or selection.fields:
             yield from self.field_edges_of(concept_id, token)
 

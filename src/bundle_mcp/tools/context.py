@@ -526,7 +526,7 @@ def _linked(
     out: list[_Candidate] = []
     for cid in top:
         neighbours: dict[str, tuple[str, str]] = {}
-        for edge in snapshot.edges_by_concept.get(cid, ()):
+        for edge in snapshot.concept_edges(cid):
             token.check()
             if edge.source_id == edge.target_id:
                 continue
@@ -554,7 +554,7 @@ def _linked(
 
 
 def _inbound(snapshot: Snapshot, concept_id: str) -> int:
-    return sum(1 for e in snapshot.edges_by_concept.get(concept_id, ())
+    return sum(1 for e in snapshot.concept_edges(concept_id)
                if e.target_id == concept_id and e.source_id != concept_id)
 
 
