@@ -155,10 +155,16 @@ def test_kept_edge_columns_that_do_not_read_as_a_concepts_edges_are_not_used() -
     edges = (Edge("navigation", "a", "b", "a", "b", "LINKS_TO"),
              Edge("relation", "a", "c", "a", "c", "uses"))
     table, numbers = edge_columns(packed_edges(edges)) or ([], array("I"))
-    assert EdgeColumns(table, numbers).of("a") == edges
-    assert EdgeColumns(table, numbers).of("zz") == ()
+    columns = EdgeColumns.read(table, numbers)
+    assert columns is not None
+    assert columns.of("a") == edges and columns.of("b") == edges[:1]
+    assert columns.of("zz") == ()
+    assert columns.of("b")[0] is columns.of("a")[0]  # one object an edge
     swapped = array("I", numbers[6:] + numbers[:6])  # out of edge order
-    assert EdgeColumns(table, swapped).of("a") is None
+    assert EdgeColumns.read(table, swapped) is None
+    kind = array("I", numbers)
+    kind[0] = table.index("uses")  # not a link or a relation
+    assert EdgeColumns.read(table, kind) is None
 
 
 def test_a_cold_servers_values_wait_for_its_first_save(

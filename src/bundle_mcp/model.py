@@ -22,6 +22,7 @@ import functools
 import hashlib
 import itertools
 import json
+import operator
 import sys
 import threading
 import types
@@ -1277,9 +1278,7 @@ class Snapshot:
         if "edges_by_concept" not in self.__dict__:
             columns = self._edge_columns
             if columns is not None:
-                found = columns.of(concept_id)
-                if found is not None:
-                    return found
+                return columns.of(concept_id)
         return self.edges_by_concept.get(concept_id, ())
 
     @functools.cached_property
@@ -1289,7 +1288,7 @@ class Snapshot:
         if self.inbound is None or self._edge_update is not None:
             return None
         found = self.inbound.stored_edge_columns(self.revision, STORED_EDGES)
-        return None if found is None else EdgeColumns(*found)
+        return None if found is None else EdgeColumns.read(*found)
 
     def outgoing_edges(self, concept_id: str) -> tuple[Edge, ...]:
         """The resolved edges from one concept, in :attr:`edges` order: the same edges as
@@ -1339,9 +1338,7 @@ class Snapshot:
             return self.edges_by_concept.get(concept_id, ())
         columns = self._edge_columns
         if columns is not None:
-            found = columns.of(concept_id)
-            if found is not None:
-                return found
+            return columns.of(concept_id)
         doc = self.concepts.get(concept_id)
         if doc is None:
             return ()
@@ -1473,15 +1470,17 @@ class EdgeColumns:
     """A revision's links and relations as an earlier process kept them, read but not made:
     their strings and six numbers an edge into them (:meth:`InboundHint.stored_edge_columns`),
     with the positions of the edges touching each string, found once from the two ID columns.
-    :meth:`of` makes one concept's edges; the ~130,000 edge objects of a 10,000-concept bundle
-    and their index are made only by :attr:`Snapshot.edges_by_concept`."""
+    :meth:`of` makes one concept's edges, each edge object once (a walk meets an edge from
+    both ends); the ~130,000 edge objects of a 10,000-concept bundle and their index are made
+    all at once only by :attr:`Snapshot.edges_by_concept`."""
 
-    __slots__ = ("_table", "_numbers", "_number", "_touching", "_made")
+    __slots__ = ("_table", "_numbers", "_number", "_touching", "_made", "_edges")
 
     def __init__(self, table: list[str], numbers: array[int]) -> None:
         self._table, self._numbers = table, numbers
         # Each concept's edges once made: a walk asks for the same concepts again.
         self._made: dict[str, tuple[Edge, ...]] = {}
+        self._edges: list[Edge | None] = [None] * (len(numbers) // EDGE_FIELDS)
         self._number = {string: n for n, string in enumerate(table)}
         touching: dict[int, list[int]] = {}
         sources, targets = numbers[1::EDGE_FIELDS], numbers[2::EDGE_FIELDS]
@@ -1491,25 +1490,47 @@ class EdgeColumns:
                 touching.setdefault(target, []).append(position)
         self._touching = touching
 
-    def of(self, concept_id: str) -> tuple[Edge, ...] | None:
-        """The edges touching ``concept_id``, in edge order; ``None`` when they do not read as
-        such (then the caller builds the index from the edges, which checks them all)."""
+    @classmethod
+    def read(cls, table: list[str], numbers: array[int]) -> EdgeColumns | None:
+        """The columns, when they hold links and relations in :attr:`Snapshot.edges` order
+        (checked once, column by column in C, without making an edge); else ``None``."""
+        if len(numbers) % EDGE_FIELDS:
+            return None
+        kinds = set(map(table.__getitem__, numbers[0::EDGE_FIELDS]))
+        if not kinds <= {NAVIGATION, RELATION}:
+            return None
+
+        def keys() -> Iterator[tuple[str, ...]]:  # edge_order's fields of each edge, in turn
+            return zip(*(map(table.__getitem__, numbers[field::EDGE_FIELDS])
+                         for field in _ORDER_FIELDS), strict=True)
+
+        following = keys()
+        next(following, None)
+        if not all(map(operator.le, keys(), following)):
+            return None
+        return cls(table, numbers)
+
+    def of(self, concept_id: str) -> tuple[Edge, ...]:
+        """The edges touching ``concept_id``, in edge order (the kept order, checked by
+        :meth:`read`; each position is an edge whose source or target it is)."""
         made = self._made.get(concept_id)
         if made is not None:
             return made
         number = self._number.get(concept_id)
         positions = self._touching.get(number, ()) if number is not None else ()
-        table, numbers = self._table, self._numbers
-        edges = tuple(Edge(*map(table.__getitem__,
-                                numbers[EDGE_FIELDS * p:EDGE_FIELDS * p + EDGE_FIELDS]))
-                      for p in positions)
-        if not (_in_edge_order(edges) and all(
-                concept_id in (edge.source_id, edge.target_id) for edge in edges)):
-            return None
-        return self._made.setdefault(concept_id, edges)
+        return self._made.setdefault(concept_id, tuple(map(self._edge, positions)))
+
+    def _edge(self, position: int) -> Edge:
+        edge = self._edges[position]
+        if edge is None:
+            at = EDGE_FIELDS * position
+            edge = self._edges[position] = Edge(
+                *map(self._table.__getitem__, self._numbers[at:at + EDGE_FIELDS]))
+        return edge
 
 
 EDGE_FIELDS = len(Edge._fields)  # the numbers an edge in its kept columns
+_ORDER_FIELDS = (0, 3, 4, 5)  # edge_order's: kind, source and target references, relation
 
 
 def _in_edge_order(edges: tuple[Edge, ...]) -> bool:
