@@ -137,6 +137,15 @@ def of_snapshot(
     return snapshot.memo.get((slot, variant), build, check)
 
 
+def built_value(snapshot: Snapshot, slot: Slot[T], variant: Hashable = None) -> T | None:
+    """The snapshot's structure ``slot`` for ``variant`` when it is built, else ``None``; builds
+    nothing. A quicker way to a value that a larger one already holds."""
+    if slot.owner != "snapshot":
+        raise ValueError(f"{slot.name} is kept per document")
+    found, value = snapshot.memo.peek((slot, variant))
+    return cast(T, value) if found else None
+
+
 def kept(snapshot: Snapshot, slot: Slot[T], variant: Hashable = None) -> T | None:
     """The snapshot's structure ``slot`` for ``variant`` when it is built, else ``None``; builds
     nothing. For a builder that can update an earlier snapshot's value instead of building

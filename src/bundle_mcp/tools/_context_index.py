@@ -48,6 +48,7 @@ from ..cancel import CancelToken
 from ..derived import (
     Codec,
     Slot,
+    built_value,
     exactly,
     keep_of_concept,
     of_concept,
@@ -464,6 +465,10 @@ class _ConceptWords(Sequence[tuple[str, DocumentWords]]):
         if isinstance(position, slice):
             return [self[n] for n in range(*position.indices(len(self.ids)))]
         concept_id = self.ids[position]
+        every: tuple[DocumentWords, ...] | None = built_value(
+            self._snapshot, CONTEXT_INDEX, "words")
+        if every is not None:  # a tuple's item: no cell or memo to look in
+            return concept_id, every[position]
         return concept_id, concept_words(self._snapshot, concept_id)
 
 
@@ -748,8 +753,8 @@ def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScore
     section_idf = _idf(stats.sections, holding)
     return TermScores(
         len(held), array("i", held), concept, label_positions, label, counted,
-        array("d", (section_idf * tf * (SECTION_K1 + 1) / (tf + section_norm[g]) * junk[g]
-                    for g, tf in zip(counted, counted_tf, strict=True))),
+        array("d", [section_idf * tf * (SECTION_K1 + 1) / (tf + section_norm[g]) * junk[g]
+                    for g, tf in zip(counted, counted_tf, strict=True)]),
         described, headed,
     )
 
