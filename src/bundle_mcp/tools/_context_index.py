@@ -39,7 +39,7 @@ import sys
 import threading
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeGuard, cast, overload
 
@@ -540,14 +540,14 @@ def _is_layout(value: Any, concepts: int) -> TypeGuard[list[int]]:
             and all(a <= b for a, b in itertools.pairwise(value)))
 
 
-def stem_holders(snapshot: Snapshot, token: CancelToken) -> dict[str, array[int]]:
+def stem_holders(snapshot: Snapshot, token: CancelToken) -> Mapping[str, array[int]]:
     """Stem → the positions of the concepts holding it (:attr:`_Holders.by_stem`), built from
     every concept's words when the layout was read back without them."""
     index = holders(snapshot, token)
     if index.by_stem is not None:
         return index.by_stem
 
-    def build() -> dict[str, array[int]]:
+    def build() -> Mapping[str, array[int]]:
         store = snapshot.inbound
         if store is not None:
             kept = _unpacked_stem_holders(store.stored_bytes(snapshot.revision, HOLDERS_NAME),
@@ -562,7 +562,7 @@ def stem_holders(snapshot: Snapshot, token: CancelToken) -> dict[str, array[int]
         _keep_stem_holders(snapshot, found)
         return found
 
-    by_stem: dict[str, array[int]] = _index_part(snapshot, "stems", build, token)
+    by_stem: Mapping[str, array[int]] = _index_part(snapshot, "stems", build, token)
     return by_stem
 
 
@@ -582,10 +582,10 @@ def _keep_stem_holders(snapshot: Snapshot, by_stem: dict[str, array[int]]) -> No
         [len(by_stem)], [array("B", names.encode("utf-8")), lengths, positions]))
 
 
-def _unpacked_stem_holders(data: bytes | None, concepts: int
-                           ) -> dict[str, array[int]] | None:
+def _unpacked_stem_holders(data: bytes | None, concepts: int) -> _KeptHolders | None:
     """What :func:`_keep_stem_holders` kept, or ``None`` unless it reads back whole: distinct
-    stems, each with at least one holder, each holder a concept, in increasing order."""
+    stems, each with at least one holder, each holder a concept (a stem's holders are written
+    in increasing order: its first and last are checked, in C, not the 2.8 million between)."""
     found = None if data is None else unpacked(data, "BI" + holder_code(concepts))
     if found is None:
         return None
@@ -596,19 +596,36 @@ def _unpacked_stem_holders(data: bytes | None, concepts: int
     except (UnicodeDecodeError, ValueError):
         return None
     if not (isinstance(stems, list) and len(stems) == count == len(lengths)
-            and sum(lengths) == len(positions) and all(type(s) is str for s in stems)):
+            and sum(lengths) == len(positions) and all(type(s) is str for s in stems)
+            and (not lengths or min(lengths) > 0)):
         return None
-    by_stem: dict[str, array[int]] = {}
-    at = 0
-    for stem_, length in zip(stems, lengths, strict=True):
-        held = positions[at:at + length]
-        at += length
-        if not held or held[-1] >= concepts:
-            return None
-        by_stem[stem_] = held
-    if len(by_stem) != count or (positions and min(positions) < 0):
+    starts = list(itertools.accumulate(lengths, initial=0))
+    spans = dict(zip(stems, itertools.pairwise(starts), strict=True))
+    firsts = map(positions.__getitem__, starts[:-1])
+    lasts = map(positions.__getitem__, map(operator.sub, starts[1:], itertools.repeat(1)))
+    if len(spans) != count or (count and (min(firsts) < 0 or max(lasts) >= concepts)):
         return None
-    return by_stem
+    return _KeptHolders(spans, positions)
+
+
+class _KeptHolders(Mapping[str, "array[int]"]):
+    """Stem → the positions of the concepts holding it, as read back: each stem's slice of
+    the kept holders, made when asked (a question asks a few of 50,000 stems)."""
+
+    __slots__ = ("_spans", "_positions")
+
+    def __init__(self, spans: dict[str, tuple[int, int]], positions: array[int]) -> None:
+        self._spans, self._positions = spans, positions
+
+    def __getitem__(self, stem_: str) -> array[int]:
+        start, end = self._spans[stem_]
+        return self._positions[start:end]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._spans)
+
+    def __len__(self) -> int:
+        return len(self._spans)
 
 
 def holder_code(concepts: int) -> str:
