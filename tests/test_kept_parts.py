@@ -211,6 +211,30 @@ def test_a_whole_bundle_value_replaces_the_one_kept_for_other_files(
     assert other == 2  # the small values of both revisions stay, as before
 
 
+def test_a_warm_server_has_written_the_parts_its_warm_up_kept(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """A cold warm-up's whole-bundle values wait for its first save; the save then waits for
+    their writes before the server says it is warm, so that none competes with the calls
+    that follow (they cost the first calls after ready half again, context's words above all)."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    parse = ParseCache(cache)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
+                            cache=SnapshotCache(parse_cache=parse, watch=False))
+    readiness = Readiness(dispatcher, follow=False)
+    readiness.start()
+    try:
+        assert readiness.wait(120)
+        (database,) = (cache / "parse").glob("*.sqlite3")
+        with sqlite3.connect(database) as db:
+            keys = {key for (key,) in db.execute("SELECT key FROM parts")}
+    finally:
+        readiness.stop(wait=10)
+    assert {f"{parse_cache.BYTES_PART}context-words/stems",
+            f"{parse_cache.BYTES_PART}context-words/0",
+            f"{parse_cache.BYTES_PART}body-words"} <= keys
+
+
 def test_a_part_kept_before_the_database_exists_waits_for_the_first_save(
     tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -37,6 +37,8 @@ Loader = Callable[
 
 DEFAULT_MAX_BUNDLES = 16
 PERSIST_DELAY_SECONDS = 1.0
+# How long the warm-up's save waits for the part writes it released (they go on after that).
+PARTS_SETTLE_SECONDS = 30.0
 PERSIST_LOOK_SECONDS = 1.0
 
 
@@ -271,6 +273,10 @@ class SnapshotCache:
 
         if now:
             save()
+            # And the parts the warm-up kept, which waited for this save to make the database
+            # (a cold start's whole-bundle values: context's words are 25 MB to encode and
+            # compress), so that no write competes with the calls after it either.
+            self._parse_cache.settle_parts(PARTS_SETTLE_SECONDS)
             return
         # Started a moment later: encoding the rows holds the interpreter lock, and the call
         # that triggered it is still turning its own result into JSON.

@@ -38,6 +38,7 @@ import sqlite3
 import struct
 import sys
 import threading
+import time
 import weakref
 import zlib
 from array import array
@@ -177,11 +178,13 @@ class ParseCache:
         return None if database is None else KeptParts(self, bundle_path, database)
 
     def settle_parts(self, timeout: float | None = None) -> None:
-        """Wait until every write of a kept part started so far is done (tests, benchmarks)."""
+        """Wait until every write of a kept part started so far is done, for at most
+        ``timeout`` seconds in all (the warm-up's save, tests, benchmarks)."""
         with self._warned_lock:
             writes = list(self._part_writes)
+        deadline = None if timeout is None else time.monotonic() + timeout
         for write in writes:
-            write.join(timeout)
+            write.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
 
     def _wait_for_database(self, database: Path, write: Callable[[], None]) -> bool:
         """Keep ``write`` until a save makes ``database`` (at most :data:`MAX_WAITING_PARTS`
