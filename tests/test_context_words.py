@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from bundle_mcp.cancel import CancelToken
+from bundle_mcp.errors import BundleError
 from bundle_mcp.loader.parse_cache import BYTES_PART, CachedRows
 from bundle_mcp.model import Snapshot
 from bundle_mcp.tools import _context_index, _context_words
@@ -218,3 +219,25 @@ def test_words_past_the_basic_plane_pack_and_read_back(
     assert {w.width for w in every} == {1}
     assert max(max(w.body) for w in every if w.body) > "\uffff"
     assert unpacked_words(joined(packed_words(ids, every)).get, ids) == every
+
+
+def test_reading_the_words_back_checks_between_groups_and_documents(
+    tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cancelled call, or the warm-up standing aside for a call, is heard while every
+    group is read: the check runs before each group and every CHECK_EVERY documents, and a
+    cancellation is raised, not taken for a part that does not read back."""
+    monkeypatch.setattr(_context_words, "GROUP_CONCEPTS", 4)
+    monkeypatch.setattr(_context_words, "CHECK_EVERY", 2)
+    _, _, snapshot = process(tmp_bundle(pages(8)), None)
+    ids = tuple(snapshot.concepts)
+    parts = joined(packed_words(ids, built(snapshot)))
+    checks: list[None] = []
+    assert unpacked_words(parts.get, ids, lambda: checks.append(None)) is not None
+    sizes = [len(ids[at:at + 4]) for at in range(0, len(ids), 4)]
+    assert len(sizes) >= 3
+    assert len(checks) == len(sizes) + sum((size + 1) // 2 for size in sizes)
+    token = CancelToken()
+    token.cancel()
+    with pytest.raises(BundleError):
+        unpacked_words(parts.get, ids, token.check)

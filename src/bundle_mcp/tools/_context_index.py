@@ -426,8 +426,10 @@ def _every_words(snapshot: Snapshot, token: CancelToken) -> tuple[DocumentWords,
     if store is not None:
         revision = snapshot.revision
         kept = unpacked_words(
-            lambda part: store.stored_bytes(revision, f"{STORED_NAME}/{part}"), ids)
+            lambda part: store.stored_bytes(revision, f"{STORED_NAME}/{part}"), ids,
+            token.check)
         if kept is not None:
+            token.check()
             return tuple(keep_of_concept(snapshot, concept_id, CONTEXT_WORDS, words)
                          for concept_id, words in zip(ids, kept, strict=True))
     every = []
