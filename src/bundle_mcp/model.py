@@ -1216,9 +1216,6 @@ class Snapshot:
         update = self._edge_update
         if update is not None:
             return update.edges
-        columns = self.__dict__.get("_edge_columns")
-        if columns is not None:  # read by a call already, and checked: no second reading
-            return cast(EdgeColumns, columns).every()
         # Kept by an earlier process on the same files, they need no document's Markdown facts.
         return revision_edges(self, STORED_EDGES, _in_edge_order, self._edges_built)
 
@@ -1280,9 +1277,7 @@ class Snapshot:
         not the bundle's 130,000 and their index."""
         if "edges_by_concept" not in self.__dict__:
             columns = self._edge_columns
-            # A walk that reaches a quarter of the bundle would make most edges one concept at
-            # a time: the index is then made from the columns, once, for every later call.
-            if columns is not None and columns.asked < len(self.concepts) // 4:
+            if columns is not None:
                 return columns.of(concept_id)
         return self.edges_by_concept.get(concept_id, ())
 
@@ -1376,16 +1371,12 @@ class Snapshot:
         if update is not None and earlier is not None and (
                 "edges_by_concept" in earlier.__dict__):
             return update.index(earlier.edges_by_concept, self.concepts)
-        columns = self.__dict__.pop("_edge_columns", None)  # the index answers from now on
-        # Grouped from the columns only when the edges were made from them: the same objects
-        # (a later change's update drops the predecessor's edges from its index by identity).
-        if columns is not None and cast(EdgeColumns, columns).made_every is edges:
-            return types.MappingProxyType(cast(EdgeColumns, columns).index())
         index: dict[str, list[Edge]] = {}
         for edge in edges:
             index.setdefault(edge.source_id, []).append(edge)
             if edge.target_id != edge.source_id:
                 index.setdefault(edge.target_id, []).append(edge)
+        self.__dict__.pop("_edge_columns", None)  # what the index answers from now on
         return types.MappingProxyType({k: tuple(v) for k, v in index.items()})
 
 
@@ -1483,14 +1474,13 @@ class EdgeColumns:
     both ends); the ~130,000 edge objects of a 10,000-concept bundle and their index are made
     all at once only by :attr:`Snapshot.edges_by_concept`."""
 
-    __slots__ = ("_table", "_numbers", "_number", "_touching", "_made", "_edges", "made_every")
+    __slots__ = ("_table", "_numbers", "_number", "_touching", "_made", "_edges")
 
     def __init__(self, table: list[str], numbers: array[int]) -> None:
         self._table, self._numbers = table, numbers
         # Each concept's edges once made: a walk asks for the same concepts again.
         self._made: dict[str, tuple[Edge, ...]] = {}
         self._edges: list[Edge | None] = [None] * (len(numbers) // EDGE_FIELDS)
-        self.made_every: tuple[Edge, ...] | None = None  # what every() made, once
         self._number = {string: n for n, string in enumerate(table)}
         touching: dict[int, list[int]] = {}
         sources, targets = numbers[1::EDGE_FIELDS], numbers[2::EDGE_FIELDS]
@@ -1529,31 +1519,6 @@ class EdgeColumns:
         number = self._number.get(concept_id)
         positions = self._touching.get(number, ()) if number is not None else ()
         return self._made.setdefault(concept_id, tuple(map(self._edge, positions)))
-
-    @property
-    def asked(self) -> int:
-        """How many concepts' edges were asked for."""
-        return len(self._made)
-
-    def every(self) -> tuple[Edge, ...]:
-        """Every edge, in edge order (:attr:`Snapshot.edges`), those made already reused."""
-        if self.made_every is None:
-            # Field by field in C, as a whole list's reading does; the ones made already kept.
-            table, numbers = self._table, self._numbers
-            fresh = map(Edge, *(map(table.__getitem__, numbers[field::EDGE_FIELDS])
-                                for field in range(EDGE_FIELDS)))
-            every: list[Edge] = [made if made is not None else new
-                                 for made, new in zip(self._edges, fresh, strict=True)]
-            self._edges = [*every]
-            self.made_every = tuple(every)
-        return self.made_every
-
-    def index(self) -> dict[str, tuple[Edge, ...]]:
-        """Every concept's edges (:attr:`Snapshot.edges_by_concept`), of the same objects."""
-        every = self.every()
-        table, made, edge = self._table, self._made, every.__getitem__
-        return {table[number]: made.get(table[number]) or tuple(map(edge, positions))
-                for number, positions in self._touching.items()}
 
     def _edge(self, position: int) -> Edge:
         edge = self._edges[position]
