@@ -89,7 +89,7 @@ class Case:
 
 # context asked something new each time, as an agent does: words of the generated bundle's
 # vocabulary (bench/generate.py) in questions a person would write. Sixteen: the cold and the
-# restart sessions ask six each, the calls at once one.
+# restart sessions ask six each, the servers of the calls at once one each.
 NEW_QUESTIONS = (
     "how does the retry policy handle a failed export",
     "what threshold triggers an alert on a sensor",
@@ -109,8 +109,12 @@ NEW_QUESTIONS = (
     "what does the audit history of a user track",
 )
 NEW_QUESTION = "context (a new question each call)"
-# Where each session starts in NEW_QUESTIONS (measure_calls asks 1 + warm of them).
+# Where each session starts in NEW_QUESTIONS (measure_calls asks 1 + warm of them; each server
+# of the calls at once asks one).
 COLD_CALLS, RESTART_CALLS, AT_ONCE_CALLS = 0, 6, 12
+# Servers that make the calls at once, one after the other: a first call meets whatever step
+# the warm-up is at, and one such call varied by half from run to run; the row is the median.
+AT_ONCE_RUNS = 3
 
 
 @dataclass
@@ -286,16 +290,17 @@ def measure_calls(session: Session, all_cases: list[Case], warm: int, start: int
 
 
 def calls_at_once(bundle: Path, cache_dir: str, workdir: Path, serve_args: Sequence[str],
-                  all_cases: list[Case]) -> dict[str, float]:
+                  all_cases: list[Case], run: int = 0) -> dict[str, float]:
     """Each case's first call on a restarted server as a client meets it: after its first
     answer (the load) and a second call (which waits for the SDK's import), while the warm-up
-    is still at work. The restart session times its first calls once the server is ready."""
+    is still at work. The restart session times its first calls once the server is ready.
+    ``run``: which of the :data:`AT_ONCE_RUNS` servers (each asks its own new question)."""
     session = Session(str(bundle), cache_dir, str(workdir), serve_args)
     session.start()
     try:
         session.call("read_concept", all_cases[0].arguments)
         session.call("read_concept", all_cases[0].arguments)
-        return {case.label: session.call(case.tool, case.arguments_for(AT_ONCE_CALLS))[0]
+        return {case.label: session.call(case.tool, case.arguments_for(AT_ONCE_CALLS + run))[0]
                 for case in all_cases}
     finally:
         session.stop()
@@ -476,7 +481,11 @@ def run_size(concepts: int, workdir: Path, warm: int, seed: int,
         restart.stop()
     checkpoint(result)
     print("  restart session, calls at once ...", file=sys.stderr)
-    result["restart_at_once"] = calls_at_once(bundle, cache_dir, workdir, serve_args, all_cases)
+    runs = [calls_at_once(bundle, cache_dir, workdir, serve_args, all_cases, run)
+            for run in range(AT_ONCE_RUNS)]
+    result["restart_at_once_runs"] = runs
+    result["restart_at_once"] = {label: statistics.median(r[label] for r in runs)
+                                 for label in runs[0]}
     checkpoint(result)
     print("  HTTP throughput ...", file=sys.stderr)
     result["throughput"] = throughput(bundle, cache_dir, serve_args)

@@ -183,8 +183,9 @@ def test_no_question_of_the_new_question_case_is_asked_twice_in_a_run(
     warm = 5
     asked = [case.arguments_for(start + k)["question"]
              for start in (targets.COLD_CALLS, targets.RESTART_CALLS) for k in range(1 + warm)]
-    asked.append(case.arguments_for(targets.AT_ONCE_CALLS)["question"])
-    assert len(set(asked)) == len(asked) == 13
+    asked += [case.arguments_for(targets.AT_ONCE_CALLS + run)["question"]
+              for run in range(targets.AT_ONCE_RUNS)]
+    assert len(set(asked)) == len(asked) == 12 + targets.AT_ONCE_RUNS
     assert dict(targets.CASE_TARGETS)[targets.NEW_QUESTION] == 0.100
     repeated = next(c for c in all_cases if c.label == "context")
     assert repeated.arguments_for(7) == repeated.arguments
