@@ -151,12 +151,9 @@ def kept(snapshot: Snapshot, slot: Slot[T], variant: Hashable = None) -> T | Non
     nothing. For a builder that can update an earlier snapshot's value instead of building
     its own (:attr:`~bundle_mcp.model.Snapshot.predecessor`): only a ``carried`` slot's, the
     values :func:`release` leaves to a successor."""
-    if slot.owner != "snapshot":
-        raise ValueError(f"{slot.name} is kept per document")
-    if not slot.carried:
+    if slot.owner == "snapshot" and not slot.carried:
         raise ValueError(f"{slot.name} is not carried: a replaced snapshot lets it go first")
-    found, value = snapshot.memo.peek((slot, variant))
-    return cast(T, value) if found else None
+    return built_value(snapshot, slot, variant)
 
 
 def kept_earlier(snapshot: Snapshot, slot: Slot[T]) -> tuple[Snapshot, T] | None:
