@@ -17,6 +17,7 @@ import pytest
 from bundle_mcp import stored_answers
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig, _packed_encoding
+from bundle_mcp.errors import BundleError, Diagnostic
 from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.okf.scopes import NOTHING, Access, FolderScope
 from bundle_mcp.pieces import PackedBytes
@@ -242,3 +243,51 @@ def test_a_packed_encoding_taken_back_from_its_deflated_bytes_is_the_same() -> N
                                         if spec.cache_results))
 def test_every_tool_that_keeps_its_answers_is_covered(tool: str) -> None:
     assert tool in {name for name, _ in CALLS}
+
+
+def test_an_answer_over_its_budget_is_stored_as_that_refusal(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """Issue 29: at 50,000 concepts get_semantic_graph's answer passes 16 MiB, and finding that
+    out (building every node) took 18 s after every restart before the refusal was stored."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+
+    def small(runs: Runs) -> dict[str, Any]:
+        tools = runs.tools()
+        tools["get_semantic_graph"] = dataclasses.replace(tools["get_semantic_graph"],
+                                                          output_budget=2000)
+        return tools
+
+    parse = ParseCache(cache)
+    snapshots = SnapshotCache(parse_cache=parse, watch=False)
+    first_runs = Runs()
+    first = Dispatcher(ServeConfig(bundles=(bundle,)), tools=small(first_runs), cache=snapshots)
+    refused = first.call("get_semantic_graph", {})
+    assert refused.is_error and refused.structured is not None
+    assert refused.structured["code"] == "resource_limit"
+    assert first_runs.names == ["get_semantic_graph"]
+    snapshots.persist(bundle, first.served_snapshot(bundle, CancelToken(), ALL_READER), now=True)
+
+    runs = Runs()
+    second = Dispatcher(ServeConfig(bundles=(bundle,)), tools=small(runs),
+                        cache=SnapshotCache(parse_cache=ParseCache(cache), watch=False))
+    again = second.call("get_semantic_graph", {})
+    assert again.structured == refused.structured and again.text == refused.text
+    assert runs.names == []  # read back: the tool did not run
+    snapshot = second.served_snapshot(bundle, CancelToken(), ALL_READER)
+    assert list(snapshot.documents.built()) == []
+
+
+def test_a_stored_refusal_reads_back_only_whole() -> None:
+    error = BundleError("resource_limit", "the structured result is larger than its budget",
+                        (Diagnostic(code="recovery_step", severity="info", message="ask less",
+                                    line=3),))
+    data = stored_answers.packed_refusal(error)
+    back = stored_answers.unpacked_refusal(data)
+    assert back is not None and back.envelope() == error.envelope()
+    assert back.diagnostics == error.diagnostics
+    assert stored_answers.unpacked(data) is None  # never taken for an answer
+    broken = [b"", data[:-1], b"xxxx" + data[4:], data.replace(b"3", b'"3"'),
+              data.replace(b'"info"', b"null"), data.replace(b"]]]", b",1]]]"),
+              data[:4] + b'{"code": 1}']
+    assert [stored_answers.unpacked_refusal(d) for d in broken] == [None] * len(broken)

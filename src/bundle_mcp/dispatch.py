@@ -548,7 +548,6 @@ class Dispatcher:
         self, tool: _Tool, arguments: Any, bundle_path: str, token: CancelToken, reader: Reader
     ) -> Outcome:
         spec = tool.spec
-        name = spec.name
         # Everything below (parse policy, answers, caches) sees only the reader's view.
         snapshot, source = self._view_and_source(bundle_path, token, reader)
         token.check()
@@ -563,6 +562,20 @@ class Dispatcher:
         params = {k: v for k, v in arguments.items() if k != "bundle_path"}
         call = CallContext(snapshot, token, bundle_path, self._semantic, reader.access,
                            self.config.caps, source, self._cache.parts(bundle_path))
+        try:
+            outcome = self._outcome(spec, call, params, source, reader)
+        except BundleError:
+            # What a refused call parsed is saved as any call's: finding out that a bundle
+            # passes a cap can mean building documents until it is passed.
+            self._cache.persist(bundle_path, snapshot)
+            raise
+        self._cache.persist(bundle_path, snapshot)
+        return outcome
+
+    def _outcome(self, spec: ToolSpec, call: CallContext, params: dict[str, Any],
+                 source: BundleSource | None, reader: Reader) -> Outcome:
+        """The call's answer: the tool run, or its kept answer (``ToolSpec.cache_results``)."""
+        name, snapshot, token = spec.name, call.snapshot, call.token
         if spec.cache_results:
             answers = of_snapshot(snapshot, ANSWERS, lambda: Memo(MAX_KEPT_ANSWERS))
             # A remote bundle's next commit may hold the same files (the same snapshot): its
@@ -577,11 +590,8 @@ class Dispatcher:
             )
             if isinstance(kept, _Refused):
                 raise kept.error()
-            outcome = kept
-        else:
-            outcome = self._answer(spec, call, params)
-        self._cache.persist(bundle_path, snapshot)
-        return outcome
+            return kept
+        return self._answer(spec, call, params)
 
     def _answer(self, spec: ToolSpec, call: CallContext, params: dict[str, Any]) -> Outcome:
         result = spec.run(call, params)
@@ -603,21 +613,28 @@ class Dispatcher:
         store: PartStore | None,
     ) -> Outcome | _Refused:
         """The answer an earlier process stored for this snapshot and these arguments
-        (:mod:`.stored_answers`), or :meth:`_kept_answer`, stored for the next one when its
-        encoding is kept deflated (the text block is the result's JSON)."""
+        (:mod:`.stored_answers`), or its refusal (over its budget); else :meth:`_kept_answer`,
+        stored for the next one when its encoding is kept deflated (the text block is the
+        result's JSON) or it is a refusal."""
         if store is None:
             return self._kept_answer(spec, call, params)
         snapshot = call.snapshot
         key = stored_answers.answer_key(snapshot, spec.name, canonical_json(params),
                                         self._answer_settings)
         data = store.read(snapshot.revision, key)
-        found = None if data is None else stored_answers.unpacked(data)
-        if found is not None:
-            encoding, quoted_size = found
-            return Outcome(None, None, False,
-                           WireJson(encoding, JsonStringPieces(encoding, quoted_size)))
+        if data is not None:
+            found = stored_answers.unpacked(data)
+            if found is not None:
+                encoding, quoted_size = found
+                return Outcome(None, None, False,
+                               WireJson(encoding, JsonStringPieces(encoding, quoted_size)))
+            refused = stored_answers.unpacked_refusal(data)
+            if refused is not None and refused.code == RESOURCE_LIMIT:
+                return _Refused.of(refused)
         kept = self._kept_answer(spec, call, params)
-        if isinstance(kept, Outcome) and kept.wire is not None and isinstance(
+        if isinstance(kept, _Refused):
+            store.keep(snapshot.revision, key, stored_answers.packed_refusal(kept.error()))
+        elif kept.wire is not None and isinstance(
                 kept.wire.structured, PackedBytes) and kept.is_text_encoding:
             store.keep(snapshot.revision, key, stored_answers.packed(kept.wire.structured))
         return kept

@@ -13,6 +13,10 @@ canonical arguments, the server's settings that shape answers, and what the revi
 cover (assets, folders, skipped entries, attachments). Only the whole bundle's answers are
 stored: a reader's view, or a remote bundle's copy, is never written or read here.
 
+An answer over its budget is stored as that refusal (:func:`packed_refusal`): the snapshot and
+the arguments decide it as they decide an answer, and finding it out means making the whole
+answer (get_semantic_graph at 50,000 concepts: 18 s of building every node, at every restart).
+
 Like every row of the parse cache the stored bytes are a cache: they are checked whole on the
 way back (length and SHA-256 of the inflated encoding), and anything that does not check out
 is made again from the files.
@@ -20,19 +24,24 @@ is made again from the files.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import struct
 import zlib
+from typing import Any
 
 from ._version import __version__
+from .errors import BundleError, Diagnostic
 from .model import Snapshot
 from .pieces import PackedBytes
 
-__all__ = ["FORMAT", "answer_key", "packed", "unpacked"]
+__all__ = ["FORMAT", "answer_key", "packed", "packed_refusal", "unpacked", "unpacked_refusal"]
 
 FORMAT = "kept-answer/1"
 _MAGIC = b"bka1"
+_REFUSAL_MAGIC = b"bkr1"  # then the refusal's JSON: code, message, diagnostics' fields
+_DIAGNOSTIC_FIELDS = tuple(f.name for f in dataclasses.fields(Diagnostic))
 # magic, the inflated encoding's length, its SHA-256; the deflated stream follows
 _HEADER = struct.Struct("<4sQ32s")
 
@@ -81,3 +90,41 @@ def unpacked(data: bytes) -> tuple[PackedBytes, int] | None:
     if total != size or digest.digest() != expected:
         return None
     return encoding, size + escapes + 2
+
+
+def packed_refusal(refused: BundleError) -> bytes:
+    """The stored form of a kept answer's refusal (an answer over its budget)."""
+    return _REFUSAL_MAGIC + json.dumps(
+        [refused.code, refused.message,
+         [[getattr(d, name) for name in _DIAGNOSTIC_FIELDS] for d in refused.diagnostics]],
+        ensure_ascii=True, separators=(",", ":")).encode("ascii")
+
+
+def unpacked_refusal(data: bytes) -> BundleError | None:
+    """The refusal :func:`packed_refusal` stored; ``None`` for anything else."""
+    if not data.startswith(_REFUSAL_MAGIC):
+        return None
+    try:
+        kept = json.loads(data[len(_REFUSAL_MAGIC):])
+    except ValueError:
+        return None
+    if not (isinstance(kept, list) and len(kept) == 3 and isinstance(kept[0], str)
+            and isinstance(kept[1], str) and isinstance(kept[2], list)):
+        return None
+    diagnostics = []
+    for row in kept[2]:
+        if not (isinstance(row, list) and len(row) == len(_DIAGNOSTIC_FIELDS)):
+            return None
+        fields = dict(zip(_DIAGNOSTIC_FIELDS, row, strict=True))
+        if not all(_fits(name, value) for name, value in fields.items()):
+            return None
+        diagnostics.append(Diagnostic(**fields))
+    return BundleError(kept[0], kept[1], tuple(diagnostics))
+
+
+def _fits(name: str, value: Any) -> bool:
+    """Whether ``value`` has the type of the Diagnostic field ``name`` (str, or int for the
+    line; the first three are never None)."""
+    if value is None:
+        return name not in ("code", "severity", "message")
+    return type(value) is (int if name == "line" else str)

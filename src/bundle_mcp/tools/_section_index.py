@@ -29,7 +29,7 @@ from typing import Any
 from .._version import __version__
 from ..cancel import CancelToken
 from ..derived import Codec, Slot, exactly, of_document, of_snapshot
-from ..errors import resource_limit
+from ..errors import BundleError, resource_limit
 from ..model import Document, Snapshot, revision_value
 from ..okf.folding import fold
 from ..okf.properties import text_field
@@ -39,6 +39,8 @@ from ._kept_parts import kept_or_computed, packed, unpacked
 
 
 def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
+    if isinstance(_totals_or_over(snapshot, token), _OverCap):
+        return  # search_sections refuses this bundle: no document's words are asked for
     for doc in snapshot.concepts.values():
         token.check()
         _document_index(doc)
@@ -84,9 +86,10 @@ SECTION_WORDS: Slot[_DocumentIndex] = Slot(
     _warm_words,
     Codec(2, _encode_index, _decode_index),
 )
-SECTION_WORD_TOTALS: Slot[_Totals] = Slot(
+SECTION_WORD_TOTALS: Slot[_Totals | _OverCap] = Slot(
     "section_word_totals", "snapshot",
-    "section count and document frequencies over the whole bundle (BM25 statistics)",
+    "section count and document frequencies over the whole bundle (BM25 statistics), or "
+    "the cap the bundle passes",
     _warm_totals,
 )
 SECTION_POSTINGS: Slot[_PostingCache] = Slot(
@@ -465,19 +468,55 @@ def collect_sections(
 
 
 def section_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
-    """The bundle's section count and total weighted length, kept with the snapshot."""
+    """The bundle's section count and total weighted length, kept with the snapshot.
+
+    Raises:
+        BundleError: ``resource_limit`` when the bundle passes :data:`MAX_TOKENS` or
+            :data:`MAX_SECTIONS` (section search cannot narrow what it indexes).
+    """
+    found = _totals_or_over(snapshot, token)
+    if isinstance(found, _OverCap):
+        raise found.error()
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class _OverCap:
+    """A bundle's section statistics past a cap: search_sections' refusal, a pure function of
+    the files like the totals. Kept in their place (in the snapshot and by revision), since
+    finding it out builds documents until the cap is passed: 9 s at 50,000 concepts, at every
+    call and after every restart before it was kept."""
+
+    what: str  # "tokens" or "sections"
+
+    def cap(self) -> int:
+        return MAX_TOKENS if self.what == "tokens" else MAX_SECTIONS
+
+    def error(self) -> BundleError:
+        noun = "searchable tokens" if self.what == "tokens" else "sections"
+        return resource_limit(
+            f"the bundle has more than {self.cap()} {noun}",
+            "serve a smaller bundle; section search cannot narrow what it indexes",
+        )
+
+
+def _totals_or_over(snapshot: Snapshot, token: CancelToken) -> _Totals | _OverCap:
     return of_snapshot(
         snapshot, SECTION_WORD_TOTALS, lambda: _kept_totals(snapshot, token), check=token.check
     )
 
 
-def _kept_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
-    """:func:`_totals`, or the two numbers an earlier process on the same files kept for this
-    revision (``model.revision_value``): then no document is built for them (every concept's
-    section index otherwise)."""
+def _kept_totals(snapshot: Snapshot, token: CancelToken) -> _Totals | _OverCap:
+    """:func:`_totals`, or the two numbers (or the cap passed) an earlier process on the same
+    files kept for this revision (``model.revision_value``): then no document is built for
+    them (every concept's section index otherwise)."""
     concept_ids = tuple(snapshot.concepts)
 
-    def read(kept: Any) -> _Totals | None:
+    def read(kept: Any) -> _Totals | _OverCap | None:
+        if isinstance(kept, list) and len(kept) == 3 and kept[0] == "over":
+            # The cap is kept with it: a release with another cap finds out again.
+            over = _OverCap(kept[1]) if kept[1] in ("tokens", "sections") else None
+            return over if over is not None and kept[2] == over.cap() else None
         if not (isinstance(kept, list) and len(kept) == 4 and type(kept[0]) is int
                 and type(kept[1]) is int and isinstance(kept[2], list)
                 and isinstance(kept[3], list)):
@@ -491,7 +530,9 @@ def _kept_totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
         return _Totals(sections, length, concept_ids, array("i", lengths),
                        array("q", accumulate(counts, initial=0)))
 
-    def kept_form(totals: _Totals) -> list[Any]:
+    def kept_form(totals: _Totals | _OverCap) -> list[Any]:
+        if isinstance(totals, _OverCap):
+            return ["over", totals.what, totals.cap()]
         starts = totals.starts
         return [totals.sections, totals.length,
                 [b - a for a, b in itertools.pairwise(starts)], totals.lengths.tolist()]
@@ -505,7 +546,7 @@ def _document_index(doc: Document) -> _DocumentIndex:
     return index
 
 
-def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
+def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals | _OverCap:
     sections = length = words = 0
     concept_ids = []
     lengths, starts = array("i"), array("q", (0,))  # lengths: as the tables hold them
@@ -515,16 +556,10 @@ def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
         index = _document_index(doc)
         words += index.token_count
         if words > MAX_TOKENS:
-            raise resource_limit(
-                f"the bundle has more than {MAX_TOKENS} searchable tokens",
-                "serve a smaller bundle; section search cannot narrow what it indexes",
-            )
+            return _OverCap("tokens")
         sections += index.size
         if sections > MAX_SECTIONS:
-            raise resource_limit(
-                f"the bundle has more than {MAX_SECTIONS} sections",
-                "serve a smaller bundle; section search cannot narrow what it indexes",
-            )
+            return _OverCap("sections")
         length += index.total_length
         lengths.extend(index.table[_LENGTH::_ROW])
         starts.append(len(lengths))
