@@ -30,14 +30,16 @@ them back (:func:`of_document`) instead of building them.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib
 import json
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, TypeVar, cast
 
+from ._version import __version__
 from .cancel import CancelToken
-from .model import Concepts, Document, Snapshot
+from .model import Concepts, Document, Snapshot, outside_revision
 
 __all__ = [
     "OWNERS", "Codec", "Slot", "Warm", "built", "exactly", "kept", "kept_values", "of_concept",
@@ -247,6 +249,15 @@ def of_concept(
     return of_document(doc, slot, lambda: build(doc))
 
 
+def keep_of_snapshot(snapshot: Snapshot, slot: Slot[T], value: T, variant: Hashable = None
+                     ) -> T:
+    """Keep ``value`` as the snapshot's structure ``slot`` for ``variant``, made by a larger
+    value's builder (read back with it); the value kept (one built before wins)."""
+    if slot.owner != "snapshot":
+        raise ValueError(f"{slot.name} is kept per document")
+    return snapshot.memo.put((slot, variant), value)
+
+
 def keep_of_concept(snapshot: Snapshot, concept_id: str, slot: Slot[T], value: T) -> T:
     """Keep ``value`` as the snapshot's concept's value of the document slot ``slot``, made
     without its document (read back with every other concept's at once): kept by the file's
@@ -314,3 +325,14 @@ def built(snapshot: Snapshot) -> dict[str, int]:
             if isinstance(key, tuple) and key and isinstance(key[0], Slot):
                 counts[key[0].name] += 1
     return counts
+
+
+def unrevised_name(snapshot: Snapshot, kind: str, variant: Any) -> str:
+    """The name a whole-bundle value is kept under beside the revision
+    (:func:`~bundle_mcp.model.revision_value`) when it may depend on what the revision does
+    not cover (a link may reach an asset or a folder; a folder may lack its index): ``kind``,
+    then a digest of ``variant`` (JSON data), the release and
+    :func:`~bundle_mcp.model.outside_revision`."""
+    decided_by = json.dumps([__version__, variant, *outside_revision(snapshot)],
+                            ensure_ascii=True, separators=(",", ":"))
+    return f"{kind}/" + hashlib.sha256(decided_by.encode("ascii")).hexdigest()[:32]

@@ -1449,6 +1449,16 @@ def revision_edges(snapshot: Snapshot, name: str,
     return edges
 
 
+def outside_revision(snapshot: Snapshot) -> list[Any]:
+    """What a whole-bundle value may depend on besides the Markdown files' bytes, which the
+    revision covers: the assets, the folders, the skipped entries and the attachments, as JSON
+    data (a kept value's name holds a digest of it, beside the revision)."""
+    attachments = [[path, None if a.record is None else a.record.sha256, a.problem]
+                   for path, a in sorted(snapshot.attachments.items())]
+    return [sorted(snapshot.assets), sorted(snapshot.directories),
+            [d.as_row() for d in snapshot.skipped], attachments]
+
+
 def revision_value(snapshot: Snapshot, name: str, decode: Callable[[Any], _T | None],
                    build: Callable[[], _T], encode: Callable[[_T], Any]) -> _T:
     """:func:`revision_edges` for a value kept as JSON: ``decode`` takes what was kept

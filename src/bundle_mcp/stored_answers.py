@@ -24,24 +24,21 @@ is made again from the files.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import struct
 import zlib
-from typing import Any
 
 from ._version import __version__
 from .errors import BundleError, Diagnostic
-from .model import Snapshot
+from .model import Snapshot, outside_revision
 from .pieces import PackedBytes
 
 __all__ = ["FORMAT", "answer_key", "packed", "packed_refusal", "unpacked", "unpacked_refusal"]
 
 FORMAT = "kept-answer/1"
 _MAGIC = b"bka1"
-_REFUSAL_MAGIC = b"bkr1"  # then the refusal's JSON: code, message, diagnostics' fields
-_DIAGNOSTIC_FIELDS = tuple(f.name for f in dataclasses.fields(Diagnostic))
+_REFUSAL_MAGIC = b"bkr1"  # then the refusal's JSON: code, message, diagnostics' rows
 # magic, the inflated encoding's length, its SHA-256; the deflated stream follows
 _HEADER = struct.Struct("<4sQ32s")
 
@@ -50,12 +47,8 @@ def answer_key(snapshot: Snapshot, tool: str, arguments_json: str, settings: str
     """The stored answer's key under the snapshot's revision: the tool, then a digest of
     everything else the answer depends on (module docstring). ``arguments_json``: the
     canonical JSON of the arguments; ``settings``: the server's settings that shape answers."""
-    attachments = [[path, None if a.record is None else a.record.sha256, a.problem]
-                   for path, a in sorted(snapshot.attachments.items())]
     decided_by = json.dumps([
-        FORMAT, __version__, tool, arguments_json, settings,
-        sorted(snapshot.assets), sorted(snapshot.directories),
-        [d.as_row() for d in snapshot.skipped], attachments,
+        FORMAT, __version__, tool, arguments_json, settings, *outside_revision(snapshot),
     ], ensure_ascii=True, separators=(",", ":"))
     return f"{FORMAT}/{tool}/{hashlib.sha256(decided_by.encode('ascii')).hexdigest()}"
 
@@ -95,8 +88,7 @@ def unpacked(data: bytes) -> tuple[PackedBytes, int] | None:
 def packed_refusal(refused: BundleError) -> bytes:
     """The stored form of a kept answer's refusal (an answer over its budget)."""
     return _REFUSAL_MAGIC + json.dumps(
-        [refused.code, refused.message,
-         [[getattr(d, name) for name in _DIAGNOSTIC_FIELDS] for d in refused.diagnostics]],
+        [refused.code, refused.message, [d.as_row() for d in refused.diagnostics]],
         ensure_ascii=True, separators=(",", ":")).encode("ascii")
 
 
@@ -105,26 +97,9 @@ def unpacked_refusal(data: bytes) -> BundleError | None:
     if not data.startswith(_REFUSAL_MAGIC):
         return None
     try:
-        kept = json.loads(data[len(_REFUSAL_MAGIC):])
-    except ValueError:
-        return None
-    if not (isinstance(kept, list) and len(kept) == 3 and isinstance(kept[0], str)
-            and isinstance(kept[1], str) and isinstance(kept[2], list)):
-        return None
-    diagnostics = []
-    for row in kept[2]:
-        if not (isinstance(row, list) and len(row) == len(_DIAGNOSTIC_FIELDS)):
+        code, message, rows = json.loads(data[len(_REFUSAL_MAGIC):])
+        if not (type(code) is str and type(message) is str and type(rows) is list):
             return None
-        fields = dict(zip(_DIAGNOSTIC_FIELDS, row, strict=True))
-        if not all(_fits(name, value) for name, value in fields.items()):
-            return None
-        diagnostics.append(Diagnostic(**fields))
-    return BundleError(kept[0], kept[1], tuple(diagnostics))
-
-
-def _fits(name: str, value: Any) -> bool:
-    """Whether ``value`` has the type of the Diagnostic field ``name`` (str, or int for the
-    line; the first three are never None)."""
-    if value is None:
-        return name not in ("code", "severity", "message")
-    return type(value) is (int if name == "line" else str)
+        return BundleError(code, message, tuple(Diagnostic.from_row(row) for row in rows))
+    except (ValueError, TypeError):
+        return None

@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from ..cancel import CancelToken
-from ..derived import Slot, of_snapshot
-from ..model import Snapshot
+from ..derived import Slot, of_snapshot, unrevised_name
+from ..model import Snapshot, revision_value
 from ..okf.graph import clip, graph_of, in_project
 from ..okf.names import concept_name
 from ..okf.properties import (
@@ -156,10 +156,50 @@ def _staleness(
 
 
 def summary_counts(snapshot: Snapshot, project: str | None, token: CancelToken) -> Counts:
-    """:func:`counts_of`, kept with the snapshot per project."""
+    """:func:`counts_of`, kept with the snapshot per project; the whole bundle's also by
+    revision (an earlier process's, read back after a restart: 0.6 s of following every
+    concept's links at 10,000 concepts otherwise)."""
+    if project is not None:
+        return of_snapshot(snapshot, SUMMARY_COUNTS, lambda: counts_of(snapshot, project, token),
+                           project, token.check)
     return of_snapshot(
-        snapshot, SUMMARY_COUNTS, lambda: counts_of(snapshot, project, token), project, token.check
-    )
+        snapshot, SUMMARY_COUNTS,
+        lambda: revision_value(snapshot, unrevised_name(snapshot, "summary-counts/1", None),
+                               _read_counts, lambda: counts_of(snapshot, None, token),
+                               _counts_row),
+        None, token.check)
+
+
+def _counts_row(counts: Counts) -> list[Any]:
+    return [counts.concepts, counts.unparseable, counts.types, counts.tags, dict(counts.status),
+            dict(counts.trust), counts.relation_types, counts.folders, counts.orphans,
+            counts.unchecked, counts.broken_links, counts.most_linked]
+
+
+def _read_counts(kept: Any) -> Counts | None:
+    """The :class:`Counts` :func:`_counts_row` kept, when it has that shape; else ``None``."""
+    if not (isinstance(kept, list) and len(kept) == 12):
+        return None
+    (concepts, unparseable, types_, tags, status, trust, relation_types, folders, orphans,
+     unchecked, broken, linked) = kept
+    tallies = (types_, tags, relation_types, folders, linked)
+    if not (all(type(n) is int for n in (concepts, unparseable, unchecked))
+            and all(_all_of(t, (str, int)) for t in tallies)
+            and _all_of(broken, (str, int, str))
+            and all(isinstance(m, dict) and all(type(v) is int for v in m.values())
+                    for m in (status, trust))
+            and isinstance(orphans, list) and all(type(o) is str for o in orphans)):
+        return None
+    pairs = [tuple(tuple(row) for row in t) for t in tallies]
+    return Counts(concepts, unparseable, pairs[0], pairs[1], status, trust, pairs[2], pairs[3],
+                  tuple(orphans), unchecked, tuple(tuple(row) for row in broken), pairs[4])
+
+
+def _all_of(rows: Any, kinds: tuple[type, ...]) -> bool:
+    """Whether ``rows`` is a list of lists whose items have exactly the types ``kinds``."""
+    return isinstance(rows, list) and all(
+        isinstance(row, list) and len(row) == len(kinds)
+        and all(type(v) is k for v, k in zip(row, kinds, strict=True)) for row in rows)
 
 
 def counts_of(snapshot: Snapshot, project: str | None, token: CancelToken) -> Counts:
