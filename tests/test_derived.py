@@ -15,8 +15,10 @@ from bundle_mcp.cancel import CancelToken
 from bundle_mcp.completion import COMPLETION_IDS
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.graph import GRAPH
+from bundle_mcp.snapshots import SnapshotCache
 from bundle_mcp.tools.list_concepts import LIST_ENTRY
 
 SRC = Path(__file__).resolve().parent.parent / "src" / "bundle_mcp"
@@ -96,8 +98,10 @@ def test_a_slot_is_built_once_per_variant() -> None:
 
 
 def test_the_tools_fill_the_catalogue() -> None:
-    """After the read tools ran, ``built`` reports their structures (and nothing unlisted)."""
-    dispatcher = Dispatcher(ServeConfig(bundles=(EXAMPLE,)))
+    """After the read tools ran, ``built`` reports their structures (and nothing unlisted).
+    Without a parse cache: one that an earlier test filled gives whole-bundle values back."""
+    dispatcher = Dispatcher(ServeConfig(bundles=(EXAMPLE,)),
+                            cache=SnapshotCache(parse_cache=ParseCache(None)))
     for name, args in [
         ("list_concepts", {}),
         ("get_semantic_graph", {}),
