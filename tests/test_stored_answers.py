@@ -7,6 +7,7 @@ built, tools run), no timing.
 from __future__ import annotations
 
 import dataclasses
+import shutil
 import sqlite3
 import zlib
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bundle_mcp import stored_answers
+from bundle_mcp import derived, stored_answers
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig, _packed_encoding
 from bundle_mcp.errors import BundleError, Diagnostic
@@ -276,6 +277,48 @@ def test_an_answer_over_its_budget_is_stored_as_that_refusal(
     assert runs.names == []  # read back: the tool did not run
     snapshot = second.served_snapshot(bundle, CancelToken(), ALL_READER)
     assert list(snapshot.documents.built()) == []
+
+
+def test_a_warm_up_skips_what_only_a_refused_default_answer_reads(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """Issue 29: at 50,000 concepts a restarted warm-up spent 11.5 s building get_semantic_graph's
+    nodes for a default call whose answer was stored as over its budget."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+
+    def warm_process(budget: int) -> tuple[Dispatcher, Runs]:
+        runs = Runs()
+        tools = runs.tools()
+        tools["get_semantic_graph"] = dataclasses.replace(tools["get_semantic_graph"],
+                                                          output_budget=budget)
+        parse = ParseCache(cache)
+        dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), tools=tools,
+                                cache=SnapshotCache(parse_cache=parse, watch=False))
+        readiness = Readiness(dispatcher, follow=False)
+        readiness.start()
+        assert readiness.wait(120)
+        readiness.stop(wait=10)
+        parse.settle_parts()
+        return dispatcher, runs
+
+    def nodes(dispatcher: Dispatcher) -> int:
+        snapshot = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+        return derived.built(snapshot)["semantic_graph_nodes"]
+
+    cold, cold_runs = warm_process(2000)  # finds the answer over its budget: builds the nodes
+    assert cold_runs.names.count("get_semantic_graph") == 1 and nodes(cold) == 1
+    restarted, runs = warm_process(2000)
+    assert "get_semantic_graph" not in runs.names and nodes(restarted) == 0
+    refused = restarted.call("get_semantic_graph", {})
+    assert refused.is_error and refused.structured is not None
+    assert refused.structured["code"] == "resource_limit"
+    assert nodes(restarted) == 0
+
+    # An answer within its budget is read back too, and the nodes are built for other calls.
+    shutil.rmtree(cache)
+    warm_process(16 * 1024 * 1024)
+    again, _ = warm_process(16 * 1024 * 1024)
+    assert nodes(again) == 1
 
 
 def test_a_stored_refusal_reads_back_only_whole() -> None:

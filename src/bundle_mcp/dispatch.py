@@ -24,7 +24,7 @@ from pydantic_core import to_json as pydantic_json
 from . import stored_answers
 from .cancel import CancelToken
 from .contracts import ContractSet, internal_error
-from .derived import Slot, of_snapshot
+from .derived import Slot, built_value, of_snapshot
 from .errors import (
     ERROR,
     INVALID_YAML_GRAPH,
@@ -523,6 +523,32 @@ class Dispatcher:
         name: the warm-up builds the :data:`ANSWERS` of their default calls."""
         return tuple(sorted(name for name, tool in self._tools.items()
                             if tool.spec.cache_results))
+
+    def kept_refusal(self, name: str, bundle_path: str, token: CancelToken, reader: Reader
+                     ) -> bool:
+        """Whether the answer of ``name``'s call with default arguments is kept as a refusal
+        (over its budget), by this process or stored by an earlier one; computes nothing. The
+        warm-up then skips what only that call would read (``derived.Slot.answer_of``): at
+        50,000 concepts, 11.5 s of building get_semantic_graph's nodes after every restart."""
+        tool = self._tools.get(name)
+        if tool is None or not tool.spec.cache_results:
+            return False
+        snapshot, source = self._view_and_source(bundle_path, token, reader)
+        params_json = canonical_json({})
+        answers = built_value(snapshot, ANSWERS)
+        if answers is not None:
+            key: tuple[object, ...] = (name, params_json)
+            found, kept = answers.peek(key if source is None else (*key, source))
+            if found:
+                return isinstance(kept, _Refused)
+        store = (self._cache.parts(bundle_path)
+                 if source is None and reader.access.read.everything else None)
+        if store is None:
+            return False
+        data = store.read(snapshot.revision, stored_answers.answer_key(
+            snapshot, name, params_json, self._answer_settings))
+        refused = None if data is None else stored_answers.unpacked_refusal(data)
+        return refused is not None and refused.code == RESOURCE_LIMIT
 
     # -- the pipeline
 

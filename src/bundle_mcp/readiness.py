@@ -161,12 +161,27 @@ def warm_steps(
     for slot in derived.slots():
         warm = slot.warm
         if warm is not None:
-            steps.append(WarmStep(slot.name, functools.partial(warm, view), slot))
+            build: Callable[[CancelToken], object] = functools.partial(warm, view)
+            if slot.answer_of is not None:
+                build = functools.partial(_unless_refused, dispatcher, slot.answer_of, bundle,
+                                          reader, build)
+            steps.append(WarmStep(slot.name, build, slot))
     for name in dispatcher.kept_answer_tools():
         steps.append(WarmStep(f"answers {name}",
                               functools.partial(_answer, dispatcher, name, bundle, reader),
                               aside=False))
     return tuple(steps)
+
+
+def _unless_refused(
+    dispatcher: Dispatcher, name: str, bundle: str, reader: Reader,
+    warm: Callable[[CancelToken], object], token: CancelToken,
+) -> object:
+    """``warm(token)``, unless ``name``'s default answer is kept as a refusal (no call with
+    default arguments reads what it builds)."""
+    if dispatcher.kept_refusal(name, bundle, token, reader):
+        return None
+    return warm(token)
 
 
 def _answer(

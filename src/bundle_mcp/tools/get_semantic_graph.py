@@ -93,6 +93,7 @@ SEMANTIC_GRAPH_NODES: Slot[Nodes] = Slot(
     "semantic_graph_nodes", "snapshot",
     "the JSON-LD concept nodes without `stale`, per temporal profile",
     _warm,
+    answer_of=NAME,
 )
 SLOTS = (SEMANTIC_GRAPH_NODES,)
 
