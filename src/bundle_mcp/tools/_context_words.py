@@ -26,6 +26,7 @@ import struct
 import sys
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, overload
 
@@ -324,13 +325,23 @@ def unpacked_words(read: Callable[[str], bytes | None], concept_ids: Sequence[st
         return None
     out: list[DocumentWords] = []
     size = group_size(len(concept_ids))
-    for number, first in enumerate(range(0, len(concept_ids), size)):
-        check()
-        group = _group(read(str(number)), digest, first, concept_ids[first:first + size],
-                       len(stems), renumber, check)
-        if group is None:
-            return None
-        out.extend(group)
+    starts = range(0, len(concept_ids), size)
+    # The next group is read (a row read and inflated, both outside the interpreter lock)
+    # while this one is decoded: at 50,000 concepts inflating the groups took 1.5 s of 5.
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="bundle-mcp-words") as ahead:
+        coming = ahead.submit(read, "0") if starts else None
+        for number, first in enumerate(starts):
+            check()
+            assert coming is not None  # submitted for every group
+            data = coming.result()
+            coming = ahead.submit(read, str(number + 1)) if number + 1 < len(starts) else None
+            group = _group(data, digest, first, concept_ids[first:first + size],
+                           len(stems), renumber, check)
+            if group is None:
+                if coming is not None:
+                    coming.cancel()
+                return None
+            out.extend(group)
     return tuple(out)
 
 

@@ -21,6 +21,7 @@ only larger.
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import cast
@@ -67,17 +68,17 @@ class StemCodes:
     def numbers(self, stems: Iterable[str]) -> dict[str, int]:
         """The number of each of ``stems``, assigning the next ones to stems not seen yet."""
         known = self._numbers
-        found = {s: known.get(s, -1) for s in stems}
+        listed = list(stems)
+        found = dict(zip(listed, map(known.get, listed, itertools.repeat(-1)), strict=True))
         if -1 in found.values():
             with self._lock:
-                for s, number in found.items():
-                    if number < 0:
-                        number = known.get(s, -1)
-                        if number < 0:
-                            number = len(self._stems)
-                            self._stems.append(s)
-                            known[s] = number
-                        found[s] = number
+                # In bulk: a restarted process numbers a kept table of every stem at once
+                # (250,000 at 50,000 concepts).
+                new = [s for s, number in found.items() if number < 0 and s not in known]
+                first = len(self._stems)
+                known.update(zip(new, range(first, first + len(new)), strict=True))
+                self._stems.extend(new)
+                found = dict(zip(found, map(known.__getitem__, found), strict=True))
         return found
 
     def narrow_codes(self, stems: list[str]) -> str | None:
