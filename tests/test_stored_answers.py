@@ -321,6 +321,24 @@ def test_a_warm_up_skips_what_only_a_refused_default_answer_reads(
     assert nodes(again) == 1
 
 
+def test_the_warm_ups_refusal_check_captures_nothing(
+    tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """It runs in a step that stands aside for calls: a capture there would hold the snapshot
+    cache's lock while a call waits for it (a stdio client's request timed out in CI)."""
+    bundle = tmp_bundle(pages())
+    dispatcher, _ = dispatcher_on(bundle, None)
+    view = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+    assert dispatcher.call("get_semantic_graph", {}).is_error is False
+
+    def no_capture(*args: Any) -> Any:
+        raise AssertionError("captured")
+
+    monkeypatch.setattr(dispatcher, "_capture", no_capture)
+    assert dispatcher.kept_refusal("get_semantic_graph", bundle, view, ALL_READER) is False
+    assert dispatcher.kept_refusal("list_concepts", bundle, view, ALL_READER) is False
+
+
 def test_a_stored_refusal_reads_back_only_whole() -> None:
     error = BundleError("resource_limit", "the structured result is larger than its budget",
                         (Diagnostic(code="recovery_step", severity="info", message="ask less",

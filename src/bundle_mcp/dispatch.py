@@ -524,29 +524,30 @@ class Dispatcher:
         return tuple(sorted(name for name, tool in self._tools.items()
                             if tool.spec.cache_results))
 
-    def kept_refusal(self, name: str, bundle_path: str, token: CancelToken, reader: Reader
+    def kept_refusal(self, name: str, bundle_path: str, view: Snapshot, reader: Reader
                      ) -> bool:
-        """Whether the answer of ``name``'s call with default arguments is kept as a refusal
-        (over its budget), by this process or stored by an earlier one; computes nothing. The
-        warm-up then skips what only that call would read (``derived.Slot.answer_of``): at
-        50,000 concepts, 11.5 s of building get_semantic_graph's nodes after every restart."""
+        """Whether the answer of ``name``'s call with default arguments on ``view`` (``reader``'s
+        view of the bundle, as the warm-up holds it) is kept as a refusal (over its budget), by
+        this process or stored by an earlier one. Computes nothing and captures nothing: the
+        warm-up asks it between steps that stand aside for calls, and a capture holds the
+        snapshot cache's lock that a call may wait for. The warm-up then skips what only that
+        call would read (``derived.Slot.answer_of``): at 50,000 concepts, 11.5 s of building
+        get_semantic_graph's nodes after every restart. A remote bundle's answers are kept
+        per source: never asked here (``False``)."""
         tool = self._tools.get(name)
-        if tool is None or not tool.spec.cache_results:
+        if tool is None or not tool.spec.cache_results or self._remotes is not None:
             return False
-        snapshot, source = self._view_and_source(bundle_path, token, reader)
         params_json = canonical_json({})
-        answers = built_value(snapshot, ANSWERS)
+        answers = built_value(view, ANSWERS)
         if answers is not None:
-            key: tuple[object, ...] = (name, params_json)
-            found, kept = answers.peek(key if source is None else (*key, source))
+            found, kept = answers.peek((name, params_json))
             if found:
                 return isinstance(kept, _Refused)
-        store = (self._cache.parts(bundle_path)
-                 if source is None and reader.access.read.everything else None)
+        store = self._cache.parts(bundle_path) if reader.access.read.everything else None
         if store is None:
             return False
-        data = store.read(snapshot.revision, stored_answers.answer_key(
-            snapshot, name, params_json, self._answer_settings))
+        data = store.read(view.revision, stored_answers.answer_key(
+            view, name, params_json, self._answer_settings))
         refused = None if data is None else stored_answers.unpacked_refusal(data)
         return refused is not None and refused.code == RESOURCE_LIMIT
 

@@ -164,7 +164,7 @@ def warm_steps(
             build: Callable[[CancelToken], object] = functools.partial(warm, view)
             if slot.answer_of is not None:
                 build = functools.partial(_unless_refused, dispatcher, slot.answer_of, bundle,
-                                          reader, build)
+                                          view, reader, build)
             steps.append(WarmStep(slot.name, build, slot))
     for name in dispatcher.kept_answer_tools():
         steps.append(WarmStep(f"answers {name}",
@@ -174,12 +174,12 @@ def warm_steps(
 
 
 def _unless_refused(
-    dispatcher: Dispatcher, name: str, bundle: str, reader: Reader,
+    dispatcher: Dispatcher, name: str, bundle: str, view: Snapshot, reader: Reader,
     warm: Callable[[CancelToken], object], token: CancelToken,
 ) -> object:
-    """``warm(token)``, unless ``name``'s default answer is kept as a refusal (no call with
-    default arguments reads what it builds)."""
-    if dispatcher.kept_refusal(name, bundle, token, reader):
+    """``warm(token)``, unless ``name``'s default answer on ``view`` is kept as a refusal (no
+    call with default arguments reads what it builds)."""
+    if dispatcher.kept_refusal(name, bundle, view, reader):
         return None
     return warm(token)
 
