@@ -156,6 +156,9 @@ class ParseCache:
         # One per database, held while this process saves it: a part write that met the
         # database locked waits for the save under way before it tries again.
         self._save_locks: dict[Path, threading.Lock] = {}
+        # One kept read connection per database for the parts rows (KeptParts.read): opening
+        # one cost about 2 ms, paid by every stem a new question asks, found or not.
+        self._part_readers: dict[Path, _PartReader] = {}
 
     @classmethod
     def default(cls) -> ParseCache:
@@ -197,6 +200,13 @@ class ParseCache:
             if len(waiting) < MAX_WAITING_PARTS:
                 waiting.append(write)
             return True
+
+    def _part_reader(self, database: Path) -> _PartReader:
+        with self._warned_lock:
+            reader = self._part_readers.get(database)
+            if reader is None:
+                reader = self._part_readers[database] = _PartReader(database)
+            return reader
 
     def _saving(self, database: Path) -> threading.Lock:
         """Held by this process's save of ``database`` for as long as it runs."""
@@ -456,16 +466,7 @@ class KeptParts:
 
     def read(self, revision: str, key: str) -> bytes | None:
         """The part's bytes, ``None`` when none is kept for this revision and key."""
-        if not self._database.exists():
-            return None
-        try:
-            with _connected(self._database, read_only=True) as db:
-                if not _is_ours(db, self._bundle_path):
-                    return None
-                row = db.execute("SELECT value FROM parts WHERE revision = ? AND key = ?",
-                                 (revision, key)).fetchone()
-        except sqlite3.Error:
-            return None
+        row = self._cache._part_reader(self._database).row(self._bundle_path, revision, key)
         if row is None:
             return None
         try:
@@ -534,6 +535,53 @@ class KeptParts:
             log.debug("kept part %s skipped: %s", key, exc)
         except (OSError, sqlite3.Error) as exc:
             self._cache._warn(exc)
+
+
+class _PartReader:
+    """A kept read-only connection to one database, for its ``parts`` rows: opened on the first
+    read, opened again when the file was replaced (another file at its path: a corrupt or
+    foreign one is replaced by a save), closed with its :class:`ParseCache`. Whose rows the
+    database holds is checked at every read, as a connection of its own would."""
+
+    def __init__(self, database: Path) -> None:
+        self._database = database
+        self._lock = threading.Lock()
+        self._db: sqlite3.Connection | None = None
+        self._identity: tuple[int, int] | None = None  # the file's (st_dev, st_ino) when opened
+
+    def row(self, bundle_path: str, revision: str, key: str) -> tuple[Any, ...] | None:
+        """The part's row, ``None`` when there is none or the database cannot be read."""
+        try:
+            stat = os.stat(self._database)
+        except OSError:
+            return None
+        identity = (stat.st_dev, stat.st_ino)
+        try:
+            with self._lock:
+                if self._db is None or identity != self._identity:
+                    self._close()
+                    self._db = sqlite3.connect(
+                        f"{self._database.as_uri()}?mode=ro", uri=True, isolation_level=None,
+                        timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+                    )
+                    self._identity = identity
+                    weakref.finalize(self, self._db.close)
+                db = self._db
+                if not _is_ours(db, bundle_path):
+                    return None
+                row: tuple[Any, ...] | None = db.execute(
+                    "SELECT value FROM parts WHERE revision = ? AND key = ?",
+                    (revision, key)).fetchone()
+                return row
+        except sqlite3.Error:
+            with self._lock:
+                self._close()
+            return None
+
+    def _close(self) -> None:
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
 
 def _compressed(value: bytes | Iterable[bytes]) -> bytes:

@@ -25,10 +25,12 @@ profile) is ours, not the Go toolkit's closed-class profile:
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from typing import Any
 
 from ..cancel import CancelToken
-from ..derived import Slot, of_snapshot
+from ..derived import Slot, of_snapshot, unrevised_name
 from ..errors import resource_limit
 from ..export.rdf import BUNDLE_BASE, OKF_VOCAB, concept_iri_path
 from ..model import Document, Snapshot
@@ -103,8 +105,110 @@ def _kept_nodes(snapshot: Snapshot, profile: str, token: CancelToken) -> Nodes:
     # nodes are built once per snapshot; each call only fills in `stale` for its as_of.
     return of_snapshot(
         snapshot, SEMANTIC_GRAPH_NODES,
-        lambda: _nodes(snapshot, Reference(profile, None, None), token), profile,
+        lambda: _stored_or_built(snapshot, profile, token), profile,
     )
+
+
+# The name the nodes of a profile are kept under for the next process on the same files
+# (InboundHint.keep_bytes): JSON, ``[what decides them, [node, ...]]``.
+STORED_NODES = "semantic-graph-nodes/1/"
+# Nodes a piece of the kept JSON holds (the pieces are made by the thread that writes them).
+_NODES_PER_PIECE = 512
+
+
+def _stored_or_built(snapshot: Snapshot, profile: str, token: CancelToken) -> Nodes:
+    """The nodes an earlier process kept for this revision, when they read back whole (then
+    no document is built for them: after a restart they took about 0.9 s of the warm-up at
+    9,978 concepts), else built and kept. What else decides them (the release, the assets and
+    folders, ``derived.unrevised_name``) is kept inside the value, so the name stays the same
+    and a revision's nodes replace another's (keep_bytes)."""
+    store = snapshot.inbound
+    name = STORED_NODES + profile
+    decided_by = unrevised_name(snapshot, "semantic-graph-nodes", profile)
+    if store is not None:
+        found = _read_nodes(store.stored_bytes(snapshot.revision, name), decided_by, snapshot,
+                            profile, token)
+        if found is not None:
+            return found
+    nodes = _nodes(snapshot, Reference(profile, None, None), token)
+    if store is not None and snapshot.loaded:
+        # Only a capture loaded from the files: a restart loads one, and a snapshot after an
+        # edit is seldom the one a restart finds (each would write megabytes).
+        store.keep_bytes(snapshot.revision, name, _packed_nodes(nodes, decided_by))
+    return nodes
+
+
+def _packed_nodes(nodes: Nodes, decided_by: str) -> Iterator[bytes]:
+    """The kept JSON in pieces. ASCII: a path's lone surrogate reads back as itself."""
+    yield b"[" + json.dumps(decided_by).encode("ascii") + b",["
+    for start in range(0, len(nodes), _NODES_PER_PIECE):
+        piece = ",".join(json.dumps(node, separators=(",", ":"))
+                         for node, _ in nodes[start:start + _NODES_PER_PIECE])
+        yield (b"," if start else b"") + piece.encode("ascii")
+    yield b"]]"
+
+
+_NODE_KEYS = ("@id", "@type", "id", "path", "type", "title", "description", "tags", "status",
+              "trust", "stale_after", "stale", "references", "relations")
+_RELATION_KEYS = ("source", "relation_type", "target", "exists")
+
+
+def _read_nodes(data: bytes | None, decided_by: str, snapshot: Snapshot, profile: str,
+                token: CancelToken) -> Nodes | None:
+    """What :func:`_packed_nodes` kept, as the nodes :func:`_nodes` builds (the same JSON, and
+    the same sharing of key tables and reference items), or ``None`` unless it reads back
+    whole: one node a concept, in order, each of the shape built."""
+    if data is None:
+        return None
+    try:
+        kept = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not (isinstance(kept, list) and len(kept) == 2 and kept[0] == decided_by
+            and isinstance(kept[1], list) and len(kept[1]) == len(snapshot.concepts)):
+        return None
+    shared: dict[tuple[str, bool], dict[str, Any]] = {}
+    out = []
+    for concept_id, node in zip(snapshot.concepts, kept[1], strict=True):
+        token.check()
+        if not (isinstance(node, dict) and tuple(node) == _NODE_KEYS and node["id"] == concept_id
+                and node["stale"] is None):
+            return None
+        references = node["references"]
+        relations = node["relations"]
+        if not (isinstance(references, list) and isinstance(relations, list)):
+            return None
+        items = []
+        for item in references:
+            # Each distinct item's fields are checked once, as its shared item is made.
+            if type(item) is not dict or len(item) != 2:
+                return None
+            key = (item.get("target"), item.get("exists"))
+            found = shared.get(key)  # type: ignore[arg-type]  # checked before it is kept
+            if found is None:
+                target, exists = key
+                if type(target) is not str or type(exists) is not bool:
+                    return None
+                found = _reference(shared, target, exists)
+            items.append(found)
+        node["references"] = items
+        for n, item in enumerate(relations):
+            if not (isinstance(item, dict) and tuple(item)[:4] == _RELATION_KEYS
+                    and len(item) <= 5 and all(type(item[key]) is str for key in _RELATION_KEYS
+                                               if key != "exists")
+                    and type(item["exists"]) is bool):
+                return None
+            relation = _RelationItem(item["source"], item["relation_type"], item["target"],
+                                     item["exists"])
+            if len(item) == 5:
+                target_id = item.get("target_id")
+                if type(target_id) is not str:
+                    return None
+                relation.target_id = target_id
+            relations[n] = relation.__dict__
+        after = node["stale_after"]
+        out.append((_Node(**node).__dict__, None if after is None else parse_value(after, profile)))
+    return tuple(out)
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
