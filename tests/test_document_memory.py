@@ -295,8 +295,8 @@ def test_list_entries_share_their_nested_objects(tmp_path: Path) -> None:
     list_concepts._warm(snapshot, CancelToken())
     profile = reference_from({}).profile
     legacy = resolve_version(snapshot)["effective"] == "0.1"
-    entries = [list_concepts._kept_entry(doc, profile, legacy, {})[0]  # kept by the warm-up
-               for doc in snapshot.concepts.values()]
+    entries = [list_concepts._entry_of(snapshot, concept_id, profile, legacy, {})[0]
+               for concept_id in snapshot.concepts]  # kept by the warm-up
     for key in list_concepts.SHARED_KEYS:
         assert len({id(e[key]) for e in entries}) == len({repr(e[key]) for e in entries}), key
     assert len({id(e["status_state"]) for e in entries}) == 2

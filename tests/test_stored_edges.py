@@ -197,8 +197,9 @@ def test_damaged_kept_edges_are_built_again(tmp_bundle: BundleFactory, tmp_path:
         rows = list(db.execute(
             "SELECT rowid, key, value FROM parts WHERE key LIKE ? OR key LIKE ? OR key LIKE ?",
             (f"{EDGES_PART}%", f"{JSON_PART}%", f"{BYTES_PART}%")))
-        # findings (two walks, orphans, the bundle's), summary counts, the graph's nodes
-        assert len(rows) == 19
+        # findings (two walks, orphans, the bundle's), summary counts, the graph's nodes, the
+        # list's entries
+        assert len(rows) == 20
         for rowid, key, value in rows:
             data = zlib.decompress(value)
             # Out of order, or not the shape it is read as: each caller checks.

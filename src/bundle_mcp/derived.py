@@ -261,16 +261,31 @@ def keep_of_snapshot(snapshot: Snapshot, slot: Slot[T], value: T, variant: Hasha
     return snapshot.memo.put((slot, variant), value)
 
 
-def keep_of_concept(snapshot: Snapshot, concept_id: str, slot: Slot[T], value: T) -> T:
-    """Keep ``value`` as the snapshot's concept's value of the document slot ``slot``, made
-    without its document (read back with every other concept's at once): kept by the file's
-    cell, and by the document when it is built. The value kept (one kept before wins, so
-    every reader shares one). A snapshot without cells keeps nothing and returns ``value``."""
+def keep_of_concept(snapshot: Snapshot, concept_id: str, slot: Slot[T], value: T,
+                    variant: Hashable = None) -> T:
+    """Keep ``value`` as the snapshot's concept's value of the document slot ``slot`` (for
+    ``variant``), made without its document (read back with every other concept's at once):
+    kept by the file's cell, and by the document when it is built. The value kept (one kept
+    before wins, so every reader shares one). A snapshot without cells keeps nothing and
+    returns ``value``."""
     concepts = snapshot.concepts
     path = concepts.paths.get(concept_id) if isinstance(concepts, Concepts) else None
     if path is None:
         return value
-    return snapshot.documents.cells[path].keep_early((slot, None), value)
+    return snapshot.documents.cells[path].keep_early((slot, variant), value)
+
+
+def kept_of_concept(snapshot: Snapshot, concept_id: str, slot: Slot[T],
+                    variant: Hashable = None) -> tuple[bool, Any]:
+    """``(True, value)`` when the concept's value of the document slot ``slot`` for
+    ``variant`` is kept, by its document or (:func:`keep_of_concept`) by its file's cell, else
+    ``(False, None)``. Builds nothing, the document included."""
+    concepts = snapshot.concepts
+    path = concepts.paths.get(concept_id) if isinstance(concepts, Concepts) else None
+    if path is None:
+        doc = concepts.get(concept_id)
+        return (False, None) if doc is None else doc.memo.peek((slot, variant))
+    return snapshot.documents.cells[path].early((slot, variant))
 
 
 def exactly(kind: type[T], value: Any) -> T:

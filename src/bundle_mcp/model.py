@@ -584,9 +584,6 @@ class Document:
         fold = self.rules.fold
         fm = self.fm
         tags = fm.get("tags")
-        # An ASCII text has an ASCII body: only the others' bodies are decompressed and cut
-        # out to be asked.
-        body = None if self.held.ascii else self.body
         return FoldedFields(
             concept_id=fold(self.concept_id or ""),
             title=fold(fm["title"]) if isinstance(fm.get("title"), str) else "",
@@ -596,18 +593,31 @@ class Document:
             tags=tuple(fold(t) for t in tags if isinstance(t, str))
             if isinstance(tags, tuple)
             else (),
-            kept_body=fold(body) if body is not None and not body.isascii() else None,
+            kept_body=self.kept_folded_body,
         )
+
+    @functools.cached_property
+    def kept_folded_body(self) -> str | None:
+        """``folded.kept_body``: the fold of a body that is not ASCII, kept (``None`` for an
+        ASCII body, whose fold has the text's offsets). Made without folding the other
+        fields, which needs the whole frontmatter frozen: a restarted server's warm-up sorts
+        every concept's body by kind (search_concepts' scan) and no longer freezes them all."""
+        # An ASCII text has an ASCII body: only the others' bodies are decompressed and cut
+        # out to be asked.
+        if self.held.ascii:
+            return None
+        body = self.body
+        return None if body.isascii() else self.rules.fold(body)
 
     def folded_body(self) -> str:
         """The body folded: the kept fold of a non-ASCII body, else folded now and not kept
         (the caller lets it go when done)."""
-        kept = self.folded.kept_body
+        kept = self.kept_folded_body
         return kept if kept is not None else self.rules.fold(self.body)
 
     def folded_body_holds(self, needle: str) -> bool:
         """Whether the folded body contains ``needle`` (``needle in self.folded_body()``)."""
-        kept = self.folded.kept_body
+        kept = self.kept_folded_body
         if kept is not None:
             return needle in kept
         text, fold = self.text, self.rules.fold

@@ -192,17 +192,16 @@ def _answer(
 
 
 def _build_documents(view: Snapshot, paths: Sequence[str], token: CancelToken) -> None:
-    """Build the documents, their Markdown facts (parsed once and kept packed; facts read
-    back from the parse cache are decoded when used, not here) and, for a concept, its search
-    folds."""
+    """Build the documents and their Markdown facts (parsed once and kept packed; facts read
+    back from the parse cache are decoded when used, not here). Not their search folds: the
+    search columns are built from them when no earlier process kept them, and read back
+    otherwise, and folding froze every concept's frontmatter, half of this step after a
+    restart."""
     for path in paths:
         token.check()
         doc = view.documents[path]
-        if doc.parse_error is None:
-            if not has_markdown(doc):
-                doc.markdown  # noqa: B018 (parsed on first use, kept as packed text)
-            if doc.is_concept:
-                doc.folded  # noqa: B018
+        if doc.parse_error is None and not has_markdown(doc):
+            doc.markdown  # noqa: B018 (parsed on first use, kept as packed text)
 
 
 def _releasing(replaced: Snapshot, steps: Sequence[WarmStep]) -> list[WarmStep]:

@@ -94,7 +94,7 @@ def body_words(body: str) -> set[str]:
 def concept_words(doc: Document) -> set[str]:
     """The distinct words of the document's folded body (:func:`body_words`), without a folded
     copy of an ASCII body: the translation lowercases it as it cuts."""
-    kept = doc.folded.kept_body
+    kept = doc.kept_folded_body
     return body_words(doc.body if kept is None else kept)
 
 

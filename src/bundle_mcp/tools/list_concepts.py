@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
-from typing import Any
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, cast
 
 from ..cancel import CancelToken
-from ..derived import Slot, of_document
+from ..derived import Slot, keep_of_concept, kept_of_concept, of_document, unrevised_name
 from ..model import Document, Snapshot
 from ..okf.properties import stale_after, status_state, text_field, trust
 from ..okf.temporal import Reference, parse_value, reference_from
@@ -39,15 +40,35 @@ SHARED_KEYS = ("status_state", "computation", "legacy_derived")
 Shared = dict[tuple[str, tuple[tuple[str, Any], ...]], dict[str, Any]]
 
 
+Entry = tuple[dict[str, Any], Any]  # an entry without `stale`, and the limit it goes stale at
+
+
 def _warm(snapshot: Snapshot, token: CancelToken) -> None:
-    """Every concept's entry under the default profile (a call without arguments)."""
+    """Every concept's entry under the default profile (a call without arguments): read back
+    when an earlier process kept them for this revision (then no document is built for them),
+    else built and kept."""
     profile = reference_from({}).profile
     legacy = resolve_version(snapshot)["effective"] == "0.1"
+    store = snapshot.inbound
+    name = STORED_ENTRIES + profile
+    decided_by = unrevised_name(snapshot, "list-entries", [profile, legacy])
+    if store is not None:
+        kept = _read_entries(store.stored_bytes(snapshot.revision, name), decided_by,
+                             snapshot, profile, token)
+        if kept is not None:
+            for concept_id, value in zip(snapshot.concepts, kept, strict=True):
+                keep_of_concept(snapshot, concept_id, LIST_ENTRY, value, (profile, legacy))
+            return
     shared: Shared = {}
-    for n, doc in enumerate(snapshot.concepts.values()):
+    entries = []
+    for n, concept_id in enumerate(snapshot.concepts):
         if n % 256 == 0:
             token.check()
-        _kept_entry(doc, profile, legacy, shared)
+        entries.append(_entry_of(snapshot, concept_id, profile, legacy, shared))
+    if store is not None and snapshot.loaded:
+        # Only a capture loaded from the files, which is what a restart loads (a snapshot
+        # after an edit would write a megabyte a time for nothing).
+        store.keep_bytes(snapshot.revision, name, _packed_entries(entries, decided_by))
 
 
 # Everything in an entry but `stale` depends only on the document, the profile and the version,
@@ -60,13 +81,70 @@ LIST_ENTRY: Slot[tuple[dict[str, Any], Any]] = Slot(
 SLOTS = (LIST_ENTRY,)
 
 
-def _kept_entry(
-    doc: Document, profile: str, legacy: bool, shared: Shared
-) -> tuple[dict[str, Any], Any]:
+def _entry_of(
+    snapshot: Snapshot, concept_id: str, profile: str, legacy: bool, shared: Shared
+) -> Entry:
+    """The concept's entry: kept by its document, or read back before it was built (then it
+    is not built), else built."""
+    found, value = kept_of_concept(snapshot, concept_id, LIST_ENTRY, (profile, legacy))
+    if found:
+        return cast(Entry, value)  # what the slot keeps
+    doc = snapshot.concepts[concept_id]
     return of_document(
         doc, LIST_ENTRY, functools.partial(_base_entry, doc, profile, legacy, shared),
         (profile, legacy),
     )
+
+
+# The name every concept's entry under a profile is kept under for the next process on the
+# same files (InboundHint.keep_bytes): JSON, ``[what decides them, [entry, ...]]``.
+STORED_ENTRIES = "list-entries/1/"
+_ENTRIES_PER_PIECE = 1024
+_ENTRY_KEYS = ("id", "type", "title", "path", "status", "status_state", "trust", "stale",
+               "stale_after", "generated_at", "source_count", "computation", "legacy_derived")
+
+
+def _packed_entries(entries: Sequence[Entry], decided_by: str) -> Iterator[bytes]:
+    """The kept JSON in pieces, made by the writing thread. ASCII: a path's lone surrogate
+    reads back as itself."""
+    yield b"[" + json.dumps(decided_by).encode("ascii") + b",["
+    for start in range(0, len(entries), _ENTRIES_PER_PIECE):
+        piece = ",".join(json.dumps(item, separators=(",", ":"))
+                         for item, _ in entries[start:start + _ENTRIES_PER_PIECE])
+        yield (b"," if start else b"") + piece.encode("ascii")
+    yield b"]]"
+
+
+def _read_entries(data: bytes | None, decided_by: str, snapshot: Snapshot, profile: str,
+                  token: CancelToken) -> list[Entry] | None:
+    """What :func:`_packed_entries` kept, as :func:`_base_entry` builds them (the nested
+    objects shared value for value), or ``None`` unless it reads back whole: one entry a
+    concept, in order, each of the shape built."""
+    if data is None:
+        return None
+    try:
+        kept = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not (isinstance(kept, list) and len(kept) == 2 and kept[0] == decided_by
+            and isinstance(kept[1], list) and len(kept[1]) == len(snapshot.concepts)):
+        return None
+    shared: Shared = {}
+    out: list[Entry] = []
+    for n, (concept_id, item) in enumerate(zip(snapshot.concepts, kept[1], strict=True)):
+        if n % 256 == 0:
+            token.check()
+        if not (type(item) is dict and tuple(item) == _ENTRY_KEYS and item["id"] == concept_id
+                and item["stale"] is None):
+            return None
+        for key in SHARED_KEYS:
+            value = item[key]
+            if type(value) is not dict:
+                return None
+            item[key] = shared.setdefault((key, tuple(value.items())), value)
+        after = item["stale_after"]
+        out.append((item, None if after is None else parse_value(after, profile)))
+    return out
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -76,10 +154,10 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     legacy = version["effective"] == "0.1"
     concepts = []
     shared: Shared = {}
-    for n, doc in enumerate(snapshot.concepts.values()):
+    for n, concept_id in enumerate(snapshot.concepts):
         if n % 256 == 0:
             token.check()
-        base, limit = _kept_entry(doc, ref.profile, legacy, shared)
+        base, limit = _entry_of(snapshot, concept_id, ref.profile, legacy, shared)
         stale = None if ref.moment is None or limit is None else ref.moment >= limit
         if stale is base["stale"]:
             # The kept entry itself (its `stale` is None, as without as_of): nothing changes a

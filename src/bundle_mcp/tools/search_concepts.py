@@ -215,7 +215,7 @@ class BodyKinds:
                 ascii_starts.append(doc.body_start)
                 ascii_positions.append(n)
                 continue
-            kept = doc.folded.kept_body
+            kept = doc.kept_folded_body
             if kept is not None:
                 kept_bodies.append(kept)
                 kept_positions.append(n)
