@@ -234,6 +234,34 @@ def test_sections_alone_agree_with_the_facts_and_counting_them_decodes_nothing(
     assert decoded == ["sections"]
 
 
+def test_a_read_back_documents_sections_are_decoded_without_its_links(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted server's first walk asks hundreds of concepts for their section count and
+    sections only: from the parse cache's text (never decoded here) those are decoded alone,
+    checked the first time and trusted after, and no link is made."""
+    first, second = _parsed_and_read_back(tmp_path)
+    parsed = {doc.path: (doc.sections, doc.markdown) for doc in _concepts(first)}
+    decoded: list[tuple[str, bool]] = []
+
+    def counted(name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def decode(text: str, known_good: bool = False) -> object:
+            decoded.append((name, known_good))
+            return real(text, known_good)
+        return decode
+
+    monkeypatch.setattr(facts_codec, "facts_of_json", counted("facts", facts_codec.facts_of_json))
+    monkeypatch.setattr(facts_codec, "sections_of_json",
+                        counted("sections", facts_codec.sections_of_json))
+    for doc in _concepts(second):
+        decoded.clear()
+        sections, facts = parsed[doc.path]
+        assert doc.sliced == (doc.section_count > 1)
+        assert doc.sections == sections
+        assert decoded == [("sections", False), ("sections", True)]
+        assert doc.markdown == facts  # the whole facts, when asked
+
+
 def test_a_built_edge_index_gives_a_concepts_outgoing_edges_without_its_facts(
     tmp_path: Path,
 ) -> None:

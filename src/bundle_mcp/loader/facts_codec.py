@@ -181,11 +181,22 @@ class PackedFacts:
         return any(named >> (hash(c) & _NAMED_BITS_MASK) & 1 for c in concept_ids)
 
     def sections(self, doc: Document) -> tuple[Section, ...]:
-        """``self(doc).sections``, decoding the sections only once the text is known good."""
+        """``self(doc).sections``, decoding the sections only: checked while the text is not
+        known good (the parse cache's, never decoded here), which makes none of its links. A
+        restarted server's first walk asks hundreds of concepts for their sections and
+        section count, and no other fact of theirs."""
         self.used = True
         packed = self._packed
-        if packed is not None and self._checked:
-            return sections_of_json(packed.text(), known_good=True)
+        if packed is not None:
+            if self._checked or self._sections >= 0:  # the sections decoded here before
+                return sections_of_json(packed.text(), known_good=True)
+            try:
+                sections = sections_of_json(packed.text())
+            except DAMAGED:
+                pass  # the whole facts are parsed again below
+            else:
+                self._sections = len(sections)
+                return sections
         return self(doc).sections
 
     def anchors(self, doc: Document) -> Collection[str]:
@@ -197,9 +208,10 @@ class PackedFacts:
         return self(doc).anchors
 
     def section_count(self, doc: Document) -> int:
-        """``len(self(doc).sections)``, decoding only if the facts were never made here."""
+        """``len(self(doc).sections)``, decoding the sections only if they were never made
+        here."""
         known = self._sections
-        return known if known >= 0 else len(self(doc).sections)
+        return known if known >= 0 else len(self.sections(doc))
 
     @property
     def computed(self) -> bool:

@@ -36,6 +36,7 @@ concepts.
 from __future__ import annotations
 
 import difflib
+import json
 import math
 import re
 import types
@@ -47,7 +48,7 @@ from itertools import chain
 from typing import cast
 
 from ..cancel import CancelToken
-from ..derived import Slot, kept_earlier, of_snapshot
+from ..derived import Slot, kept_earlier, of_snapshot, unrevised_name
 from ..errors import Diagnostic, did_you_mean
 from ..model import Document, Snapshot
 from .folding import fold
@@ -330,7 +331,85 @@ def _build_or_update(snapshot: Snapshot) -> SuggestionIndex:
         updated = updated_index(earlier, before, snapshot)
         if updated is not None:
             return updated
-    return build_index(snapshot)
+    store = snapshot.inbound
+    decided_by = unrevised_name(snapshot, "concept-suggestions", None)
+    if store is not None:
+        kept = _read_index(store.stored_bytes(snapshot.revision, STORED_INDEX), decided_by,
+                           snapshot)
+        if kept is not None:
+            return kept
+    index = build_index(snapshot)
+    if store is not None and snapshot.loaded:
+        # Only a capture loaded from the files, which is what a restart loads.
+        store.keep_bytes(snapshot.revision, STORED_INDEX,
+                         _packed_index(index, list(snapshot.concepts), decided_by))
+    return index
+
+
+# The name a revision's index is kept under for the next process on the same files
+# (InboundHint.keep_bytes): JSON, ``[what decides it, [[loose ID, stem, title], ...] a
+# concept, {bigram: [text numbers]}]``. The texts and the three tables are made again from
+# the keys, as the build makes them; the postings, most of the build, are read.
+STORED_INDEX = "concept-suggestions/1"
+
+
+def _packed_index(index: SuggestionIndex, concept_ids: list[str], decided_by: str
+                  ) -> Iterator[bytes]:
+    """The kept JSON, made by the writing thread: each concept's keys from the tables (``""``
+    for a key it lacks). ASCII: a path's lone surrogate reads back as itself."""
+    keys: dict[str, list[str]] = {}
+    for n, table in enumerate((index.by_id, index.by_stem, index.by_title)):
+        for text, ids in table.items():
+            for concept_id in ids:
+                keys.setdefault(concept_id, ["", "", ""])[n] = text
+    yield json.dumps([decided_by, concept_ids,
+                      [keys.get(concept_id, ["", "", ""]) for concept_id in concept_ids],
+                      {pair: list(numbers) for pair, numbers in index.postings.items()}],
+                     separators=(",", ":")).encode("ascii")
+
+
+def _read_index(data: bytes | None, decided_by: str, snapshot: Snapshot
+                ) -> SuggestionIndex | None:
+    """What :func:`_packed_index` kept, as :func:`build_index` builds it (the same texts in the
+    same numbers, the same tables and postings), or ``None`` unless it reads back whole: the
+    keys of the snapshot's concepts, postings that number its texts."""
+    if data is None:
+        return None
+    try:
+        kept = json.loads(data)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not (isinstance(kept, list) and len(kept) == 4 and kept[0] == decided_by
+            and isinstance(kept[2], list) and isinstance(kept[3], dict)):
+        return None
+    _, kept_ids, keys, kept_postings = kept
+    concept_ids = list(snapshot.concepts)  # the snapshot's strings, not the JSON's copies
+    if kept_ids != concept_ids or len(keys) != len(concept_ids):
+        return None
+    by_id: dict[str, list[str]] = {}
+    by_stem: dict[str, list[str]] = {}
+    by_title: dict[str, list[str]] = {}
+    numbers: dict[str, int] = {}
+    tables = (by_id, by_stem, by_title)
+    for concept_id, three in zip(concept_ids, keys, strict=True):
+        if not (type(three) is list and len(three) == 3 and all(type(k) is str for k in three)):
+            return None
+        for table, key in zip(tables, three, strict=True):
+            if key:
+                table.setdefault(key, []).append(concept_id)
+                numbers.setdefault(key, len(numbers))
+    code = _number_code(3 * len(snapshot.concepts))
+    postings: dict[str, array[int]] = {}
+    count = len(numbers)
+    for pair, held in kept_postings.items():
+        if not (type(held) is list and held and all(type(n) is int for n in held)
+                and min(held) >= 0 and max(held) < count):
+            return None
+        postings[pair] = array(code, held)
+    return SuggestionIndex(
+        by_id=_frozen(by_id), by_stem=_frozen(by_stem), by_title=_frozen(by_title),
+        texts=tuple(numbers), postings=types.MappingProxyType(postings),
+    )
 
 
 def suggest(

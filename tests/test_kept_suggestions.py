@@ -1,0 +1,108 @@
+"""The 'did you mean' index (okf.suggest) is kept by revision in the parse cache: a restarted
+server reads it back, builds no document for it, and suggests what a server that built it
+suggests. Work counters and equality, no timing.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import zlib
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.model import Snapshot
+from bundle_mcp.okf.suggest import CONCEPT_SUGGESTIONS, build_index, index_of
+from bundle_mcp.readers import ALL_READER
+from bundle_mcp.snapshots import SnapshotCache
+
+if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
+    from conftest import BundleFactory
+
+MISSES = ["tables/Orders", "orders", "Order Items", "ordr-itemz", "caf\u00e9", "nothing-like-it"]
+
+
+def pages() -> dict[str, str]:
+    return {
+        "index.md": "# Home\n",
+        "tables/orders.md": "---\ntype: Table\ntitle: Orders\n---\n# Orders\n",
+        "tables/order_items.md": "---\ntype: Table\ntitle: Order items\n---\n# Items\n",
+        "reports/orders.md": "---\ntype: Report\n---\n# Orders report\n",
+        "people/caf\u00e9.md": "---\ntitle: Caf\u00e9 staff\n---\n# Staff\n",
+        "misc/-.md": "---\ntitle: Dash\n---\n# Dash\n",  # a loose ID of nothing
+    }
+
+
+def process(bundle: str, cache: Path) -> tuple[Dispatcher, SnapshotCache, ParseCache]:
+    parse = ParseCache(cache)
+    snapshots = SnapshotCache(parse_cache=parse, watch=False)
+    return Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots), snapshots, parse
+
+
+def snapshot_of(dispatcher: Dispatcher, bundle: str) -> Snapshot:
+    return dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+
+
+def suggestions(dispatcher: Dispatcher) -> list[object]:
+    return [dispatcher.call("read_concept", {"concept_id": miss}).structured for miss in MISSES]
+
+
+def kept_by(bundle: str, cache: Path) -> list[object]:
+    first, snapshots, parse = process(bundle, cache)
+    snapshot = snapshot_of(first, bundle)
+    made = suggestions(first)
+    snapshots.persist(bundle, snapshot, now=True)  # as the warm-up saves
+    parse.settle_parts()
+    return made
+
+
+def test_a_restart_reads_the_index_back_without_a_document(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    made = kept_by(bundle, cache)
+    assert any(answer["diagnostics"] for answer in made)  # type: ignore[index]
+
+    restarted, _, _ = process(bundle, cache)
+    snapshot = snapshot_of(restarted, bundle)
+    index = index_of(snapshot, CancelToken().check)
+    assert list(snapshot.documents.built()) == []  # read back: no document built for it
+    assert index == build_index(snapshot)  # the same texts, numbers, tables and postings
+    assert suggestions(restarted) == made
+    assert suggestions(Dispatcher(ServeConfig(bundles=(bundle,)))) == made
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other concepts", "a number past the texts",
+                                    "keys of another shape"])
+def test_a_damaged_kept_index_is_built_again(
+    tmp_bundle: BundleFactory, tmp_path: Path, damage: str
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    made = kept_by(bundle, cache)
+    (database,) = (cache / "parse").glob("*.sqlite3")
+    with sqlite3.connect(database) as db:
+        (rowid, value), = db.execute(
+            "SELECT rowid, value FROM parts WHERE key LIKE '%concept-suggestions/1'").fetchall()
+        decided_by, ids, keys, postings = json.loads(zlib.decompress(value))
+        if damage == "other concepts":
+            ids.reverse()
+        elif damage == "a number past the texts":
+            next(iter(postings.values())).append(999)
+        elif damage == "keys of another shape":
+            keys[0] = keys[0][:2]
+        text = "[1," if damage == "garbage" else json.dumps([decided_by, ids, keys, postings])
+        db.execute("UPDATE parts SET value = ? WHERE rowid = ?",
+                   (zlib.compress(text.encode()), rowid))
+
+    restarted, _, _ = process(bundle, cache)
+    snapshot = snapshot_of(restarted, bundle)
+    warm = CONCEPT_SUGGESTIONS.warm
+    assert warm is not None
+    warm(snapshot, CancelToken())
+    assert list(snapshot.documents.built())  # built again, from the documents
+    assert suggestions(restarted) == made
