@@ -301,6 +301,8 @@ def stored_key(slot: Slot[Any], variant: Hashable) -> str | None:
     the variant as JSON; ``None`` when it is not kept (no codec, a variant JSON cannot spell)."""
     if slot.codec is None:
         return None
+    if variant is None:  # most slots: json.dumps(None) at each document's read was 7 µs
+        return f"{slot.name}/{slot.codec.version}/null"
     try:
         spelled = json.dumps(variant, separators=(",", ":"), sort_keys=True, allow_nan=False,
                              default=_spelled)

@@ -1076,6 +1076,11 @@ class InboundHint(Protocol):
         ``Document.stored`` reads, for a document not built (``derived.of_concept``)."""
         ...
 
+    def read_ahead(self, key: str) -> None:
+        """Read every document's value kept under ``key`` at once, for :meth:`derived` to hand
+        out (each once) instead of a query each: a warm-up about to read them all calls it."""
+        ...
+
     def stored_bytes(self, revision: str, name: str) -> bytes | None:
         """Bytes an earlier process kept for this revision under ``name`` (:meth:`keep_bytes`):
         a value with its own packing (search_concepts' body word index), ``None`` when none is

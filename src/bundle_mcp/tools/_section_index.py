@@ -28,7 +28,7 @@ from typing import Any
 
 from .._version import __version__
 from ..cancel import CancelToken
-from ..derived import Codec, Slot, exactly, of_document, of_snapshot
+from ..derived import Codec, Slot, exactly, of_document, of_snapshot, stored_key
 from ..errors import BundleError, resource_limit
 from ..model import Document, Snapshot, revision_value
 from ..okf.folding import fold
@@ -41,6 +41,9 @@ from ._kept_parts import kept_or_computed, packed, unpacked
 def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
     if isinstance(_totals_or_over(snapshot, token), _OverCap):
         return  # search_sections refuses this bundle: no document's words are asked for
+    store, key = snapshot.inbound, stored_key(SECTION_WORDS, None)
+    if store is not None and key is not None:
+        store.read_ahead(key)  # every concept's is about to be read back
     for doc in snapshot.concepts.values():
         token.check()
         _document_index(doc)
@@ -61,8 +64,10 @@ def _decode_index(value: Any) -> _DocumentIndex:
     # Interned, as a parse interns them: the context index's sections hold the same headings
     # (one string for both, 60,000 sections in the bench bundle).
     headings = tuple([sys.intern(exactly(str, h)) for h in headings])
+    if not set(map(type, exactly(list, table))) <= {int}:  # each exactly an int, in C
+        raise TypeError("a section table of numbers only")
     try:
-        numbers = array("i", [exactly(int, n) for n in exactly(list, table)])
+        numbers = array("i", table)
     except OverflowError as error:  # a damaged row: a number no C int holds
         raise ValueError("a section number out of range") from error
     if len(numbers) != _ROW * len(headings):
