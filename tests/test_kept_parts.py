@@ -348,3 +348,28 @@ def test_parts_are_read_through_one_connection_opened_again_for_a_replaced_datab
     assert len(opened) == 2
     database.unlink()
     assert kept.read("rev", "a") is None
+
+
+def test_a_writer_empties_the_log_though_a_reader_stays_open(
+    tmp_bundle: BundleFactory, tmp_path: Path,
+) -> None:
+    """Only the last connection to close empties SQLite's write-ahead log, and this process
+    keeps reading connections open: a first save's log (the whole database) stayed beside it
+    and the next process read it all back. Each writer now empties it as it closes."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    dispatcher, parse = serve(bundle, cache)
+    (database,) = (cache / "parse").glob("*.sqlite3")
+    log = database.with_name(database.name + "-wal")
+    kept = parse.parts(bundle)
+    assert kept is not None
+    kept.read("rev", "a")  # the kept reading connection is open from now on
+    Path(bundle, "f1/new.md").write_text("---\ntype: Guide\n---\n# New\n\nText.\n",
+                                         encoding="utf-8")
+    snapshot = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+    assert "f1/new.md" in snapshot.documents
+    snapshot.documents["f1/new.md"]  # noqa: B018 (built, so the save writes its row)
+    parse.save(bundle, snapshot.documents)
+    kept.keep("rev", "b", b"part")
+    parse.settle_parts()
+    assert kept.read("rev", "b") == b"part"
+    assert not log.exists() or log.stat().st_size == 0

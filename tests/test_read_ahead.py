@@ -16,6 +16,7 @@ from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import parse_cache
 from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.readers import ALL_READER
+from bundle_mcp.readiness import warm_steps
 from bundle_mcp.snapshots import SnapshotCache
 from bundle_mcp.tools import _section_index
 
@@ -78,3 +79,32 @@ def test_rows_of_other_bytes_are_not_read_ahead(
     snapshot.inbound.read_ahead(key)  # type: ignore[union-attr]
     ahead = snapshot.inbound._ahead[key]  # type: ignore[union-attr]
     assert len(ahead) == 12 and all(sha256 != "other" for _, sha256 in ahead)
+
+
+def test_the_documents_step_reads_each_groups_rows_in_one_query(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    first, _ = warmed(bundle, cache)
+    queries: list[str] = []
+    real = parse_cache.CachedRows._row
+
+    def counted(self: Any, sql: str, parameters: tuple[str, ...]) -> Any:
+        if "FROM documents" in sql:
+            queries.append(sql)
+        return real(self, sql, parameters)
+
+    monkeypatch.setattr(parse_cache.CachedRows, "_row", counted)
+    snapshots = SnapshotCache(parse_cache=ParseCache(cache), watch=False)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots)
+    snapshot = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+    for step in warm_steps(dispatcher, bundle, ALL_READER, snapshot):
+        if step.name.startswith("documents"):
+            step.build(CancelToken())
+    built = {doc.path: doc for doc in snapshot.documents.built()}
+    assert len(built) == len(pages())
+    assert all(doc.parse_error is None for doc in built.values())
+    assert queries == []  # every row read ahead, none on its own
+    assert snapshot.inbound._ahead_entries == {}  # type: ignore[union-attr]
+    assert {path: doc.markdown for path, doc in built.items()} == {
+        path: first.documents[path].markdown for path in built}

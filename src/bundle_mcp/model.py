@@ -1076,6 +1076,12 @@ class InboundHint(Protocol):
         ``Document.stored`` reads, for a document not built (``derived.of_concept``)."""
         ...
 
+    def read_ahead_entries(self, paths: Sequence[str]) -> None:
+        """Read the rows these files' documents are built from at once, for the builds that
+        follow (each handed out once) instead of a query each: the warm-up's documents step
+        calls it for each group of documents not built yet."""
+        ...
+
     def read_ahead(self, key: str) -> None:
         """Read every document's value kept under ``key`` at once, for :meth:`derived` to hand
         out (each once) instead of a query each: a warm-up about to read them all calls it."""

@@ -61,7 +61,7 @@ from .cancel import CancelToken
 from .dispatch import Dispatcher, Outcome, UnknownTool
 from .errors import BundleError
 from .loader.parse_cache import has_markdown
-from .model import Snapshot, awaited
+from .model import Documents, Snapshot, awaited
 from .okf.scopes import NOTHING, Access, FolderScope
 from .readers import ALL_READER, Reader
 
@@ -197,6 +197,10 @@ def _build_documents(view: Snapshot, paths: Sequence[str], token: CancelToken) -
     search columns are built from them when no earlier process kept them, and read back
     otherwise, and folding froze every concept's frontmatter, half of this step after a
     restart."""
+    inbound, documents = view.inbound, view.documents
+    if inbound is not None and isinstance(documents, Documents):
+        cells = documents.cells  # the rows of the documents not built yet, in one query
+        inbound.read_ahead_entries([path for path in paths if cells[path].peek() is None])
     for path in paths:
         token.check()
         doc = view.documents[path]

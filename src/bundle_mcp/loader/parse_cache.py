@@ -42,7 +42,7 @@ import time
 import weakref
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,6 +97,10 @@ MAX_WAITING_PARTS = 64
 SUFFIX = ".sqlite3"
 # How long a save or a load waits for another process's write transaction to end.
 BUSY_TIMEOUT_MS = 5_000
+# How long a writer that is done waits for readers to let it empty the write-ahead log
+# (_truncate_log), and the log's size kept after a checkpoint resets it.
+CHECKPOINT_WAIT_MS = 200
+WAL_KEPT_BYTES = 4 * 1024 * 1024
 _DISABLED = ("off", "none", "0", "false")
 _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
@@ -445,11 +449,28 @@ def _connected(database: Path, *, read_only: bool) -> Iterator[sqlite3.Connectio
     try:
         if not read_only:
             db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA journal_size_limit={WAL_KEPT_BYTES}")
             for statement in _SCHEMA:
                 db.execute(statement)
         yield db
     finally:
+        if not read_only:
+            _truncate_log(db)
         db.close()
+
+
+def _truncate_log(db: sqlite3.Connection) -> None:
+    """Copy the write-ahead log into the database and empty it, as the last connection's close
+    would: a connection of this process that only reads (``_PartReader``, ``CachedRows``) is
+    usually still open when a writer closes, and a reader cannot. The log of a first save
+    holds the whole database (190 MiB at 9,978 files, 780 MiB at 50,000), left beside it,
+    and the next process to open it read it all back. Another process reading meanwhile makes
+    this wait a moment at most; then the log is emptied by a later write."""
+    try:
+        db.execute(f"PRAGMA busy_timeout={CHECKPOINT_WAIT_MS}")
+        db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    except sqlite3.Error as exc:
+        log.debug("the parse cache's log is not emptied: %s", exc)
 
 
 class KeptParts:
@@ -595,6 +616,9 @@ def _compressed(value: bytes | Iterable[bytes]) -> bytes:
     return b"".join(out)
 
 
+# Files a query of read_ahead_entries names (SQLite's default limit of bound values is 32,766
+# since 3.32, 999 before).
+_AHEAD_PER_QUERY = 500
 # A revision's edges in the parts rows (CachedRows.keep_edges): how edges resolve is the
 # release's, so the release names the row.
 EDGES_PART = f"edges/1/{__version__}/"
@@ -690,6 +714,8 @@ class CachedRows(Mapping[str, Any]):
         self._db: sqlite3.Connection | None = None
         # Rows read ahead (read_ahead), by key: (path, sha256) → the compressed value.
         self._ahead: dict[str, dict[tuple[str, str], bytes]] = {}
+        # Documents' rows read ahead (read_ahead_entries): (path, sha256) → (entry, facts).
+        self._ahead_entries: dict[tuple[str, str], tuple[Any, ...]] = {}
         # The (path, sha256) of every file with facts (so with targets), and the database's
         # data_version it was read at: read again after any other connection's commit.
         self._indexed: tuple[int, frozenset[tuple[str, str]]] | None = None
@@ -852,13 +878,42 @@ class CachedRows(Mapping[str, Any]):
             weakref.finalize(self, self._db.close)
         return self._db
 
+    def read_ahead_entries(self, paths: Sequence[str]) -> None:
+        """:meth:`bundle_mcp.model.InboundHint.read_ahead_entries`: the rows of these files'
+        current bytes in one query, for :meth:`entry` to hand out (each once) in place of a
+        query each (at 9,978 files, 0.26 s of queries one by one, 0.10 s in one). They replace
+        the rows read ahead before, so at most one group's are ever held."""
+        current = self._rows
+        wanted = [(path, stored.sha256) for path in paths
+                  if (stored := current.get(path)) is not None]
+        ahead: dict[tuple[str, str], tuple[Any, ...]] = {}
+        try:
+            with self._lock:
+                for start in range(0, len(wanted), _AHEAD_PER_QUERY):
+                    group = wanted[start:start + _AHEAD_PER_QUERY]
+                    marks = ",".join("?" * len(group))
+                    for row in self._connection().execute(
+                            "SELECT d.path, d.sha256, d.entry, f.facts FROM documents d"
+                            " LEFT JOIN facts f ON f.path = d.path AND f.sha256 = d.sha256"
+                            f" WHERE d.path IN ({marks})", [path for path, _ in group]):
+                        ahead[(row[0], row[1])] = (row[2], row[3])
+        except sqlite3.Error:
+            ahead = {}
+        with self._lock:
+            self._ahead_entries = {key: row for key, row in ahead.items()
+                                   if current.get(key[0]) is not None
+                                   and current[key[0]].sha256 == key[1]}
+
     def entry(self, path: str, sha256: str) -> Any:
         """The decoded entry of these bytes, its Markdown facts as text under ``markdown``;
         ``None`` when the row is gone (another process pruned it), damaged, or unreadable."""
-        row = self._row(
-            "SELECT d.entry, f.facts FROM documents d LEFT JOIN facts f"
-            " ON f.path = d.path AND f.sha256 = d.sha256"
-            " WHERE d.path = ? AND d.sha256 = ?", (path, sha256))
+        with self._lock:
+            row = self._ahead_entries.pop((path, sha256), None)
+        if row is None:
+            row = self._row(
+                "SELECT d.entry, f.facts FROM documents d LEFT JOIN facts f"
+                " ON f.path = d.path AND f.sha256 = d.sha256"
+                " WHERE d.path = ? AND d.sha256 = ?", (path, sha256))
         if row is None:
             return None
         try:
