@@ -117,7 +117,7 @@ def test_nodes_kept_for_other_assets_or_folders_are_not_read(
 
 @pytest.mark.parametrize("damage", [
     "garbage", "another count", "another order", "a reference of another shape",
-    "a relation of another shape",
+    "a relation of another shape", "a line cut short",
 ])
 def test_damaged_kept_nodes_are_built_again(
     tmp_bundle: BundleFactory, tmp_path: Path, damage: str
@@ -127,22 +127,24 @@ def test_damaged_kept_nodes_are_built_again(
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
         rows = db.execute(
-            "SELECT rowid, value FROM parts WHERE key LIKE '%semantic-graph-nodes/1/%'").fetchall()
+            "SELECT rowid, value FROM parts WHERE key LIKE '%semantic-graph-nodes/2/%'").fetchall()
         assert len(rows) == 2  # each profile's
         for rowid, value in rows:
-            decided_by, nodes = json.loads(zlib.decompress(value))
+            header, *lines = zlib.decompress(value).decode().splitlines()
+            nodes = [node for line in lines for node in json.loads(line)]
+            if damage == "another count":
+                nodes.pop()
+            elif damage == "another order":
+                nodes.reverse()
+            elif damage == "a reference of another shape":
+                nodes[1]["references"][0]["exists"] = "yes"
+            elif damage == "a relation of another shape":
+                nodes[1]["relations"][0]["extra"] = 1
+            text = f"{header}\n{json.dumps(nodes)}\n"  # one line of every node reads back
             if damage == "garbage":
                 text = "[1,"
-            else:
-                if damage == "another count":
-                    nodes.pop()
-                elif damage == "another order":
-                    nodes.reverse()
-                elif damage == "a reference of another shape":
-                    nodes[1]["references"][0]["exists"] = "yes"
-                else:
-                    nodes[1]["relations"][0]["extra"] = 1
-                text = json.dumps([decided_by, nodes])
+            elif damage == "a line cut short":
+                text = text[:-2]
             db.execute("UPDATE parts SET value = ? WHERE rowid = ?",
                        (zlib.compress(text.encode()), rowid))
 

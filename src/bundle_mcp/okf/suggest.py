@@ -39,6 +39,7 @@ import difflib
 import json
 import math
 import re
+import sys
 import types
 from array import array
 from collections import Counter
@@ -347,25 +348,32 @@ def _build_or_update(snapshot: Snapshot) -> SuggestionIndex:
 
 
 # The name a revision's index is kept under for the next process on the same files
-# (InboundHint.keep_bytes): JSON, ``[what decides it, [[loose ID, stem, title], ...] a
-# concept, {bigram: [text numbers]}]``. The texts and the three tables are made again from
-# the keys, as the build makes them; the postings, most of the build, are read.
+# (InboundHint.keep_bytes; :func:`_packed_index`). The texts and the three tables are made
+# again from the keys, as the build makes them; the postings, most of the build, are read.
 STORED_INDEX = "concept-suggestions/1"
 
 
 def _packed_index(index: SuggestionIndex, concept_ids: list[str], decided_by: str
                   ) -> Iterator[bytes]:
-    """The kept JSON, made by the writing thread: each concept's keys from the tables (``""``
-    for a key it lacks). ASCII: a path's lone surrogate reads back as itself."""
+    """The kept value, made by the writing thread: a JSON line (each concept's keys from the
+    tables, ``""`` for a key it lacks; the bigrams and their postings' lengths), then every
+    posting's numbers as one array's machine bytes. Not as JSON lists: their numbers as
+    Python objects were about 25 MB at 9,978 concepts, written or read. ASCII: a path's lone
+    surrogate reads back as itself."""
     keys: dict[str, list[str]] = {}
     for n, table in enumerate((index.by_id, index.by_stem, index.by_title)):
         for text, ids in table.items():
             for concept_id in ids:
                 keys.setdefault(concept_id, ["", "", ""])[n] = text
-    yield json.dumps([decided_by, concept_ids,
+    pairs = list(index.postings)
+    code = next((numbers.typecode for numbers in index.postings.values()), "H")
+    yield json.dumps([decided_by, code, array(code).itemsize, sys.byteorder, concept_ids,
                       [keys.get(concept_id, ["", "", ""]) for concept_id in concept_ids],
-                      {pair: list(numbers) for pair, numbers in index.postings.items()}],
-                     separators=(",", ":")).encode("ascii")
+                      pairs, [len(index.postings[pair]) for pair in pairs]],
+                     separators=(",", ":")).encode("ascii") + b"\n"
+    del keys
+    for pair in pairs:
+        yield index.postings[pair].tobytes()
 
 
 def _read_index(data: bytes | None, decided_by: str, snapshot: Snapshot
@@ -375,21 +383,31 @@ def _read_index(data: bytes | None, decided_by: str, snapshot: Snapshot
     keys of the snapshot's concepts, postings that number its texts."""
     if data is None:
         return None
+    line_end = data.find(b"\n")
     try:
-        kept = json.loads(data)
+        kept = json.loads(data[:line_end])
     except (UnicodeDecodeError, ValueError):
         return None
-    if not (isinstance(kept, list) and len(kept) == 4 and kept[0] == decided_by
-            and isinstance(kept[2], list) and isinstance(kept[3], dict)):
+    code = _number_code(3 * len(snapshot.concepts))
+    if not (line_end >= 0 and isinstance(kept, list) and len(kept) == 8
+            and kept[:4] == [decided_by, code, array(code).itemsize, sys.byteorder]):
         return None
-    _, kept_ids, keys, kept_postings = kept
+    _, _, _, _, kept_ids, keys, pairs, lengths = kept
     concept_ids = list(snapshot.concepts)  # the snapshot's strings, not the JSON's copies
-    if kept_ids != concept_ids or len(keys) != len(concept_ids):
+    if kept_ids != concept_ids or not isinstance(keys, list) or len(keys) != len(concept_ids):
         return None
+    if not (isinstance(pairs, list) and isinstance(lengths, list) and len(pairs) == len(lengths)
+            and all(type(p) is str for p in pairs) and all(type(n) is int for n in lengths)):
+        return None
+    numbers = array(code)
+    body = data[line_end + 1:]
+    if len(body) != numbers.itemsize * sum(lengths) or (lengths and min(lengths) <= 0):
+        return None
+    numbers.frombytes(body)
     by_id: dict[str, list[str]] = {}
     by_stem: dict[str, list[str]] = {}
     by_title: dict[str, list[str]] = {}
-    numbers: dict[str, int] = {}
+    texts: dict[str, int] = {}
     tables = (by_id, by_stem, by_title)
     for concept_id, three in zip(concept_ids, keys, strict=True):
         if not (type(three) is list and len(three) == 3 and all(type(k) is str for k in three)):
@@ -397,18 +415,17 @@ def _read_index(data: bytes | None, decided_by: str, snapshot: Snapshot
         for table, key in zip(tables, three, strict=True):
             if key:
                 table.setdefault(key, []).append(concept_id)
-                numbers.setdefault(key, len(numbers))
-    code = _number_code(3 * len(snapshot.concepts))
+                texts.setdefault(key, len(texts))
+    if numbers and max(numbers) >= len(texts):
+        return None
     postings: dict[str, array[int]] = {}
-    count = len(numbers)
-    for pair, held in kept_postings.items():
-        if not (type(held) is list and held and all(type(n) is int for n in held)
-                and min(held) >= 0 and max(held) < count):
-            return None
-        postings[pair] = array(code, held)
+    at = 0
+    for pair, length in zip(pairs, lengths, strict=True):
+        postings[pair] = numbers[at:at + length]
+        at += length
     return SuggestionIndex(
         by_id=_frozen(by_id), by_stem=_frozen(by_stem), by_title=_frozen(by_title),
-        texts=tuple(numbers), postings=types.MappingProxyType(postings),
+        texts=tuple(texts), postings=types.MappingProxyType(postings),
     )
 
 

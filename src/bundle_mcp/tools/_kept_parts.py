@@ -11,11 +11,12 @@ machine bytes (floats stay bit for bit what was computed).
 
 from __future__ import annotations
 
+import json
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 from ..toolspec import PartStore
 
@@ -93,3 +94,52 @@ def kept_or_computed(
     value = compute()
     parts.keep(revision, key, encode(value))
     return value
+
+
+# A whole-bundle value kept as JSON lines (get_semantic_graph's nodes, list_concepts'
+# entries): a header, then the items a line at a time.
+def packed_lines(header: Any, items: Sequence[Any], per_line: int) -> Iterator[bytes]:
+    """``header``, then ``items`` ``per_line`` to a line, as JSON lines made one after the
+    other (by the thread that writes them, ``InboundHint.keep_bytes``). ASCII: a path's lone
+    surrogate reads back as itself."""
+    yield json.dumps(header, separators=(",", ":")).encode("ascii") + b"\n"
+    for start in range(0, len(items), per_line):
+        yield json.dumps(items[start:start + per_line],
+                         separators=(",", ":")).encode("ascii") + b"\n"
+
+
+def unpacked_lines(data: bytes) -> tuple[Any, Iterator[list[Any]]] | None:
+    """What :func:`packed_lines` wrote: the header, and the lines of items, each decoded only
+    when reached (decoded at once, the 10,000 nodes' objects and strings of the bench bundle
+    raised the memory a restart kept by about 50 MB). The iterator raises ``ValueError`` for
+    a line that is not a JSON list; ``None`` when the header does not decode."""
+    end = data.find(b"\n")
+    try:
+        header = json.loads(data[:end]) if end >= 0 else None
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if end < 0:
+        return None
+
+    def lines() -> Iterator[list[Any]]:
+        at = end + 1
+        while at < len(data):
+            stop = data.find(b"\n", at)
+            if stop < 0:
+                raise ValueError("a line cut short")
+            try:
+                line = json.loads(data[at:stop])
+            except UnicodeDecodeError as error:
+                raise ValueError("a line not of ASCII") from error
+            if not isinstance(line, list):
+                raise ValueError("a line not of a list")
+            yield line
+            at = stop + 1
+
+    return header, lines()
+
+
+def interned(text: str) -> str:
+    """``text``, interned when it looks like an identifier, as frozen frontmatter's strings
+    are (``model.freeze``): a value read back shares them as one built from it does."""
+    return sys.intern(text) if len(text) <= 64 and " " not in text else text

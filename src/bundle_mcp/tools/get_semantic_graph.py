@@ -25,19 +25,18 @@ profile) is ours, not the Go toolkit's closed-class profile:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from typing import Any
 
 from ..cancel import CancelToken
 from ..derived import Slot, of_snapshot, unrevised_name
 from ..errors import resource_limit
 from ..export.rdf import BUNDLE_BASE, OKF_VOCAB, concept_iri_path
-from ..model import Document, Snapshot
+from ..model import Concepts, Document, Snapshot
 from ..okf.temporal import DATE_PROFILE, INSTANT_PROFILE, Reference, parse_value, reference_from
 from ..okf.versions import resolve_version
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, Cards
+from ._kept_parts import interned, packed_lines, unpacked_lines
 
 NAME = "get_semantic_graph"
 DESCRIPTION = (
@@ -110,10 +109,10 @@ def _kept_nodes(snapshot: Snapshot, profile: str, token: CancelToken) -> Nodes:
 
 
 # The name the nodes of a profile are kept under for the next process on the same files
-# (InboundHint.keep_bytes): JSON, ``[what decides them, [node, ...]]``.
-STORED_NODES = "semantic-graph-nodes/1/"
-# Nodes a piece of the kept JSON holds (the pieces are made by the thread that writes them).
-_NODES_PER_PIECE = 512
+# (InboundHint.keep_bytes): JSON lines (``_kept_parts.packed_lines``), the header what decides
+# them and their count.
+STORED_NODES = "semantic-graph-nodes/2/"
+_NODES_PER_LINE = 256
 
 
 def _stored_or_built(snapshot: Snapshot, profile: str, token: CancelToken) -> Nodes:
@@ -134,81 +133,99 @@ def _stored_or_built(snapshot: Snapshot, profile: str, token: CancelToken) -> No
     if store is not None and snapshot.loaded:
         # Only a capture loaded from the files: a restart loads one, and a snapshot after an
         # edit is seldom the one a restart finds (each would write megabytes).
-        store.keep_bytes(snapshot.revision, name, _packed_nodes(nodes, decided_by))
+        store.keep_bytes(snapshot.revision, name, packed_lines(
+            [decided_by, len(nodes)], [node for node, _ in nodes], _NODES_PER_LINE))
     return nodes
-
-
-def _packed_nodes(nodes: Nodes, decided_by: str) -> Iterator[bytes]:
-    """The kept JSON in pieces. ASCII: a path's lone surrogate reads back as itself."""
-    yield b"[" + json.dumps(decided_by).encode("ascii") + b",["
-    for start in range(0, len(nodes), _NODES_PER_PIECE):
-        piece = ",".join(json.dumps(node, separators=(",", ":"))
-                         for node, _ in nodes[start:start + _NODES_PER_PIECE])
-        yield (b"," if start else b"") + piece.encode("ascii")
-    yield b"]]"
 
 
 _NODE_KEYS = ("@id", "@type", "id", "path", "type", "title", "description", "tags", "status",
               "trust", "stale_after", "stale", "references", "relations")
 _RELATION_KEYS = ("source", "relation_type", "target", "exists")
+_SHORT_KEYS = ("type", "status", "trust", "stale_after")  # identifier-like: interned
 
 
 def _read_nodes(data: bytes | None, decided_by: str, snapshot: Snapshot, profile: str,
                 token: CancelToken) -> Nodes | None:
-    """What :func:`_packed_nodes` kept, as the nodes :func:`_nodes` builds (the same JSON, and
-    the same sharing of key tables and reference items), or ``None`` unless it reads back
-    whole: one node a concept, in order, each of the shape built."""
-    if data is None:
+    """What :func:`_stored_or_built` kept, as :func:`_nodes` builds them (the same JSON, and
+    the same sharing of key tables, reference items and strings), or ``None`` unless it reads
+    back whole: one node a concept, in order, each of the shape built. A line of nodes at a
+    time: decoded at once, they raised what a restart kept by about 50 MB."""
+    found = None if data is None else unpacked_lines(data)
+    if found is None:
         return None
-    try:
-        kept = json.loads(data)
-    except (UnicodeDecodeError, ValueError):
+    header, lines = found
+    concepts = snapshot.concepts
+    if header != [decided_by, len(concepts)]:
         return None
-    if not (isinstance(kept, list) and len(kept) == 2 and kept[0] == decided_by
-            and isinstance(kept[1], list) and len(kept[1]) == len(snapshot.concepts)):
-        return None
+    ids = iter(concepts)
+    paths = concepts.paths if isinstance(concepts, Concepts) else None
     shared: dict[tuple[str, bool], dict[str, Any]] = {}
-    out = []
-    for concept_id, node in zip(snapshot.concepts, kept[1], strict=True):
-        token.check()
-        if not (isinstance(node, dict) and tuple(node) == _NODE_KEYS and node["id"] == concept_id
-                and node["stale"] is None):
-            return None
-        references = node["references"]
-        relations = node["relations"]
-        if not (isinstance(references, list) and isinstance(relations, list)):
-            return None
-        items = []
-        for item in references:
-            # Each distinct item's fields are checked once, as its shared item is made.
-            if type(item) is not dict or len(item) != 2:
-                return None
-            key = (item.get("target"), item.get("exists"))
-            found = shared.get(key)  # type: ignore[arg-type]  # checked before it is kept
-            if found is None:
-                target, exists = key
-                if type(target) is not str or type(exists) is not bool:
+    out: list[tuple[dict[str, Any], Any]] = []
+    try:
+        for line in lines:
+            token.check()
+            for node in line:
+                concept_id = next(ids, None)
+                if not (concept_id is not None and type(node) is dict
+                        and tuple(node) == _NODE_KEYS and node["id"] == concept_id
+                        and node["stale"] is None):
                     return None
-                found = _reference(shared, target, exists)
-            items.append(found)
-        node["references"] = items
-        for n, item in enumerate(relations):
-            if not (isinstance(item, dict) and tuple(item)[:4] == _RELATION_KEYS
-                    and len(item) <= 5 and all(type(item[key]) is str for key in _RELATION_KEYS
-                                               if key != "exists")
-                    and type(item["exists"]) is bool):
-                return None
-            relation = _RelationItem(item["source"], item["relation_type"], item["target"],
-                                     item["exists"])
-            if len(item) == 5:
-                target_id = item.get("target_id")
-                if type(target_id) is not str:
+                node["id"] = concept_id  # the snapshot's string, not a copy
+                if paths is not None and node["path"] == paths[concept_id]:
+                    node["path"] = paths[concept_id]
+                if not _shared_fields(node, shared):
                     return None
-                relation.target_id = target_id
-            relations[n] = relation.__dict__
-        after = node["stale_after"]
-        out.append((_Node(**node).__dict__, None if after is None else parse_value(after, profile)))
-    return tuple(out)
+                after = node["stale_after"]
+                out.append((_Node(**node).__dict__,
+                            None if after is None else parse_value(after, profile)))
+    except ValueError:
+        return None
+    return tuple(out) if len(out) == len(concepts) else None
+
+
+def _shared_fields(node: dict[str, Any], shared: dict[tuple[str, bool], dict[str, Any]]
+                   ) -> bool:
+    """Put into ``node`` read back what a build shares: its short strings interned, one
+    reference item for each (target, exists), its relations as key-sharing items. False when
+    a field is not of the shape built."""
+    for key in _SHORT_KEYS:
+        value = node[key]
+        if type(value) is str:
+            node[key] = interned(value)
+    tags = node["tags"]
+    references = node["references"]
+    relations = node["relations"]
+    if not (type(tags) is list and type(references) is list and type(relations) is list):
+        return False
+    node["tags"] = [interned(t) if type(t) is str else t for t in tags]
+    items = []
+    for item in references:
+        # Each distinct item's fields are checked once, as its shared item is made.
+        if type(item) is not dict or len(item) != 2:
+            return False
+        pair: tuple[Any, Any] = (item.get("target"), item.get("exists"))
+        found = shared.get(pair)  # checked before it is kept
+        if found is None:
+            target, exists = pair
+            if type(target) is not str or type(exists) is not bool:
+                return False
+            found = _reference(shared, interned(target), exists)
+        items.append(found)
+    node["references"] = items
+    for n, item in enumerate(relations):
+        if not (type(item) is dict and tuple(item)[:4] == _RELATION_KEYS and len(item) <= 5
+                and all(type(item[key]) is str for key in _RELATION_KEYS if key != "exists")
+                and type(item["exists"]) is bool):
+            return False
+        relation = _RelationItem(interned(item["source"]), interned(item["relation_type"]),
+                                 interned(item["target"]), item["exists"])
+        if len(item) == 5:
+            target_id = item.get("target_id")
+            if type(target_id) is not str:
+                return False
+            relation.target_id = interned(target_id)
+        relations[n] = relation.__dict__
+    return True
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:

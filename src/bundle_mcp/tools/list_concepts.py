@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import functools
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, cast
 
 from ..cancel import CancelToken
 from ..derived import Slot, keep_of_concept, kept_of_concept, of_document, unrevised_name
-from ..model import Document, Snapshot
+from ..model import Concepts, Document, Snapshot
 from ..okf.properties import stale_after, status_state, text_field, trust
 from ..okf.temporal import Reference, parse_value, reference_from
 from ..okf.versions import resolve_version, version_declaration
@@ -20,6 +19,7 @@ from ._common import (
     legacy_generated_at,
     string_or,
 )
+from ._kept_parts import interned, packed_lines, unpacked_lines
 
 NAME = "list_concepts"
 DESCRIPTION = (
@@ -68,7 +68,8 @@ def _warm(snapshot: Snapshot, token: CancelToken) -> None:
     if store is not None and snapshot.loaded:
         # Only a capture loaded from the files, which is what a restart loads (a snapshot
         # after an edit would write a megabyte a time for nothing).
-        store.keep_bytes(snapshot.revision, name, _packed_entries(entries, decided_by))
+        store.keep_bytes(snapshot.revision, name, packed_lines(
+            [decided_by, len(entries)], [item for item, _ in entries], _ENTRIES_PER_LINE))
 
 
 # Everything in an entry but `stale` depends only on the document, the profile and the version,
@@ -97,54 +98,57 @@ def _entry_of(
 
 
 # The name every concept's entry under a profile is kept under for the next process on the
-# same files (InboundHint.keep_bytes): JSON, ``[what decides them, [entry, ...]]``.
-STORED_ENTRIES = "list-entries/1/"
-_ENTRIES_PER_PIECE = 1024
+# same files (InboundHint.keep_bytes): JSON lines (``_kept_parts.packed_lines``), the header
+# what decides them and their count.
+STORED_ENTRIES = "list-entries/2/"
+_ENTRIES_PER_LINE = 512
 _ENTRY_KEYS = ("id", "type", "title", "path", "status", "status_state", "trust", "stale",
                "stale_after", "generated_at", "source_count", "computation", "legacy_derived")
-
-
-def _packed_entries(entries: Sequence[Entry], decided_by: str) -> Iterator[bytes]:
-    """The kept JSON in pieces, made by the writing thread. ASCII: a path's lone surrogate
-    reads back as itself."""
-    yield b"[" + json.dumps(decided_by).encode("ascii") + b",["
-    for start in range(0, len(entries), _ENTRIES_PER_PIECE):
-        piece = ",".join(json.dumps(item, separators=(",", ":"))
-                         for item, _ in entries[start:start + _ENTRIES_PER_PIECE])
-        yield (b"," if start else b"") + piece.encode("ascii")
-    yield b"]]"
+_SHORT_KEYS = ("type", "status", "trust", "stale_after", "generated_at")  # interned
 
 
 def _read_entries(data: bytes | None, decided_by: str, snapshot: Snapshot, profile: str,
                   token: CancelToken) -> list[Entry] | None:
-    """What :func:`_packed_entries` kept, as :func:`_base_entry` builds them (the nested
-    objects shared value for value), or ``None`` unless it reads back whole: one entry a
-    concept, in order, each of the shape built."""
-    if data is None:
+    """What :func:`_warm` kept, as :func:`_base_entry` builds them (the nested objects shared
+    value for value, the snapshot's own ID and path strings, short ones interned), or
+    ``None`` unless it reads back whole: one entry a concept, in order, each of the shape
+    built. A line of entries at a time."""
+    found = None if data is None else unpacked_lines(data)
+    if found is None:
         return None
-    try:
-        kept = json.loads(data)
-    except (UnicodeDecodeError, ValueError):
+    header, lines = found
+    concepts = snapshot.concepts
+    if header != [decided_by, len(concepts)]:
         return None
-    if not (isinstance(kept, list) and len(kept) == 2 and kept[0] == decided_by
-            and isinstance(kept[1], list) and len(kept[1]) == len(snapshot.concepts)):
-        return None
+    ids = iter(concepts)
+    paths = concepts.paths if isinstance(concepts, Concepts) else None
     shared: Shared = {}
     out: list[Entry] = []
-    for n, (concept_id, item) in enumerate(zip(snapshot.concepts, kept[1], strict=True)):
-        if n % 256 == 0:
+    try:
+        for line in lines:
             token.check()
-        if not (type(item) is dict and tuple(item) == _ENTRY_KEYS and item["id"] == concept_id
-                and item["stale"] is None):
-            return None
-        for key in SHARED_KEYS:
-            value = item[key]
-            if type(value) is not dict:
-                return None
-            item[key] = shared.setdefault((key, tuple(value.items())), value)
-        after = item["stale_after"]
-        out.append((item, None if after is None else parse_value(after, profile)))
-    return out
+            for item in line:
+                concept_id = next(ids, None)
+                if not (concept_id is not None and type(item) is dict
+                        and tuple(item) == _ENTRY_KEYS and item["id"] == concept_id
+                        and item["stale"] is None):
+                    return None
+                item["id"] = concept_id  # the snapshot's string, not a copy
+                if paths is not None and item["path"] == paths[concept_id]:
+                    item["path"] = paths[concept_id]
+                for key in _SHORT_KEYS:
+                    if type(item[key]) is str:
+                        item[key] = interned(item[key])
+                for key in SHARED_KEYS:
+                    value = item[key]
+                    if type(value) is not dict:
+                        return None
+                    item[key] = shared.setdefault((key, tuple(value.items())), value)
+                after = item["stale_after"]
+                out.append((item, None if after is None else parse_value(after, profile)))
+    except ValueError:
+        return None
+    return out if len(out) == len(concepts) else None
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
