@@ -6,8 +6,6 @@ the bytes a server that built them gives. Work counters and equality, no timing.
 from __future__ import annotations
 
 import json
-import sqlite3
-import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -16,12 +14,10 @@ import pytest
 from bundle_mcp import derived
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
-from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.temporal import DATE_PROFILE, INSTANT_PROFILE
-from bundle_mcp.readers import ALL_READER
-from bundle_mcp.snapshots import SnapshotCache
 from bundle_mcp.tools.get_semantic_graph import SEMANTIC_GRAPH_NODES
+from restarts import answers, kept_by, kept_rows, replace_row, restart
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
@@ -46,12 +42,6 @@ def pages() -> dict[str, str]:
     return files
 
 
-def process(bundle: str, cache: Path) -> tuple[Dispatcher, SnapshotCache, ParseCache]:
-    parse = ParseCache(cache)
-    snapshots = SnapshotCache(parse_cache=parse, watch=False)
-    return Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots), snapshots, parse
-
-
 def warmed(snapshot: Snapshot) -> Any:
     """The date profile's nodes, as the warm-up builds them."""
     warm = SEMANTIC_GRAPH_NODES.warm
@@ -60,57 +50,42 @@ def warmed(snapshot: Snapshot) -> Any:
     return derived.built_value(snapshot, SEMANTIC_GRAPH_NODES, DATE_PROFILE)
 
 
-def snapshot_of(dispatcher: Dispatcher, bundle: str) -> Snapshot:
-    return dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+def graphs(dispatcher: Dispatcher) -> list[str]:
+    return answers(dispatcher, "get_semantic_graph", CALLS)
 
 
-def answers(dispatcher: Dispatcher) -> list[str]:
-    out = []
-    for arguments in CALLS:
-        outcome = dispatcher.call("get_semantic_graph", arguments)
-        assert not outcome.is_error, outcome
-        out.append(json.dumps(outcome.structured, ensure_ascii=False))
-    return out
-
-
-def kept_by(bundle: str, cache: Path) -> list[str]:
+def kept(bundle: str, cache: Path) -> list[str]:
     """A first process's answers, its nodes kept as it builds them."""
-    first, snapshots, parse = process(bundle, cache)
-    made = answers(first)
-    snapshots.persist(bundle, snapshot_of(first, bundle), now=True)  # as the warm-up saves
-    parse.settle_parts()
-    return made
+    return kept_by(bundle, cache, lambda first, _: graphs(first))
 
 
 def test_a_restart_reads_the_nodes_back_without_a_document(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    made = kept_by(bundle, cache)
+    made = kept(bundle, cache)
 
-    restarted, _, _ = process(bundle, cache)
-    snapshot = snapshot_of(restarted, bundle)
+    restarted, snapshot = restart(bundle, cache)
     nodes = warmed(snapshot)
     assert list(snapshot.documents.built()) == []  # read back: no document built for them
     # One reference item for each (target, exists), shared by every node naming it, as built.
     items = [item for node, _ in nodes for item in node["references"]]
     assert len({id(item) for item in items}) == len(
         {(item["target"], item["exists"]) for item in items}) < len(items)
-    assert answers(restarted) == made
+    assert graphs(restarted) == made
     assert list(snapshot.documents.built()) == []  # the other profile's too
     uncached = Dispatcher(ServeConfig(bundles=(bundle,)))
-    assert answers(uncached) == made
+    assert graphs(uncached) == made
 
 
 def test_nodes_kept_for_other_assets_or_folders_are_not_read(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    kept_by(bundle, cache)
+    kept(bundle, cache)
     Path(bundle, "c").mkdir()  # the revision stays the same; what decides the nodes does not
 
-    restarted, _, _ = process(bundle, cache)
-    snapshot = snapshot_of(restarted, bundle)
+    restarted, snapshot = restart(bundle, cache)
     warmed(snapshot)
     assert list(snapshot.documents.built())  # built again
 
@@ -123,33 +98,28 @@ def test_damaged_kept_nodes_are_built_again(
     tmp_bundle: BundleFactory, tmp_path: Path, damage: str
 ) -> None:
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    made = kept_by(bundle, cache)
-    (database,) = (cache / "parse").glob("*.sqlite3")
-    with sqlite3.connect(database) as db:
-        rows = db.execute(
-            "SELECT rowid, value FROM parts WHERE key LIKE '%semantic-graph-nodes/2/%'").fetchall()
-        assert len(rows) == 2  # each profile's
-        for rowid, value in rows:
-            header, *lines = zlib.decompress(value).decode().splitlines()
-            nodes = [node for line in lines for node in json.loads(line)]
-            if damage == "another count":
-                nodes.pop()
-            elif damage == "another order":
-                nodes.reverse()
-            elif damage == "a reference of another shape":
-                nodes[1]["references"][0]["exists"] = "yes"
-            elif damage == "a relation of another shape":
-                nodes[1]["relations"][0]["extra"] = 1
-            text = f"{header}\n{json.dumps(nodes)}\n"  # one line of every node reads back
-            if damage == "garbage":
-                text = "[1,"
-            elif damage == "a line cut short":
-                text = text[:-2]
-            db.execute("UPDATE parts SET value = ? WHERE rowid = ?",
-                       (zlib.compress(text.encode()), rowid))
+    made = kept(bundle, cache)
+    rows = kept_rows(cache, "%semantic-graph-nodes/2/%")
+    assert len(rows) == 2  # each profile's
+    for rowid, value in rows:
+        header, *lines = value.decode().splitlines()
+        nodes = [node for line in lines for node in json.loads(line)]
+        if damage == "another count":
+            nodes.pop()
+        elif damage == "another order":
+            nodes.reverse()
+        elif damage == "a reference of another shape":
+            nodes[1]["references"][0]["exists"] = "yes"
+        elif damage == "a relation of another shape":
+            nodes[1]["relations"][0]["extra"] = 1
+        text = f"{header}\n{json.dumps(nodes)}\n"  # one line of every node reads back
+        if damage == "garbage":
+            text = "[1,"
+        elif damage == "a line cut short":
+            text = text[:-2]
+        replace_row(cache, rowid, text.encode())
 
-    restarted, _, _ = process(bundle, cache)
-    snapshot = snapshot_of(restarted, bundle)
+    restarted, snapshot = restart(bundle, cache)
     warmed(snapshot)
     assert list(snapshot.documents.built())  # built again
-    assert answers(restarted) == made
+    assert graphs(restarted) == made

@@ -8,8 +8,6 @@ equality, no timing.
 from __future__ import annotations
 
 import json
-import sqlite3
-import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -17,14 +15,13 @@ import pytest
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
-from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.model import Snapshot, Unfrozen
 from bundle_mcp.okf.temporal import DATE_PROFILE, INSTANT_PROFILE
 from bundle_mcp.readers import ALL_READER
 from bundle_mcp.readiness import warm_steps
-from bundle_mcp.snapshots import SnapshotCache
 from bundle_mcp.tools import list_concepts
 from bundle_mcp.tools.list_concepts import LIST_ENTRY
+from restarts import answers, kept_by, kept_rows, process, replace_row, restart, saved, snapshot_of
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
@@ -51,23 +48,8 @@ def pages() -> dict[str, str]:
     return files
 
 
-def process(bundle: str, cache: Path) -> tuple[Dispatcher, SnapshotCache, ParseCache]:
-    parse = ParseCache(cache)
-    snapshots = SnapshotCache(parse_cache=parse, watch=False)
-    return Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots), snapshots, parse
-
-
-def snapshot_of(dispatcher: Dispatcher, bundle: str) -> Snapshot:
-    return dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
-
-
-def answers(dispatcher: Dispatcher) -> list[str]:
-    out = []
-    for arguments in CALLS:
-        outcome = dispatcher.call("list_concepts", arguments)
-        assert not outcome.is_error, outcome
-        out.append(json.dumps(outcome.structured, ensure_ascii=False))
-    return out
+def lists(dispatcher: Dispatcher) -> list[str]:
+    return answers(dispatcher, "list_concepts", CALLS)
 
 
 def warm_entries(snapshot: Snapshot) -> None:
@@ -76,25 +58,23 @@ def warm_entries(snapshot: Snapshot) -> None:
     warm(snapshot, CancelToken())
 
 
-def kept_by(bundle: str, cache: Path) -> list[str]:
+def kept(bundle: str, cache: Path) -> list[str]:
     """A first process's answers, its entries kept as its warm-up keeps them."""
-    first, snapshots, parse = process(bundle, cache)
-    snapshot = snapshot_of(first, bundle)
-    warm_entries(snapshot)
-    made = answers(first)
-    snapshots.persist(bundle, snapshot, now=True)  # as the warm-up saves
-    parse.settle_parts()
-    return made
+
+    def made_by(first: Dispatcher, snapshot: Snapshot) -> list[str]:
+        warm_entries(snapshot)
+        return lists(first)
+
+    return kept_by(bundle, cache, made_by)
 
 
 def test_a_restart_reads_the_entries_back_without_a_document(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    made = kept_by(bundle, cache)
+    made = kept(bundle, cache)
 
-    restarted, _, _ = process(bundle, cache)
-    snapshot = snapshot_of(restarted, bundle)
+    restarted, snapshot = restart(bundle, cache)
     warm_entries(snapshot)
     # Only the root index.md, whose okf_version decides whether the bundle is legacy.
     assert [doc.path for doc in snapshot.documents.built()] == ["index.md"]
@@ -103,10 +83,10 @@ def test_a_restart_reads_the_entries_back_without_a_document(
                for concept_id in snapshot.concepts]
     for key in list_concepts.SHARED_KEYS:
         assert len({id(e[key]) for e in entries}) == len({repr(e[key]) for e in entries}) < 6
-    assert answers(restarted) == made
+    assert lists(restarted) == made
     assert [doc.path for doc in snapshot.documents.built()] == ["index.md"]
     uncached = Dispatcher(ServeConfig(bundles=(bundle,)))
-    assert answers(uncached) == made
+    assert lists(uncached) == made
 
 
 @pytest.mark.parametrize("damage", ["garbage", "another count", "another order",
@@ -115,32 +95,27 @@ def test_damaged_kept_entries_are_built_again(
     tmp_bundle: BundleFactory, tmp_path: Path, damage: str
 ) -> None:
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    made = kept_by(bundle, cache)
-    (database,) = (cache / "parse").glob("*.sqlite3")
-    with sqlite3.connect(database) as db:
-        rows = db.execute(
-            "SELECT rowid, value FROM parts WHERE key LIKE '%list-entries/2/%'").fetchall()
-        assert len(rows) == 1  # the default profile's
-        (rowid, value), = rows
-        header, *lines = zlib.decompress(value).decode().splitlines()
-        entries = [entry for line in lines for entry in json.loads(line)]
-        if damage == "another count":
-            entries.pop()
-        elif damage == "another order":
-            entries.reverse()
-        elif damage == "another shape":
-            entries[1]["status_state"] = "stable"
-        text = f"{header}\n{json.dumps(entries)}\n"
-        if damage == "garbage":
-            text = "[1,"
-        db.execute("UPDATE parts SET value = ? WHERE rowid = ?",
-                   (zlib.compress(text.encode()), rowid))
+    made = kept(bundle, cache)
+    rows = kept_rows(cache, "%list-entries/2/%")
+    assert len(rows) == 1  # the default profile's
+    (rowid, value), = rows
+    header, *lines = value.decode().splitlines()
+    entries = [entry for line in lines for entry in json.loads(line)]
+    if damage == "another count":
+        entries.pop()
+    elif damage == "another order":
+        entries.reverse()
+    elif damage == "another shape":
+        entries[1]["status_state"] = "stable"
+    text = f"{header}\n{json.dumps(entries)}\n"
+    if damage == "garbage":
+        text = "[1,"
+    replace_row(cache, rowid, text.encode())
 
-    restarted, _, _ = process(bundle, cache)
-    snapshot = snapshot_of(restarted, bundle)
+    restarted, snapshot = restart(bundle, cache)
     warm_entries(snapshot)
     assert len(list(snapshot.documents.built())) == len(pages())  # built again
-    assert answers(restarted) == made
+    assert lists(restarted) == made
 
 
 def test_a_restarts_warm_up_folds_no_search_fields(
@@ -154,8 +129,7 @@ def test_a_restarts_warm_up_folds_no_search_fields(
     snapshot = snapshot_of(first, bundle)
     for step in warm_steps(first, bundle, ALL_READER, snapshot):
         step.build(CancelToken())
-    snapshots.persist(bundle, snapshot, now=True)
-    parse.settle_parts()
+    saved(snapshots, parse, bundle, snapshot)
 
     restarted, _, _ = process(bundle, cache)
     view = snapshot_of(restarted, bundle)

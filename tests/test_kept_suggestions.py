@@ -6,9 +6,7 @@ suggests. Work counters and equality, no timing.
 from __future__ import annotations
 
 import json
-import sqlite3
 import sys
-import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -16,11 +14,8 @@ import pytest
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
-from bundle_mcp.loader.parse_cache import ParseCache
-from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.suggest import CONCEPT_SUGGESTIONS, build_index, index_of
-from bundle_mcp.readers import ALL_READER
-from bundle_mcp.snapshots import SnapshotCache
+from restarts import kept_by, kept_rows, replace_row, restart
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
@@ -39,38 +34,22 @@ def pages() -> dict[str, str]:
     }
 
 
-def process(bundle: str, cache: Path) -> tuple[Dispatcher, SnapshotCache, ParseCache]:
-    parse = ParseCache(cache)
-    snapshots = SnapshotCache(parse_cache=parse, watch=False)
-    return Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots), snapshots, parse
-
-
-def snapshot_of(dispatcher: Dispatcher, bundle: str) -> Snapshot:
-    return dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
-
-
 def suggestions(dispatcher: Dispatcher) -> list[object]:
     return [dispatcher.call("read_concept", {"concept_id": miss}).structured for miss in MISSES]
 
 
-def kept_by(bundle: str, cache: Path) -> list[object]:
-    first, snapshots, parse = process(bundle, cache)
-    snapshot = snapshot_of(first, bundle)
-    made = suggestions(first)
-    snapshots.persist(bundle, snapshot, now=True)  # as the warm-up saves
-    parse.settle_parts()
-    return made
+def kept(bundle: str, cache: Path) -> list[object]:
+    return kept_by(bundle, cache, lambda first, _: suggestions(first))
 
 
 def test_a_restart_reads_the_index_back_without_a_document(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    made = kept_by(bundle, cache)
+    made = kept(bundle, cache)
     assert any(answer["diagnostics"] for answer in made)  # type: ignore[index]
 
-    restarted, _, _ = process(bundle, cache)
-    snapshot = snapshot_of(restarted, bundle)
+    restarted, snapshot = restart(bundle, cache)
     index = index_of(snapshot, CancelToken().check)
     assert list(snapshot.documents.built()) == []  # read back: no document built for it
     assert index == build_index(snapshot)  # the same texts, numbers, tables and postings
@@ -84,27 +63,22 @@ def test_a_damaged_kept_index_is_built_again(
     tmp_bundle: BundleFactory, tmp_path: Path, damage: str
 ) -> None:
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    made = kept_by(bundle, cache)
-    (database,) = (cache / "parse").glob("*.sqlite3")
-    with sqlite3.connect(database) as db:
-        (rowid, value), = db.execute(
-            "SELECT rowid, value FROM parts WHERE key LIKE '%concept-suggestions/1'").fetchall()
-        data = zlib.decompress(value)
-        line, numbers = data.split(b"\n", 1)
-        header = json.loads(line)
-        if damage == "other concepts":
-            header[4].reverse()
-        elif damage == "a number past the texts":
-            numbers = numbers[:-2] + (999).to_bytes(2, sys.byteorder)
-        elif damage == "keys of another shape":
-            header[5][0] = header[5][0][:2]
-        elif damage == "numbers cut short":
-            numbers = numbers[:-1]
-        text = b"[1," if damage == "garbage" else json.dumps(header).encode() + b"\n" + numbers
-        db.execute("UPDATE parts SET value = ? WHERE rowid = ?", (zlib.compress(text), rowid))
+    made = kept(bundle, cache)
+    (rowid, value), = kept_rows(cache, "%concept-suggestions/1")
+    line, numbers = value.split(b"\n", 1)
+    header = json.loads(line)
+    if damage == "other concepts":
+        header[4].reverse()
+    elif damage == "a number past the texts":
+        numbers = numbers[:-2] + (999).to_bytes(2, sys.byteorder)
+    elif damage == "keys of another shape":
+        header[5][0] = header[5][0][:2]
+    elif damage == "numbers cut short":
+        numbers = numbers[:-1]
+    data = b"[1," if damage == "garbage" else json.dumps(header).encode() + b"\n" + numbers
+    replace_row(cache, rowid, data)
 
-    restarted, _, _ = process(bundle, cache)
-    snapshot = snapshot_of(restarted, bundle)
+    restarted, snapshot = restart(bundle, cache)
     warm = CONCEPT_SUGGESTIONS.warm
     assert warm is not None
     warm(snapshot, CancelToken())

@@ -15,9 +15,11 @@ import json
 import struct
 import sys
 from array import array
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
+from ..cancel import CancelToken
+from ..model import Concepts, Snapshot
 from ..toolspec import PartStore
 
 T = TypeVar("T")
@@ -143,3 +145,36 @@ def interned(text: str) -> str:
     """``text``, interned when it looks like an identifier, as frozen frontmatter's strings
     are (``model.freeze``): a value read back shares them as one built from it does."""
     return sys.intern(text) if len(text) <= 64 and " " not in text else text
+
+
+def concept_items(data: bytes | None, decided_by: str, snapshot: Snapshot,
+                  token: CancelToken) -> Iterator[tuple[str, dict[str, Any]]] | None:
+    """Each concept's item of a value :func:`packed_lines` kept with the header
+    ``[decided_by, the number of concepts]``, with the concept's ID, in the concepts' order, a
+    line decoded at a time; the item's ``id`` and ``path`` are the snapshot's own strings (not
+    copies). ``None`` when nothing is kept or the header does not fit; the iterator raises
+    ``ValueError`` when the items are not one a concept, in order, each an object."""
+    found = None if data is None else unpacked_lines(data)
+    concepts = snapshot.concepts
+    if found is None or found[0] != [decided_by, len(concepts)]:
+        return None
+    lines = found[1]
+    paths: Mapping[str, str] = concepts.paths if isinstance(concepts, Concepts) else {}
+
+    def items() -> Iterator[tuple[str, dict[str, Any]]]:
+        ids = iter(concepts)
+        for line in lines:
+            token.check()
+            for item in line:
+                concept_id = next(ids, None)
+                if concept_id is None or type(item) is not dict or item.get("id") != concept_id:
+                    raise ValueError("not one item a concept, in order")
+                item["id"] = concept_id
+                path = paths.get(concept_id)
+                if path is not None and item.get("path") == path:
+                    item["path"] = path
+                yield concept_id, item
+        if next(ids, None) is not None:
+            raise ValueError("fewer items than concepts")
+
+    return items()

@@ -31,12 +31,12 @@ from ..cancel import CancelToken
 from ..derived import Slot, of_snapshot, unrevised_name
 from ..errors import resource_limit
 from ..export.rdf import BUNDLE_BASE, OKF_VOCAB, concept_iri_path
-from ..model import Concepts, Document, Snapshot
+from ..model import Document, Snapshot
 from ..okf.temporal import DATE_PROFILE, INSTANT_PROFILE, Reference, parse_value, reference_from
 from ..okf.versions import resolve_version
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, Cards
-from ._kept_parts import interned, packed_lines, unpacked_lines
+from ._kept_parts import concept_items, interned, packed_lines
 
 NAME = "get_semantic_graph"
 DESCRIPTION = (
@@ -150,37 +150,22 @@ def _read_nodes(data: bytes | None, decided_by: str, snapshot: Snapshot, profile
     the same sharing of key tables, reference items and strings), or ``None`` unless it reads
     back whole: one node a concept, in order, each of the shape built. A line of nodes at a
     time: decoded at once, they raised what a restart kept by about 50 MB."""
-    found = None if data is None else unpacked_lines(data)
-    if found is None:
+    items = concept_items(data, decided_by, snapshot, token)
+    if items is None:
         return None
-    header, lines = found
-    concepts = snapshot.concepts
-    if header != [decided_by, len(concepts)]:
-        return None
-    ids = iter(concepts)
-    paths = concepts.paths if isinstance(concepts, Concepts) else None
     shared: dict[tuple[str, bool], dict[str, Any]] = {}
     out: list[tuple[dict[str, Any], Any]] = []
     try:
-        for line in lines:
-            token.check()
-            for node in line:
-                concept_id = next(ids, None)
-                if not (concept_id is not None and type(node) is dict
-                        and tuple(node) == _NODE_KEYS and node["id"] == concept_id
-                        and node["stale"] is None):
-                    return None
-                node["id"] = concept_id  # the snapshot's string, not a copy
-                if paths is not None and node["path"] == paths[concept_id]:
-                    node["path"] = paths[concept_id]
-                if not _shared_fields(node, shared):
-                    return None
-                after = node["stale_after"]
-                out.append((_Node(**node).__dict__,
-                            None if after is None else parse_value(after, profile)))
+        for _, node in items:
+            if not (tuple(node) == _NODE_KEYS and node["stale"] is None
+                    and _shared_fields(node, shared)):
+                return None
+            after = node["stale_after"]
+            out.append((_Node(**node).__dict__,
+                        None if after is None else parse_value(after, profile)))
     except ValueError:
         return None
-    return tuple(out) if len(out) == len(concepts) else None
+    return tuple(out)
 
 
 def _shared_fields(node: dict[str, Any], shared: dict[tuple[str, bool], dict[str, Any]]

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from ..cancel import CancelToken
 from ..derived import Slot, keep_of_concept, kept_of_concept, of_document, unrevised_name
-from ..model import Concepts, Document, Snapshot
+from ..model import Document, Snapshot
 from ..okf.properties import stale_after, status_state, text_field, trust
 from ..okf.temporal import Reference, parse_value, reference_from
 from ..okf.versions import resolve_version, version_declaration
@@ -19,7 +19,7 @@ from ._common import (
     legacy_generated_at,
     string_or,
 )
-from ._kept_parts import interned, packed_lines, unpacked_lines
+from ._kept_parts import concept_items, interned, packed_lines
 
 NAME = "list_concepts"
 DESCRIPTION = (
@@ -113,42 +113,28 @@ def _read_entries(data: bytes | None, decided_by: str, snapshot: Snapshot, profi
     value for value, the snapshot's own ID and path strings, short ones interned), or
     ``None`` unless it reads back whole: one entry a concept, in order, each of the shape
     built. A line of entries at a time."""
-    found = None if data is None else unpacked_lines(data)
-    if found is None:
+    items = concept_items(data, decided_by, snapshot, token)
+    if items is None:
         return None
-    header, lines = found
-    concepts = snapshot.concepts
-    if header != [decided_by, len(concepts)]:
-        return None
-    ids = iter(concepts)
-    paths = concepts.paths if isinstance(concepts, Concepts) else None
     shared: Shared = {}
     out: list[Entry] = []
     try:
-        for line in lines:
-            token.check()
-            for item in line:
-                concept_id = next(ids, None)
-                if not (concept_id is not None and type(item) is dict
-                        and tuple(item) == _ENTRY_KEYS and item["id"] == concept_id
-                        and item["stale"] is None):
+        for _, item in items:
+            if not (tuple(item) == _ENTRY_KEYS and item["stale"] is None):
+                return None
+            for key in _SHORT_KEYS:
+                if type(item[key]) is str:
+                    item[key] = interned(item[key])
+            for key in SHARED_KEYS:
+                value = item[key]
+                if type(value) is not dict:
                     return None
-                item["id"] = concept_id  # the snapshot's string, not a copy
-                if paths is not None and item["path"] == paths[concept_id]:
-                    item["path"] = paths[concept_id]
-                for key in _SHORT_KEYS:
-                    if type(item[key]) is str:
-                        item[key] = interned(item[key])
-                for key in SHARED_KEYS:
-                    value = item[key]
-                    if type(value) is not dict:
-                        return None
-                    item[key] = shared.setdefault((key, tuple(value.items())), value)
-                after = item["stale_after"]
-                out.append((item, None if after is None else parse_value(after, profile)))
+                item[key] = shared.setdefault((key, tuple(value.items())), value)
+            after = item["stale_after"]
+            out.append((item, None if after is None else parse_value(after, profile)))
     except ValueError:
         return None
-    return out if len(out) == len(concepts) else None
+    return out
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
