@@ -142,7 +142,7 @@ def test_a_restarts_warm_up_folds_no_search_fields(
     assert all(isinstance(doc.frontmatter_value, Unfrozen) and doc.frontmatter_value.is_frozen()
                for doc in concepts)
     assert not any("folded" in vars(doc) for doc in concepts)
-    assert [doc.path for doc in concepts if vars(doc).get("kept_folded_body")] == ["a/p5.md"]
+    assert [doc.path for doc in concepts if vars(doc).get("_body_fold")] == ["a/p5.md"]
     # A search still finds the concepts by a folded title and by their bodies.
     uncached = Dispatcher(ServeConfig(bundles=(bundle,)))
     for query, total in (("\u00c9T\u00c9", 6), ("TEXT", 6), ("CAF\u00c9", 1)):

@@ -494,6 +494,25 @@ def test_the_printed_client_configuration_keeps_the_selection(
     assert '"--read-only",' in err and '"--tools",' in err and '"read,walk"' in err
 
 
+def test_the_client_configuration_is_written_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another thread's log line must not land inside the address line: print wrote a line's
+    text and its end apart, and a warning ran on after the address in one CI run."""
+    writes: list[str] = []
+
+    class Recorder:
+        def write(self, text: str) -> int:
+            writes.append(text)
+            return len(text)
+
+        def flush(self) -> None:
+            pass
+
+    monkeypatch.setattr(sys, "stderr", Recorder())
+    cli._print_client_config(ServeConfig(bundles=("/srv/b",)), "127.0.0.1", 8765, False)
+    assert len(writes) == 1 and writes[0].endswith("\n")
+    assert writes[0].splitlines()[0].endswith("streamable HTTP on http://127.0.0.1:8765/mcp")
+
+
 @pytest.mark.anyio
 async def test_serve_over_stdio_lists_only_the_selected_toolsets(simple_bundle: str) -> None:
     params = StdioServerParameters(

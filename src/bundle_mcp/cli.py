@@ -617,8 +617,8 @@ def _serve_workers(
 
     def started(pids: list[int]) -> None:
         # The sockets listen already: a client that connects now waits in the backlog.
-        print(f"bundle-mcp: {len(pids)} workers, pids {', '.join(map(str, pids))}",
-              file=sys.stderr)
+        # One write, as _print_client_config's: the workers log to the same stderr.
+        sys.stderr.write(f"bundle-mcp: {len(pids)} workers, pids {', '.join(map(str, pids))}\n")
         _print_client_config(config, bound_host, bound_port, bool(token) or book is not None)
 
     return workers.supervise(sockets, args.workers, serve, on_started=started)
@@ -762,11 +762,14 @@ def _print_client_config(
         flags += ["--tools", ",".join(name for name in TOOLSETS if name in config.toolsets)]
     shown = config.bundles if bundles is None else bundles
     stdio_entry = {"command": _own_command(), "args": ["serve", *shown, *flags]}
-    print(f"bundle-mcp {__version__}: streamable HTTP on {url}", file=sys.stderr)
+    lines = [f"bundle-mcp {__version__}: streamable HTTP on {url}"]
     for label, entry in (("stdio", stdio_entry), ("HTTP", http_entry)):
         client_config = {"mcpServers": {"bundle-mcp": entry}}
-        print(f"{label} client configuration:\n{json.dumps(client_config, indent=2)}",
-              file=sys.stderr)
+        lines.append(f"{label} client configuration:\n{json.dumps(client_config, indent=2)}")
+    # One write: print writes a line's text and its end apart, and the warm-up thread's log
+    # lines (a parse cache that cannot be written) landed between them, so the address line
+    # that clients and scripts read ran on into a warning.
+    sys.stderr.write("\n".join(lines) + "\n")
     sys.stderr.flush()
 
 

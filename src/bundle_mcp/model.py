@@ -596,16 +596,19 @@ class Document:
             kept_body=self.kept_folded_body,
         )
 
-    @functools.cached_property
+    @property
     def kept_folded_body(self) -> str | None:
         """``folded.kept_body``: the fold of a body that is not ASCII, kept (``None`` for an
         ASCII body, whose fold has the text's offsets). Made without folding the other
-        fields, which needs the whole frontmatter frozen: a restarted server's warm-up sorts
-        every concept's body by kind (search_concepts' scan) and no longer freezes them all."""
+        fields, which a restarted server's warm-up no longer needs (it sorts every concept's
+        body by kind for search_concepts' scan). Nothing is stored on the document of an
+        ASCII text: a value kept there for each grew every document's attribute table."""
         # An ASCII text has an ASCII body: only the others' bodies are decompressed and cut
         # out to be asked.
-        if self.held.ascii:
-            return None
+        return None if self.held.ascii else self._body_fold
+
+    @functools.cached_property
+    def _body_fold(self) -> str | None:
         body = self.body
         return None if body.isascii() else self.rules.fold(body)
 

@@ -4,7 +4,7 @@
 loads each bundle named on the command line through the dispatcher's snapshot cache (the same
 allow-list, no-symlink loader and parse policy as a tool call), then builds what the first calls
 would otherwise build, step by step (:func:`warm_steps`), in a fixed order: the documents (their
-Markdown facts and search folds, a chunk of :data:`DOCUMENTS_PER_STEP` a step) and the
+Markdown facts and frozen frontmatter, a chunk of :data:`DOCUMENTS_PER_STEP` a step) and the
 snapshot's edges; then every registered slot that has a ``warm`` builder
 (:func:`bundle_mcp.derived.slots`: the list entries, the section word index and its totals,
 context's index, the validation findings, the JSON-LD nodes, the field edges and the graph, the
@@ -192,11 +192,10 @@ def _answer(
 
 
 def _build_documents(view: Snapshot, paths: Sequence[str], token: CancelToken) -> None:
-    """Build the documents and their Markdown facts (parsed once and kept packed; facts read
-    back from the parse cache are decoded when used, not here). Not their search folds: the
-    search columns are built from them when no earlier process kept them, and read back
-    otherwise, and folding froze every concept's frontmatter, half of this step after a
-    restart."""
+    """Build the documents, their Markdown facts (parsed once and kept packed; facts read
+    back from the parse cache are decoded when used, not here) and each concept's frozen
+    frontmatter. Not their search folds: after a restart the search columns are read back,
+    and without an earlier process's columns search_fields' step folds them."""
     inbound, documents = view.inbound, view.documents
     if inbound is not None and isinstance(documents, Documents):
         cells = documents.cells  # the rows of the documents not built yet, in one query

@@ -123,8 +123,9 @@ def _serve(bundle: str, host: str, port: int, options: Callable[[], ViewOptions]
     except OSError as exc:
         raise _Usage(f"--serve {host}:{port}: cannot listen there "
                      f"({os.strerror(exc.errno or 0)})") from None
-    print(f"bundle-mcp view: serving {bundle} on {server.url} (Ctrl-C to stop)",
-          file=sys.stderr, flush=True)
+    # One write (print writes the line's end apart): a line a script reads for the address.
+    sys.stderr.write(f"bundle-mcp view: serving {bundle} on {server.url} (Ctrl-C to stop)\n")
+    sys.stderr.flush()
     try:
         server.serve_forever()
     finally:
