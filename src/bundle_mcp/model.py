@@ -54,7 +54,7 @@ RESERVED_NAMES = {"index.md": INDEX, "log.md": LOG}
 def freeze(value: Any) -> Any:
     """Deep-freeze JSON-native data: dicts become read-only mappings, lists become tuples.
 
-    Keys and the short strings a bundle repeats are interned (:func:`_shared`): every document
+    Keys and the short strings a bundle repeats are interned (:func:`shared_text`): every document
     spells the same keys, and its types, tags, dates and references recur across the bundle.
     An interned string equals the one it replaces, so no value changes. A mapping's keys are
     held once for every mapping with the same keys (:func:`~bundle_mcp.frozen_map.frozen_mapping`).
@@ -74,7 +74,7 @@ def freeze(value: Any) -> Any:
 def _frozen_item(value: Any) -> Any:
     kind = type(value)
     if kind is str:
-        return _shared(value)
+        return shared_text(value)
     if kind in _CONTAINERS:
         return freeze(value)
     return value
@@ -82,14 +82,14 @@ def _frozen_item(value: Any) -> Any:
 
 _CONTAINERS = (dict, list, tuple)
 
-# The longest string :func:`_shared` interns. Identifier-like values (a type, a tag, a date, a
+# The longest string :func:`shared_text` interns. Identifier-like values (a type, a tag, a date, a
 # concept reference, an author) repeat across a bundle; prose (a title, a description) and
 # long URLs seldom do, and an interned string that never repeats costs its entry in the
 # interpreter's table (about 40 bytes) for nothing.
 _SHARED_MAX = 64
 
 
-def _shared(text: str) -> str:
+def shared_text(text: str) -> str:
     """``text``, interned when it looks like an identifier (short, no space): one object for
     every copy of it in the bundle's frozen data."""
     return sys.intern(text) if len(text) <= _SHARED_MAX and " " not in text else text

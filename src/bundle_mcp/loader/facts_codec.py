@@ -282,7 +282,7 @@ def as_opt_str(value: Any) -> str | None:
 def interned_str(value: Any) -> str:
     """A string of the Markdown facts or a relation, interned as a parse interns it
     (``okf.markdown``, ``okf.relations``): read back, each would hold a copy of its own.
-    (Not ``model._shared``, which interns only identifier-like frontmatter values.)"""
+    (Not ``model.shared_text``, which interns only identifier-like frontmatter values.)"""
     return sys.intern(as_str(value))
 
 

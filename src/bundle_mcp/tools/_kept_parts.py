@@ -141,12 +141,6 @@ def unpacked_lines(data: bytes) -> tuple[Any, Iterator[list[Any]]] | None:
     return header, lines()
 
 
-def interned(text: str) -> str:
-    """``text``, interned when it looks like an identifier, as frozen frontmatter's strings
-    are (``model.freeze``): a value read back shares them as one built from it does."""
-    return sys.intern(text) if len(text) <= 64 and " " not in text else text
-
-
 def concept_items(data: bytes | None, decided_by: str, snapshot: Snapshot,
                   token: CancelToken) -> Iterator[tuple[str, dict[str, Any]]] | None:
     """Each concept's item of a value :func:`packed_lines` kept with the header

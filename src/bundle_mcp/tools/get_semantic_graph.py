@@ -31,12 +31,12 @@ from ..cancel import CancelToken
 from ..derived import Slot, of_snapshot, unrevised_name
 from ..errors import resource_limit
 from ..export.rdf import BUNDLE_BASE, OKF_VOCAB, concept_iri_path
-from ..model import Document, Snapshot
+from ..model import Document, Snapshot, shared_text
 from ..okf.temporal import DATE_PROFILE, INSTANT_PROFILE, Reference, parse_value, reference_from
 from ..okf.versions import resolve_version
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, Cards
-from ._kept_parts import concept_items, interned, packed_lines
+from ._kept_parts import concept_items, packed_lines
 
 NAME = "get_semantic_graph"
 DESCRIPTION = (
@@ -176,13 +176,13 @@ def _shared_fields(node: dict[str, Any], shared: dict[tuple[str, bool], dict[str
     for key in _SHORT_KEYS:
         value = node[key]
         if type(value) is str:
-            node[key] = interned(value)
+            node[key] = shared_text(value)
     tags = node["tags"]
     references = node["references"]
     relations = node["relations"]
     if not (type(tags) is list and type(references) is list and type(relations) is list):
         return False
-    node["tags"] = [interned(t) if type(t) is str else t for t in tags]
+    node["tags"] = [shared_text(t) if type(t) is str else t for t in tags]
     items = []
     for item in references:
         # Each distinct item's fields are checked once, as its shared item is made.
@@ -194,7 +194,7 @@ def _shared_fields(node: dict[str, Any], shared: dict[tuple[str, bool], dict[str
             target, exists = pair
             if type(target) is not str or type(exists) is not bool:
                 return False
-            found = _reference(shared, interned(target), exists)
+            found = _reference(shared, shared_text(target), exists)
         items.append(found)
     node["references"] = items
     for n, item in enumerate(relations):
@@ -202,13 +202,13 @@ def _shared_fields(node: dict[str, Any], shared: dict[tuple[str, bool], dict[str
                 and all(type(item[key]) is str for key in _RELATION_KEYS if key != "exists")
                 and type(item["exists"]) is bool):
             return False
-        relation = _RelationItem(interned(item["source"]), interned(item["relation_type"]),
-                                 interned(item["target"]), item["exists"])
+        relation = _RelationItem(shared_text(item["source"]), shared_text(item["relation_type"]),
+                                 shared_text(item["target"]), item["exists"])
         if len(item) == 5:
             target_id = item.get("target_id")
             if type(target_id) is not str:
                 return False
-            relation.target_id = interned(target_id)
+            relation.target_id = shared_text(target_id)
         relations[n] = relation.__dict__
     return True
 

@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from ..cancel import CancelToken
 from ..derived import Slot, keep_of_concept, kept_of_concept, of_document, unrevised_name
-from ..model import Document, Snapshot
+from ..model import Document, Snapshot, shared_text
 from ..okf.properties import stale_after, status_state, text_field, trust
 from ..okf.temporal import Reference, parse_value, reference_from
 from ..okf.versions import resolve_version, version_declaration
@@ -19,7 +19,7 @@ from ._common import (
     legacy_generated_at,
     string_or,
 )
-from ._kept_parts import concept_items, interned, packed_lines
+from ._kept_parts import concept_items, packed_lines
 
 NAME = "list_concepts"
 DESCRIPTION = (
@@ -124,7 +124,7 @@ def _read_entries(data: bytes | None, decided_by: str, snapshot: Snapshot, profi
                 return None
             for key in _SHORT_KEYS:
                 if type(item[key]) is str:
-                    item[key] = interned(item[key])
+                    item[key] = shared_text(item[key])
             for key in SHARED_KEYS:
                 value = item[key]
                 if type(value) is not dict:
