@@ -31,6 +31,7 @@ from bundle_mcp.model import (
     thaw,
 )
 from bundle_mcp.okf.markdown import parse_markdown_reference
+from restarts import kept_by, restart
 from toolcall import every_document_built
 
 
@@ -260,6 +261,35 @@ def test_a_read_back_documents_sections_are_decoded_without_its_links(
         assert doc.sections == sections
         assert decoded == [("sections", False), ("sections", True)]
         assert doc.markdown == facts  # the whole facts, when asked
+
+
+def test_a_restarted_walk_decodes_each_concepts_sections_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A restarted server's first walk reads each concept's edges from the kept columns and
+    makes its section arcs before it asks whether the concept was cut: the arcs decode its
+    sections once, and the count is then known (asked first, it decoded them as well)."""
+    bundle = _bundle(tmp_path / "b")
+    kept_by(bundle, tmp_path / "cache", lambda _d, snapshot: snapshot.edges_by_concept)
+    dispatcher, snapshot = restart(bundle, tmp_path / "cache")
+    decoded: list[str] = []
+
+    def counted(name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def decode(text: str, known_good: bool = False) -> object:
+            decoded.append(name)
+            return real(text, known_good)
+        return decode
+
+    monkeypatch.setattr(facts_codec, "facts_of_json", counted("facts", facts_codec.facts_of_json))
+    monkeypatch.setattr(facts_codec, "sections_of_json",
+                        counted("sections", facts_codec.sections_of_json))
+    outcome = dispatcher.call("expand_neighbors", {"bundle_path": bundle, "entity_ids": ["a/hub"],
+                                                   "depth": 2})
+    assert not outcome.is_error, outcome
+    assert '"a/c0' in outcome.text
+    assert decoded == ["sections"] * 4  # the four concepts', once each
+    assert all(doc.section_count == 4 for doc in _concepts(snapshot))
+    assert len(decoded) == 4  # the counts came with the decode
 
 
 def test_a_built_edge_index_gives_a_concepts_outgoing_edges_without_its_facts(

@@ -739,9 +739,10 @@ class BundleGraph:
                 yield Step(self.concept(other), name, key[2], -key[0], key[4], key[5], kind)
         if not (incoming and selection.part_of):
             return
+        parts = self.section_arcs(concept_id)  # before the count, as in _expand
         if not (selection.unsliced_sections or is_sliced(entity.doc)):
             return
-        for key, section in self.section_arcs(concept_id):
+        for key, section in parts:
             if section.id in among:
                 yield Step(section, PART_OF, INCOMING, PART_OF_WEIGHT, key[4], concept_id,
                            PART_OF_KIND)
@@ -809,9 +810,10 @@ class BundleGraph:
         # over incoming edges.
         if not (incoming and selection.part_of):
             return
+        sections = self.sections_of(concept_id)  # before the count, as in _expand
         if not (selection.unsliced_sections or is_sliced(entity.doc)):
             return
-        for target in self.sections_of(concept_id):
+        for target in sections:
             token.check()
             if not budget.take():
                 return
@@ -999,9 +1001,12 @@ def _expand(
     # over incoming edges.
     if not (incoming and selection.part_of):
         return
+    # The arcs before the count: making them decodes the concept's sections, after which the
+    # count is known. The count asked first decoded them too, so a restarted server's first
+    # walk decoded each concept's sections twice.
+    sections = graph.section_arcs(concept_id)
     if not (selection.unsliced_sections or is_sliced(node.doc)):
         return
-    sections = graph.section_arcs(concept_id)
     granted = budget.grant(len(sections))
     for key, section in sections[:granted]:
         target = section.id
