@@ -17,7 +17,7 @@ import pytest
 
 from bundle_mcp.limits import DEFAULT_CAPS
 from bundle_mcp.loader import load_bundle
-from bundle_mcp.loader.precheck import STOP_AFTER_DROPPED, Precheck, Prechecked
+from bundle_mcp.loader.precheck import STOP_AFTER_DROPPED, Precheck, Prechecked, holds_files
 from bundle_mcp.model import Snapshot
 
 FILES = {
@@ -138,10 +138,30 @@ def test_the_child_is_stopped_once_the_server_overtook_it() -> None:
 
 
 def test_a_small_bundle_is_left_to_the_server(tmp_path: Path) -> None:
+    """A folder of fewer files than the child needs gets no child at all, and a child whose
+    capture takes fewer (here the symlinks the count does not follow either) sends nothing."""
     root = write_bundle(tmp_path / "b")
-    precheck = Precheck.start(str(root), DEFAULT_CAPS.max_files, DEFAULT_CAPS.max_bytes)
+    assert Precheck.start(str(root), DEFAULT_CAPS.max_files, DEFAULT_CAPS.max_bytes) is None
+    files = len(FILES)
+    precheck = Precheck.start(str(root), DEFAULT_CAPS.max_files, DEFAULT_CAPS.max_bytes,
+                              min_files=files)
     assert precheck is not None and precheck.wait(60)
-    assert precheck.prechecked.results == {}
+    assert len(precheck.prechecked.results) == files - 2  # two files have no block to load
+    (root / "elsewhere").mkdir()
+    (root / "elsewhere" / "x.md").symlink_to(root / "plain.md")
+    assert not holds_files(str(root), files + 1)  # a symlink is not counted
+    precheck = Precheck.start(str(root), DEFAULT_CAPS.max_files, DEFAULT_CAPS.max_bytes,
+                              min_files=files + 1)
+    assert precheck is None
+
+
+def test_holds_files_counts_regular_files_below_the_folder(tmp_path: Path) -> None:
+    root = write_bundle(tmp_path / "b")
+    (root / "asset.png").write_bytes(b"\x89PNG")
+    assert holds_files(str(root), len(FILES) + 1)
+    assert not holds_files(str(root), len(FILES) + 2)
+    assert holds_files(str(root), 0)
+    assert not holds_files(str(tmp_path / "missing"), 1)
 
 
 def test_a_bundle_over_the_caps_sends_nothing(tmp_path: Path) -> None:
@@ -164,6 +184,7 @@ def test_a_symlink_out_of_the_bundle_is_not_read(tmp_path: Path) -> None:
 def test_serve_starts_a_precheck_only_where_the_parse_cache_has_no_rows(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from bundle_mcp import cli
+    from bundle_mcp.loader import precheck
     from bundle_mcp.loader.parse_cache import ParseCache
     from bundle_mcp.serve_config import ServeConfig
 
@@ -175,8 +196,14 @@ def test_serve_starts_a_precheck_only_where_the_parse_cache_has_no_rows(
     database.parent.mkdir(parents=True)
     database.write_bytes(b"")
     config = ServeConfig(bundles=(str(cold), str(warm), str(tmp_path / "missing")))
+    monkeypatch.setattr(precheck, "MIN_FILES", len(FILES))
     with cli._prechecks(config) as started:
         assert sorted(started) == [str(cold)]
+    # Many small cold bundles (fewer files each than a child needs): no child is started.
+    monkeypatch.setattr(precheck, "MIN_FILES", len(FILES) + 1)
+    small = [str(write_bundle(tmp_path / f"small{n}")) for n in range(20)]
+    with cli._prechecks(ServeConfig(bundles=tuple(small))) as started:
+        assert started == {}
 
 
 @pytest.mark.slow

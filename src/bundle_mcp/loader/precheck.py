@@ -41,7 +41,8 @@ from ..storage.handles import pin_root
 from .capture import capture
 from .frontmatter import FrontmatterError, load_yaml, split_frontmatter
 
-__all__ = ["MIN_FILES", "STOP_AFTER_DROPPED", "Precheck", "Prechecked", "frontmatter_results"]
+__all__ = ["MIN_FILES", "STOP_AFTER_DROPPED", "Precheck", "Prechecked", "frontmatter_results",
+           "holds_files"]
 
 log = logging.getLogger(__name__)
 
@@ -159,11 +160,16 @@ class Precheck:
 
     @classmethod
     def start(
-        cls, bundle_path: str, max_files: int, max_bytes: int, min_files: int = MIN_FILES
+        cls, bundle_path: str, max_files: int, max_bytes: int, min_files: int | None = None
     ) -> Precheck | None:
         """The child for ``bundle_path``, or None when it cannot be started (then the server
-        simply loads everything itself). A bundle of fewer than ``min_files`` files is left
-        to the server."""
+        simply loads everything itself). A bundle of fewer than ``min_files`` files
+        (:data:`MIN_FILES` by default) is left to the server: no child is started for a folder
+        that holds fewer files than that (:func:`holds_files`), and a child that captures
+        fewer sends nothing."""
+        min_files = MIN_FILES if min_files is None else min_files
+        if not holds_files(bundle_path, min_files):
+            return None
         try:
             process = subprocess.Popen(
                 [sys.executable, "-m", __name__, bundle_path,
@@ -211,6 +217,34 @@ class Precheck:
             if self._process.poll() is None:
                 self._process.kill()
             self._process.wait()
+
+
+def holds_files(folder: str, count: int) -> bool:
+    """Whether ``folder`` holds at least ``count`` regular files, counted below it without
+    following a symlink and stopping at ``count``; a folder that cannot be listed counts none.
+
+    Every file the child's capture takes is one of these, so with fewer the child would send
+    nothing. Counted here, before any child starts: each child is a Python process that
+    imports the loader (a few tenths of a second of CPU), and a server of many small bundles
+    (the TypeScript client tests serve 157) started one for each, which kept two cores busy
+    for half a minute while the first answers waited."""
+    if count <= 0:
+        return True
+    found = 0
+    folders = [folder]
+    while folders:
+        try:
+            with os.scandir(folders.pop()) as entries:
+                for entry in entries:
+                    if entry.is_dir(follow_symlinks=False):
+                        folders.append(entry.path)
+                    elif entry.is_file(follow_symlinks=False):
+                        found += 1
+                        if found >= count:
+                            return True
+        except OSError:
+            continue
+    return found >= count
 
 
 def _results(frame: object) -> list[tuple[str, Result]]:
