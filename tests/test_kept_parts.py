@@ -59,9 +59,9 @@ class Counted:
             self.computed.append(term)
             return real_terms(snapshot, term, token)
 
-        def postings(snapshot: Any, term: str, token: Any) -> Any:
-            self.computed.append(term)
-            return real_postings(snapshot, term, token)
+        def postings(snapshot: Any, terms: list[str], token: Any) -> Any:
+            self.computed.extend(terms)  # one pass makes every missing term's postings
+            return real_postings(snapshot, terms, token)
 
         monkeypatch.setattr(_context_index, "_term_scores", terms)
         monkeypatch.setattr(_section_index, "_postings", postings)

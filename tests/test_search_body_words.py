@@ -171,25 +171,32 @@ def test_an_uppercase_needle_is_in_no_fold(snapshot: Snapshot) -> None:
 _TERMS = sorted(set(si.tokens(RAW)) | set(si.tokens(" ".join(TITLES.values()))))
 
 
+_ANY_TERM = st.one_of(st.sampled_from(_TERMS), st.sampled_from(_TERMS).map(lambda t: t[:2]),
+                     st.text(alphabet="aeiorstnxzq0123456789ßσ", min_size=1, max_size=4)
+                     .map(fold))
+
+
 @settings(max_examples=150, deadline=None)
-@given(term=st.one_of(st.sampled_from(_TERMS), st.sampled_from(_TERMS).map(lambda t: t[:2]),
-                      st.text(alphabet="aeiorstnxzq0123456789ßσ", min_size=1, max_size=4)
-                      .map(fold)))
+@given(terms=st.lists(_ANY_TERM, min_size=1, max_size=3, unique=True))
 def test_section_postings_narrowed_by_the_index_are_the_scans(
-    snapshot: Snapshot, term: str
+    snapshot: Snapshot, terms: list[str]
 ) -> None:
     """search_sections folds and searches only the bodies the index names (every body
     without it): the postings are the same either way, for a term that is one run of word
     characters (the index names exactly the bodies holding it) or not ('x́y': a combining mark
-    between two letters, two runs of the index's words)."""
+    between two letters, two runs of the index's words). A pass for several terms makes each
+    term's postings as a pass for it alone does."""
     assert "x\u0301y" in _TERMS
     index = bw.build_index(snapshot, CancelToken())
     found = {}
     for kept_index in (lambda view: index, lambda view: None):
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(si, "kept_index", kept_index)
-            postings = si._postings(snapshot, term, CancelToken())
-        found[kept_index(snapshot) is None] = list(postings)
+            together = si._postings(snapshot, terms, CancelToken())
+            alone = {t: si._postings(snapshot, [t], CancelToken())[t] for t in terms}
+        assert list(together) == terms
+        found[kept_index(snapshot) is None] = {t: list(p) for t, p in together.items()}
+        assert found[kept_index(snapshot) is None] == {t: list(p) for t, p in alone.items()}
     assert found[False] == found[True]
 
 

@@ -98,6 +98,35 @@ def kept_or_computed(
     return value
 
 
+def kept_or_computed_each(
+    parts: PartStore | None,
+    revision: str,
+    keys: Mapping[str, str],
+    compute: Callable[[list[str]], Mapping[str, T]],
+    encode: Callable[[T], bytes],
+    decode: Callable[[bytes], T | None],
+) -> dict[str, T]:
+    """:func:`kept_or_computed` for several names at once (``keys``: each name's part key):
+    the names with no part that decodes are computed by one call of ``compute`` (one pass over
+    the bundle for all of them, where each alone was a pass) and each is kept."""
+    found: dict[str, T] = {}
+    missing: list[str] = []
+    for name, key in keys.items():
+        data = parts.read(revision, key) if parts is not None else None
+        value = decode(data) if data is not None else None
+        if value is None:
+            missing.append(name)
+        else:
+            found[name] = value
+    if missing:
+        computed = compute(missing)
+        for name in missing:
+            value = found[name] = computed[name]
+            if parts is not None:
+                parts.keep(revision, keys[name], encode(value))
+    return found
+
+
 # A whole-bundle value kept as JSON lines (get_semantic_graph's nodes, list_concepts'
 # entries): a header, then the items a line at a time.
 def packed_lines(header: Any, items: Sequence[Any], per_line: int) -> Iterator[bytes]:

@@ -21,7 +21,7 @@ import threading
 import unicodedata
 from array import array
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
@@ -35,7 +35,7 @@ from ..okf.folding import fold
 from ..okf.properties import text_field
 from ..toolspec import PartStore
 from ._body_words import kept_index
-from ._kept_parts import kept_or_computed, packed, unpacked
+from ._kept_parts import kept_or_computed_each, packed, unpacked
 
 
 def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
@@ -389,18 +389,26 @@ class _PostingCache:
         self._entries: OrderedDict[str, _Postings] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, term: str, compute: Callable[[], _Postings]) -> _Postings:
+    def get_each(self, terms: list[str],
+                 compute: Callable[[list[str]], Mapping[str, _Postings]]) -> dict[str, _Postings]:
+        """Each term's postings; the terms not kept here are computed by one call of
+        ``compute``."""
+        found: dict[str, _Postings] = {}
         with self._lock:
-            found = self._entries.get(term)
-            if found is not None:
-                self._entries.move_to_end(term)
-                return found
-        value = compute()
-        with self._lock:
-            self._entries[term] = value
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-        return value
+            for term in terms:
+                kept = self._entries.get(term)
+                if kept is not None:
+                    self._entries.move_to_end(term)
+                    found[term] = kept
+        missing = [term for term in terms if term not in found]
+        if missing:
+            computed = compute(missing)
+            with self._lock:
+                for term in missing:
+                    found[term] = self._entries[term] = computed[term]
+                while len(self._entries) > self._size:
+                    self._entries.popitem(last=False)
+        return found
 
 
 def collect_sections(
@@ -432,13 +440,10 @@ def collect_sections(
     totals = section_totals(snapshot, token)
     ids = totals.concept_ids
     cache: _PostingCache = of_snapshot(snapshot, SECTION_POSTINGS, _PostingCache)
-    postings = {
-        t: cache.get(t, functools.partial(
-            kept_or_computed, parts, snapshot.revision, f"{POSTINGS_PART}/{t}",
-            functools.partial(_postings, snapshot, t, token), _packed_postings,
-            functools.partial(_unpacked_postings, len(ids))))
-        for t in terms
-    }
+    postings = cache.get_each(terms, lambda missing: kept_or_computed_each(
+        parts, snapshot.revision, {t: f"{POSTINGS_PART}/{t}" for t in missing},
+        functools.partial(_postings, snapshot, token=token), _packed_postings,
+        functools.partial(_unpacked_postings, len(ids))))
     for term, found in postings.items():
         df[term] = len(found)
     counts: dict[tuple[int, int], dict[str, int]]
@@ -589,55 +594,90 @@ def _unpacked_postings(concepts: int, data: bytes) -> _Postings | None:
     return _Postings(places, numbers, tf)  # type: ignore[arg-type]
 
 
-def _postings(snapshot: Snapshot, term: str, token: CancelToken) -> _Postings:
-    needle = f"{_SEP}{term}{_SEP}"
-    whole_word = _ascii_whole_word(term) if term.isascii() else None
-    places, numbers, counts = array("i"), array("i"), array("i")
+def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[str, _Postings]:
+    """Each term's postings, made in one pass over the concepts: a body is read and folded once
+    for all the terms that may be in it (a restarted server's new question of three words read
+    every body three times), and each term's postings are what a pass for it alone makes."""
     # search_concepts' body word index, when the warm-up built it, names the concepts whose
-    # folded body holds the term as a substring (exactly, for a term that is one run of \w:
+    # folded body holds a term as a substring (exactly, for a term that is one run of \w:
     # ``holders``; else a superset): only those bodies are folded (bodies are not kept folded)
-    # and searched. None: every body is.
+    # and searched for it. None: every body is.
     words = kept_index(snapshot)
-    exact = words.holders(term) if words is not None else None
-    holding = exact if exact is not None or words is None else words.candidates(term, every=True)
+    asked = []
+    for term in terms:
+        exact = words.holders(term) if words is not None else None
+        holding = exact if exact is not None or words is None else words.candidates(
+            term, every=True)
+        asked.append(_Asked(term, f"{_SEP}{term}{_SEP}",
+                            _ascii_whole_word(term) if term.isascii() else None,
+                            exact is not None, holding))
     for place, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
-        # Folded text is a superset of the words: a term absent from it occurs in no section.
-        if holding is None or concept_id in holding:
-            body = doc.folded_body()
-            in_body = exact is not None or term in body
-        else:
-            body, in_body = "", False
-        if not in_body and term not in doc.folded.title:
-            continue
-        index = _document_index(doc)
-        in_title = index.title_words.count(needle)
-        raw_counts = (
-            _counts_by_offset(body, index, whole_word)
-            if index.ascii_body and in_body
-            else None
+        body: str | None = None
+        index: _DocumentIndex | None = None
+        for ask in asked:
+            # Folded text is a superset of the words: a term absent from it is in no section.
+            searched = ""
+            may_hold = ask.holding
+            if may_hold is None or concept_id in may_hold:
+                if body is None:
+                    body = doc.folded_body()
+                searched = body
+                in_body = ask.exact or ask.text in body
+            else:
+                in_body = False
+            if not in_body and ask.text not in doc.folded.title:
+                continue
+            if index is None:
+                index = _document_index(doc)
+            _post(ask, place, index, searched, in_body)
+    return {ask.text: _Postings(ask.places, ask.numbers, ask.counts) for ask in asked}
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """One term of a :func:`_postings` pass, and the postings it has made so far."""
+
+    text: str
+    needle: str  # the term between separators, as the joined words hold it
+    whole_word: re.Pattern[str] | None  # for an ASCII term: not followed by a word character
+    exact: bool  # ``holding`` holds exactly the concepts whose folded body holds the term
+    holding: Collection[str] | None  # the concepts whose bodies may hold it; None: any
+    places: array[int] = field(default_factory=lambda: array("i"))
+    numbers: array[int] = field(default_factory=lambda: array("i"))
+    counts: array[int] = field(default_factory=lambda: array("i"))
+
+
+def _post(term: _Asked, place: int, index: _DocumentIndex, body: str, in_body: bool) -> None:
+    """The term's weighted count in each section of the concept at ``place`` that holds it."""
+    needle = term.needle
+    in_title = index.title_words.count(needle)
+    raw_counts = (
+        _counts_by_offset(body, index, term.whole_word)
+        if index.ascii_body and in_body
+        else None
+    )
+    # The joined words are looked through once: most documents a term reaches hold it in
+    # no heading (and, ASCII, have no words kept), so no section's slice is counted.
+    sliced = needle in index.heading_words or (
+        index.words is not None and needle in index.words)
+    places, numbers, counts = term.places, term.numbers, term.counts
+    for number in range(index.size):
+        raw = raw_counts[number] if raw_counts is not None else 0
+        in_heading = 0
+        if sliced:
+            in_heading, in_words = index.counts(number, needle)
+            if not index.ascii_body:
+                raw = in_words
+        tf = (
+            RAW_WEIGHT * raw
+            + HEADING_WEIGHT * in_heading
+            + TITLE_WEIGHT * in_title
         )
-        # The joined words are looked through once: most documents a term reaches hold it in
-        # no heading (and, ASCII, have no words kept), so no section's slice is counted.
-        sliced = needle in index.heading_words or (
-            index.words is not None and needle in index.words)
-        for number in range(index.size):
-            raw = raw_counts[number] if raw_counts is not None else 0
-            in_heading = 0
-            if sliced:
-                in_heading, in_words = index.counts(number, needle)
-                if not index.ascii_body:
-                    raw = in_words
-            tf = (
-                RAW_WEIGHT * raw
-                + HEADING_WEIGHT * in_heading
-                + TITLE_WEIGHT * in_title
-            )
-            if tf:
-                places.append(place)
-                numbers.append(number)
-                counts.append(tf)
-    return _Postings(places, numbers, counts)
+        if tf:
+            places.append(place)
+            numbers.append(number)
+            counts.append(tf)
 
 
 def counts_in_folded_body(doc: Document) -> bool:
