@@ -77,14 +77,15 @@ class Case:
     arguments: dict[str, Any]
     warm_target_s: float | None = None  # the issue's warm target, where it names one
     # A question per call, none asked twice in one run (a question's stems are kept once
-    # asked, in memory and across restarts): ``arguments`` hold the first.
+    # asked, in memory and across restarts): ``arguments`` hold the first, under ``asked_as``.
     questions: tuple[str, ...] = ()
+    asked_as: str = "question"
 
     def arguments_for(self, call: int) -> dict[str, Any]:
         """The arguments of this case's ``call``-th call in a run (each session its own)."""
         if not self.questions:
             return self.arguments
-        return {**self.arguments, "question": self.questions[call % len(self.questions)]}
+        return {**self.arguments, self.asked_as: self.questions[call % len(self.questions)]}
 
 
 # context asked something new each time, as an agent does: words of the generated bundle's
@@ -109,6 +110,16 @@ NEW_QUESTIONS = (
     "what does the audit history of a user track",
 )
 NEW_QUESTION = "context (a new question each call)"
+# search_sections asked new words each time (AND of every word: two words of the generated
+# bundle's vocabulary that sections hold together). A term's postings are kept once made, in
+# memory and across restarts, so "search_sections" alone measures a question asked again.
+NEW_SEARCHES = (
+    "retry policy", "sensor threshold", "invoice ledger", "batch deadline", "schema stream",
+    "tenant quota", "replica primary", "nightly rollup", "duplicate record",
+    "gateway endpoint", "freshness dataset", "discount price", "cache capacity",
+    "partition shard", "audit history", "export failure",
+)
+NEW_SEARCH = "search_sections (new words each call)"
 # Where each session starts in NEW_QUESTIONS (measure_calls asks 1 + warm of them; each server
 # of the calls at once asks one).
 COLD_CALLS, RESTART_CALLS, AT_ONCE_CALLS = 0, 6, 12
@@ -259,6 +270,8 @@ def cases(bundle: Path, info: dict[str, Any]) -> list[Case]:
         Case("fetch_slice", "fetch_slice", {"entity_id": middle}, 0.005),
         Case("search_concepts (rare)", "search_concepts", {"query": rare, "limit": 20}, 0.030),
         Case("search_sections", "search_sections", {"query": "pipeline latency"}, None),
+        Case(NEW_SEARCH, "search_sections", {"query": NEW_SEARCHES[0]}, None,
+             questions=NEW_SEARCHES, asked_as="query"),
         Case("expand_neighbors d2 (hub)", "expand_neighbors",
              {"entity_ids": [hub], "depth": 2}, 0.020),
         Case("query_subgraph d2 (hub)", "query_subgraph",

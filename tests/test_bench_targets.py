@@ -189,3 +189,9 @@ def test_no_question_of_the_new_question_case_is_asked_twice_in_a_run(
     assert dict(targets.CASE_TARGETS)[targets.NEW_QUESTION] == 0.100
     repeated = next(c for c in all_cases if c.label == "context")
     assert repeated.arguments_for(7) == repeated.arguments
+    searches = next(c for c in all_cases if c.label == targets.NEW_SEARCH)
+    asked = [searches.arguments_for(start + k)["query"]
+             for start in (targets.COLD_CALLS, targets.RESTART_CALLS) for k in range(1 + warm)]
+    asked += [searches.arguments_for(targets.AT_ONCE_CALLS + run)["query"]
+              for run in range(targets.AT_ONCE_RUNS)]
+    assert len(set(asked)) == len(asked) and "question" not in searches.arguments_for(3)
