@@ -122,9 +122,8 @@ def test_a_restarts_warm_up_folds_no_search_fields(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
     """The search columns are read back, so nothing needs each concept's folds after a
-    restart, and a body that is not ASCII keeps its fold alone. No step of the warm-up
-    freezes a concept's frontmatter: it is kept as its JSON text until a call reads it
-    (smaller than the frozen mapping, and most are read by no call after a restart)."""
+    restart; the documents step freezes each concept's frontmatter (smaller than the JSON read
+    back, and every card reads it), and a body that is not ASCII keeps its fold alone."""
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
     first, snapshots, parse = process(bundle, cache)
     snapshot = snapshot_of(first, bundle)
@@ -136,11 +135,12 @@ def test_a_restarts_warm_up_folds_no_search_fields(
     view = snapshot_of(restarted, bundle)
     steps = warm_steps(restarted, bundle, ALL_READER, view)
     for step in steps:
-        step.build(CancelToken())
+        if step.name.startswith("documents") or step.name in ("search_fields", "list_entry"):
+            step.build(CancelToken())
     concepts = [doc for doc in view.documents.built() if doc.is_concept]
     assert len(concepts) == len(pages()) - 1
-    assert all(isinstance(doc.frontmatter_value, Unfrozen)
-               and not doc.frontmatter_value.is_frozen() for doc in concepts)
+    assert all(isinstance(doc.frontmatter_value, Unfrozen) and doc.frontmatter_value.is_frozen()
+               for doc in concepts)
     assert not any("folded" in vars(doc) for doc in concepts)
     assert [doc.path for doc in concepts if vars(doc).get("_body_fold")] == ["a/p5.md"]
     # A search still finds the concepts by a folded title and by their bodies.

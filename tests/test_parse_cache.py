@@ -16,7 +16,6 @@ import pytest
 from bundle_mcp.loader import document as document_module
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.parse_cache import FORMAT, ParseCache, encode_facts, markdown_from_cache
-from bundle_mcp.model import thaw
 from toolcall import every_document_built
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "coffee-roastery"
@@ -140,8 +139,7 @@ def _damage_rows(database: Path, table: str, column: str, damage) -> None:
     ("table", "column", "damage"),
     [
         ("documents", "entry", lambda text: "not json at all"),
-        ("documents", "frontmatter", lambda text: text and f"[{text}]"),
-        ("documents", "frontmatter", lambda text: text and text[:-1] + ",}"),
+        ("documents", "entry", lambda text: text.replace('"frontmatter":{', '"frontmatter":[{', 1)),
         ("documents", "entry",
          lambda text: text.replace('"relations":[', '"relations":[[1,2],', 1)),
         ("documents", "entry", lambda text: text.replace('"sha256":"', '"sha256":"0', 1)),
@@ -153,8 +151,8 @@ def _damage_rows(database: Path, table: str, column: str, damage) -> None:
         ("facts", "facts", lambda text: text.replace('"links":[', '"links":[["x"],', 1)),
         ("facts", "facts", lambda text: "[not json"),
     ],
-    ids=["garbage", "wrong-shape", "frontmatter-not-json", "bad-relation", "other-hash",
-         "body-line", "raw-start", "bad-facts", "garbage-facts"],
+    ids=["garbage", "wrong-shape", "bad-relation", "other-hash", "body-line", "raw-start",
+         "bad-facts", "garbage-facts"],
 )
 def test_a_damaged_row_is_never_trusted(cache: ParseCache, table, column, damage) -> None:
     bundle = str(EXAMPLE)
@@ -221,18 +219,14 @@ def test_rows_are_json_keyed_by_path_and_content(cache: ParseCache) -> None:
     database = cache.database(str(EXAMPLE))
     assert database is not None
     documents = _rows(database, "documents")
-    assert [(path, sha, size) for path, sha, size, *_ in documents] == sorted(
+    assert [(path, sha, size) for path, sha, size, _, _ in documents] == sorted(
         (path, doc.record.sha256, doc.record.size) for path, doc in snapshot.documents.items()
     )
     # The error column says whether the file parses without decoding the entry.
-    assert [error for *_, error, _, _ in documents] == [
+    assert [error for *_, error, _ in documents] == [
         None if snapshot.documents[path].parse_error is None else error
-        for path, *_, error, _, _ in documents]
-    assert all(isinstance(json.loads(entry), dict) for *_, entry, _ in documents)
-    # The frontmatter is a column of its own, its JSON text.
-    assert [None if text is None else json.loads(text) for *_, text in documents] == [
-        None if snapshot.documents[path].frontmatter is None
-        else thaw(snapshot.documents[path].frontmatter) for path, *_ in documents]
+        for path, *_, error, _ in documents]
+    assert all(isinstance(json.loads(entry), dict) for *_, entry in documents)
     assert len(_rows(database, "facts")) == len(documents)
     with sqlite3.connect(database) as db:
         assert dict(db.execute("SELECT key, value FROM meta")) == {
@@ -260,7 +254,7 @@ def test_a_save_writes_only_what_changed(cache: ParseCache, tmp_path: Path) -> N
     assert [row for row in after if row[0] != "c2.md"] == kept
     (new_row,) = [row for row in after if row[0] == "c2.md"]
     assert new_row[1] == second.documents["c2.md"].record.sha256
-    assert json.loads(cache.load(str(root))["c2.md"]["frontmatter"])["title"] == "Changed"
+    assert cache.load(str(root))["c2.md"]["frontmatter"]["title"] == "Changed"
 
 
 def test_facts_computed_later_are_added(cache: ParseCache) -> None:

@@ -348,25 +348,20 @@ def anchors_from(anchors: list[str]) -> Collection[str]:
 
 
 class Unfrozen:
-    """Frontmatter read from the parse cache as its JSON text, decoded and frozen on first use
-    (see ``Document.frontmatter``).
+    """JSON-native frontmatter read from the parse cache, frozen on first use (see
+    ``Document.frontmatter``).
 
-    The text is what a restart keeps of a document's frontmatter until a call reads it: about
-    a kilobyte a concept of the bench bundle, where the frozen mapping was several times that
-    and freezing every concept's was 0.4 s of a restart's warm-up at 9,978 concepts (most
-    concepts' frontmatter is read by no call after a restart: the whole-bundle values that
-    read it are kept by revision). Once frozen, the text is let go and :meth:`get` reads the
-    mapping. A text that does not decode to an object (a damaged row) gives way to
-    ``reload``, which reads the frontmatter from the document's own file. The value it stands
-    for never changes, so this is a memo, not a mutation. Two threads freezing at once each
-    freeze (equal mappings); the first one kept is the one every later call gets.
+    Once frozen, the JSON-native copy is let go: only the frozen mapping is kept, and
+    :meth:`get` reads it (keeping both was about 2 MiB per thousand documents after the
+    warm-up, which freezes every concept's). The value it stands for never changes, so this
+    is a memo, not a mutation. Two threads freezing at once each freeze (equal mappings);
+    the first one kept is the one every later call gets.
     """
 
-    __slots__ = ("_text", "_reload", "_frozen")
+    __slots__ = ("_data", "_frozen")
 
-    def __init__(self, text: str, reload: Callable[[], dict[str, Any]] | None = None) -> None:
-        self._text: str | None = text
-        self._reload = reload
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data: dict[str, Any] | None = data
         self._frozen: Mapping[str, Any] | None = None
 
     def frozen(self) -> Mapping[str, Any]:
@@ -374,59 +369,33 @@ class Unfrozen:
         frozen = self._frozen
         if frozen is not None:
             return frozen
-        text = self._text
-        if text is not None:
+        data = self._data
+        if data is not None:
             # cast: freeze turns a dict into a read-only mapping with the same (str) keys.
-            made = cast(Mapping[str, Any], freeze(self._decoded(text)))
+            made = cast(Mapping[str, Any], freeze(data))
             if self._frozen is None:
                 self._frozen = made
-        # Set before the text is dropped (here or by the thread that froze meanwhile), so a
-        # reader that finds no text finds the mapping.
-        self._text = self._reload = None
+        # Set before the data is dropped (here or by the thread that froze meanwhile), so a
+        # reader that finds no data finds the mapping.
+        self._data = None
         kept = self._frozen
         assert kept is not None
         return kept
 
     def get(self, key: str) -> Any:
-        """``frozen().get(key)``, without freezing the mapping while it is not (one key of
-        every document, its type say, would otherwise freeze them all)."""
+        """``frozen().get(key)``, without freezing the rest of the mapping while it is not."""
         frozen = self._frozen
         if frozen is None:
-            text = self._text
-            if text is not None:
-                item = self._decoded(text).get(key)
+            data = self._data
+            if data is not None:
+                item = data.get(key)
                 return freeze(item) if type(item) in _CONTAINERS else item
-            frozen = self._frozen  # frozen meanwhile: set before the text was dropped
+            frozen = self._frozen  # frozen meanwhile: set before the data was dropped
             assert frozen is not None
         return frozen.get(key)
 
-    def pick(self, keys: tuple[str, ...]) -> tuple[Any, ...]:
-        """``tuple(get(key) for key in keys)``, the text decoded once for all of them."""
-        frozen = self._frozen
-        if frozen is None:
-            text = self._text
-            if text is not None:
-                data = self._decoded(text)
-                return tuple([freeze(item) if type(item) in _CONTAINERS else item
-                              for item in map(data.get, keys)])
-            frozen = self._frozen  # frozen meanwhile: set before the text was dropped
-            assert frozen is not None
-        return tuple(map(frozen.get, keys))
-
     def is_frozen(self) -> bool:
         return self._frozen is not None
-
-    def _decoded(self, text: str) -> dict[str, Any]:
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = None
-        if type(data) is dict:
-            return data
-        reload = self._reload
-        if reload is None:
-            raise ValueError("a frontmatter's kept text is not a JSON object")
-        return reload()
 
     def __eq__(self, other: object) -> bool:
         # Equal to another holder of the same frontmatter, frozen or not (as the dataclass
@@ -441,11 +410,10 @@ class Unfrozen:
         return f"Unfrozen({self._plain()!r})"
 
     def _plain(self) -> Any:
-        """The JSON-native data, decoded from the text, or thawed from the mapping once that is
-        all that is kept."""
-        text = self._text
-        if text is not None:
-            return self._decoded(text)
+        """The JSON-native data, thawed from the mapping once that is all that is kept."""
+        data = self._data
+        if data is not None:
+            return data
         return thaw(self._frozen)
 
 
@@ -561,19 +529,6 @@ class Document:
             return value.frozen()
         return value
 
-    def fm_values(self, *keys: str) -> tuple[Any, ...]:
-        """:meth:`fm_value` of each key, a read-back frontmatter decoded once for all of them
-        and not frozen."""
-        value = self.frontmatter_value
-        if isinstance(value, Unfrozen):
-            return value.pick(keys)
-        return tuple(map(self.fm.get, keys))
-
-    @property
-    def has_frontmatter(self) -> bool:
-        """``frontmatter is not None``, known without decoding a read-back frontmatter."""
-        return self.frontmatter_value is not None
-
     def fm_value(self, key: str) -> Any:
         """``fm.get(key)``, without freezing the whole frontmatter when it came from the parse
         cache: a look at one key of every document (its ``type``, say) would otherwise freeze
@@ -627,13 +582,14 @@ class Document:
         """The fields search_concepts matches, folded once per document and kept (the body's
         fold only when the body is not ASCII: :class:`FoldedFields`)."""
         fold = self.rules.fold
-        # Three keys: a read-back frontmatter is not frozen for them (search_sections folds the
-        # title of every concept whose body lacks a term).
-        title, description, tags = self.fm_values("title", "description", "tags")
+        fm = self.fm
+        tags = fm.get("tags")
         return FoldedFields(
             concept_id=fold(self.concept_id or ""),
-            title=fold(title) if isinstance(title, str) else "",
-            description=fold(description) if isinstance(description, str) else "",
+            title=fold(fm["title"]) if isinstance(fm.get("title"), str) else "",
+            description=(
+                fold(fm["description"]) if isinstance(fm.get("description"), str) else ""
+            ),
             tags=tuple(fold(t) for t in tags if isinstance(t, str))
             if isinstance(tags, tuple)
             else (),

@@ -60,7 +60,7 @@ from ..model import (
     Unfrozen,
     thaw,
 )
-from ..packed_text import HeldText, PackedText
+from ..packed_text import PackedText
 from .capture import StatKey
 from .document import OKF_RULES, Hold, document_rules
 from .facts_codec import (
@@ -71,7 +71,7 @@ from .facts_codec import (
     interned_or_none,
     interned_str,
 )
-from .frontmatter import DELIMITER_LINE, load_yaml
+from .frontmatter import DELIMITER_LINE
 from .text import BOM, count_breaks, count_lines
 
 log = logging.getLogger(__name__)
@@ -84,9 +84,7 @@ log = logging.getLogger(__name__)
 #    steps of the same change that no release wrote.)
 # 9: a ``parts`` table: what a tool computed for one query term over a whole snapshot (context's
 #    stem parts of the scores, search_sections' postings), keyed by the snapshot's revision.
-# 10: a document's frontmatter is a column of its own (``frontmatter``, its JSON text), no
-#     longer inside the entry: a restart keeps the text and decodes it when a call reads it.
-FORMAT = "bundle-mcp-parse-cache/10"
+FORMAT = "bundle-mcp-parse-cache/9"
 # zlib's fastest level: the kept structures (context's stemmed words above all) shrink about
 # fivefold, and a restart inflates them in a fraction of what building them costs.
 DERIVED_COMPRESSION = 1
@@ -108,10 +106,8 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
     # ``error``: the parse error as JSON, NULL when the file parses: what a load needs of
     # every file at once, read without decoding any entry.
-    # ``frontmatter``: its JSON text, NULL without one (kept as text by a restarted process
-    # until a call reads it: model.Unfrozen).
     "CREATE TABLE IF NOT EXISTS documents(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
-    " size INTEGER NOT NULL, error TEXT, entry TEXT NOT NULL, frontmatter TEXT,"
+    " size INTEGER NOT NULL, error TEXT, entry TEXT NOT NULL,"
     " PRIMARY KEY (path, sha256)) WITHOUT ROWID",
     "CREATE TABLE IF NOT EXISTS facts(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
     " facts TEXT NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
@@ -322,12 +318,12 @@ class ParseCache:
                 # cache (its row is written by a later save, or costs one parse at next start).
                 built = list(documents.built())
                 db.executemany(
-                    "INSERT OR IGNORE INTO documents(path, sha256, size, error, entry,"
-                    " frontmatter) VALUES (?, ?, ?, ?, ?, ?)",
+                    "INSERT OR IGNORE INTO documents(path, sha256, size, error, entry)"
+                    " VALUES (?, ?, ?, ?, ?)",
                     (
                         (doc.path, doc.record.sha256, doc.record.size,
                          None if doc.parse_error is None else _json(doc.parse_error.as_row()),
-                         _json(encode_entry(doc)), encode_frontmatter(doc))
+                         _json(encode_entry(doc)))
                         for doc in built
                         if (doc.path, doc.record.sha256) not in stored
                     ),
@@ -897,11 +893,10 @@ class CachedRows(Mapping[str, Any]):
                     group = wanted[start:start + _AHEAD_PER_QUERY]
                     marks = ",".join("?" * len(group))
                     for row in self._connection().execute(
-                            "SELECT d.path, d.sha256, d.entry, f.facts, d.frontmatter"
-                            " FROM documents d"
+                            "SELECT d.path, d.sha256, d.entry, f.facts FROM documents d"
                             " LEFT JOIN facts f ON f.path = d.path AND f.sha256 = d.sha256"
                             f" WHERE d.path IN ({marks})", [path for path, _ in group]):
-                        ahead[(row[0], row[1])] = row[2:]
+                        ahead[(row[0], row[1])] = (row[2], row[3])
         except sqlite3.Error:
             ahead = {}
         with self._lock:
@@ -916,7 +911,7 @@ class CachedRows(Mapping[str, Any]):
             row = self._ahead_entries.pop((path, sha256), None)
         if row is None:
             row = self._row(
-                "SELECT d.entry, f.facts, d.frontmatter FROM documents d LEFT JOIN facts f"
+                "SELECT d.entry, f.facts FROM documents d LEFT JOIN facts f"
                 " ON f.path = d.path AND f.sha256 = d.sha256"
                 " WHERE d.path = ? AND d.sha256 = ?", (path, sha256))
         if row is None:
@@ -928,7 +923,6 @@ class CachedRows(Mapping[str, Any]):
         if not isinstance(entry, dict):
             return None
         entry["markdown"] = row[1]
-        entry["frontmatter"] = row[2]
         return entry
 
 
@@ -1051,13 +1045,13 @@ def edge_targets(doc: Document) -> set[str]:
 
 
 def encode_entry(doc: Document) -> dict[str, Any]:
-    """A document's row: everything its loader computed but the Markdown facts and the
-    frontmatter (:func:`encode_frontmatter`, a column of its own)."""
+    """A document's row: everything its loader computed but the Markdown facts."""
     return {
         "sha256": doc.record.sha256,
         "size": doc.record.size,
         "kind": doc.kind,
         "concept_id": doc.concept_id,
+        "frontmatter": None if doc.frontmatter is None else thaw(doc.frontmatter),
         "layout": _layout_of(doc),
         "parse_error": None if doc.parse_error is None else doc.parse_error.as_row(),
         "relations": [
@@ -1065,11 +1059,6 @@ def encode_entry(doc: Document) -> dict[str, Any]:
         ],
         "relation_diagnostics": [d.as_row() for d in doc.relation_diagnostics],
     }
-
-
-def encode_frontmatter(doc: Document) -> str | None:
-    """The document's frontmatter as JSON text, ``None`` without one."""
-    return None if doc.frontmatter is None else _json(thaw(doc.frontmatter))
 
 
 def encode_facts(doc: Document) -> str | None:
@@ -1114,20 +1103,17 @@ def decode(
             )
         frontmatter = entry["frontmatter"]
         layout = _layout(text, entry["layout"], frontmatter is not None)
-        if layout is None or not (frontmatter is None or _is_object_text(frontmatter)):
+        if layout is None or not (frontmatter is None or isinstance(frontmatter, dict)):
             return None
         raw_start, raw_end, body_start, body_line = layout
-        held = hold(text)
         return Document(
             path=path,
             kind=as_str(entry["kind"]),
             concept_id=interned_or_none(entry["concept_id"]),
             record=record,
-            held=held,
+            held=hold(text),
             frontmatter_span=None if frontmatter is None else (raw_start, raw_end),
-            # Decoded when a call reads it; from the file should the text not decode.
-            frontmatter_value=None if frontmatter is None else Unfrozen(
-                frontmatter, _FrontmatterAgain(held, raw_start, raw_end)),
+            frontmatter_value=None if frontmatter is None else Unfrozen(frontmatter),
             body_start=body_start,
             body_line=body_line,
             line_count=count_lines(text),
@@ -1143,27 +1129,6 @@ def decode(
         )
     except (KeyError, TypeError, ValueError, IndexError, UnicodeDecodeError):
         return None
-
-
-def _is_object_text(value: Any) -> bool:
-    """Whether a kept frontmatter looks like a JSON object's text (a row cut short does not);
-    it is decoded when first read (``model.Unfrozen``)."""
-    return isinstance(value, str) and value.startswith("{") and value.endswith("}")
-
-
-class _FrontmatterAgain:
-    """A read-back document's frontmatter loaded from its own text, for the rare kept text
-    that does not decode (``model.Unfrozen``'s ``reload``): a slotted object, one a
-    document."""
-
-    __slots__ = ("_held", "_start", "_end")
-
-    def __init__(self, held: HeldText, start: int, end: int) -> None:
-        self._held, self._start, self._end = held, start, end
-
-    def __call__(self) -> dict[str, Any]:
-        text = self._held.text()
-        return load_yaml(text[self._start:self._end], count_breaks(text[:self._start]) + 1)
 
 
 def _layout(text: str, value: Any, has_frontmatter: bool) -> tuple[int, int, int, int] | None:

@@ -42,7 +42,7 @@ CONTRACT_KEYS = ("runtime", "parameters", "computation", "executor", "attester")
 
 
 def computation_findings(snapshot: Snapshot, doc: Document) -> Iterator[Diagnostic]:
-    if doc.parse_error is not None or not doc.has_frontmatter:
+    if doc.parse_error is not None or doc.frontmatter is None:
         return
     if not is_attested_computation(doc):
         yield from _keys_outside_the_type(doc)

@@ -27,7 +27,7 @@ def conformance(doc: Document) -> Iterator[Diagnostic]:
         e = doc.parse_error
         yield error(doc.path, e.code, f"unparseable concept document: {e.message}", e.line)
         return
-    if not doc.has_frontmatter:
+    if doc.frontmatter is None:
         yield error(doc.path, "missing_frontmatter", "missing YAML frontmatter block", 1,
                     spec_ref=SPEC_CONCEPT)
         return
@@ -40,7 +40,7 @@ def conformance(doc: Document) -> Iterator[Diagnostic]:
 
 def guidance(doc: Document) -> Iterator[Diagnostic]:
     """Warnings that hold in every mode: relations, status, sources, footnotes."""
-    if doc.parse_error is not None or not doc.has_frontmatter:
+    if doc.parse_error is not None or doc.frontmatter is None:
         return
     fm = doc.fm
     yield from doc.relation_diagnostics
@@ -77,15 +77,15 @@ def guidance(doc: Document) -> Iterator[Diagnostic]:
 def may_be_stale(doc: Document) -> bool:
     """Whether :func:`staleness` can find anything in ``doc`` at some ``as_of``: it parses and
     has a string ``stale_after`` (any other is never stale)."""
-    return (doc.parse_error is None and doc.has_frontmatter
+    return (doc.parse_error is None and doc.frontmatter is not None
             and isinstance(doc.fm.get("stale_after"), str))
 
 
 def staleness(doc: Document, ref: Reference) -> Iterator[Diagnostic]:
     """INFO for a concept that is stale at the request's ``as_of`` (never the clock)."""
-    if doc.parse_error is not None or not doc.has_frontmatter:
+    if doc.parse_error is not None or doc.frontmatter is None:
         return
-    value = doc.fm_value("stale_after")  # one key: a read-back frontmatter is not frozen
+    value = doc.fm.get("stale_after")
     if ref.stale(value if isinstance(value, str) else None):
         yield info(doc.path, "stale_concept",
                    f"concept is stale as of {ref.as_of} (stale_after {value})",
@@ -98,7 +98,7 @@ def strict(doc: Document, rules: VersionRules) -> Iterator[Diagnostic]:
     ``timestamp`` is recommended by OKF v0.1 only (v0.2 supersedes it with ``generated.at``,
     §13.1), so it is a rule v0.2 dropped.
     """
-    if doc.parse_error is not None or not doc.has_frontmatter:
+    if doc.parse_error is not None or doc.frontmatter is None:
         return
     fm = doc.fm
     for key in ("description", "tags", "timestamp", "title"):

@@ -53,7 +53,7 @@ def field_path_findings(
 ) -> Iterator[Diagnostic]:
     """The findings of one concept's path-valued fields; ``check_links`` adds the INFO for a
     ``resource`` or ``sources[].resource`` that names nothing."""
-    if doc.parse_error is not None or not doc.has_frontmatter:
+    if doc.parse_error is not None or doc.frontmatter is None:
         return
     for occurrence in path_fields(snapshot, doc):
         finding = _judge(snapshot, doc, occurrence, check_links)

@@ -48,7 +48,7 @@ def reserved_conformance(doc: Document, rules: VersionRules) -> Iterator[Diagnos
         if doc.path == "index.md" or doc.body.strip():
             yield from _index_structure(doc)
     else:
-        if doc.has_frontmatter:
+        if doc.frontmatter is not None:
             yield from rules.dropped_in_v02(error(
                 doc.path, "log_frontmatter",
                 "log.md should not contain frontmatter under OKF v0.1; OKF v0.2 allows it", 1,
@@ -57,7 +57,7 @@ def reserved_conformance(doc: Document, rules: VersionRules) -> Iterator[Diagnos
 
 
 def _index_frontmatter(doc: Document) -> Iterator[Diagnostic]:
-    if not doc.has_frontmatter:
+    if doc.frontmatter is None:
         return
     if doc.path != "index.md":
         yield error(doc.path, "index_frontmatter", "index.md should not contain frontmatter", 1,
