@@ -82,6 +82,22 @@ def _concepts(snapshot: Snapshot) -> list[Document]:
     return [doc for doc in snapshot.documents.values() if doc.is_concept]
 
 
+def _counted_decodes(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names ("facts", "sections") of the decodes of facts texts made from now on."""
+    decoded: list[str] = []
+
+    def counted(name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def decode(text: str, known_good: bool = False) -> object:
+            decoded.append(name)
+            return real(text, known_good)
+        return decode
+
+    monkeypatch.setattr(facts_codec, "facts_of_json", counted("facts", facts_codec.facts_of_json))
+    monkeypatch.setattr(facts_codec, "sections_of_json",
+                        counted("sections", facts_codec.sections_of_json))
+    return decoded
+
+
 @pytest.mark.parametrize("how", ["parsed", "read back"])
 def test_repeated_strings_are_one_object(tmp_path: Path, how: str) -> None:
     first, second = _parsed_and_read_back(tmp_path)
@@ -215,17 +231,7 @@ def test_sections_alone_agree_with_the_facts_and_counting_them_decodes_nothing(
         assert doc.section_count == len(doc.markdown.sections)
         assert doc.sliced == (len(doc.markdown.sections) > 1)
     # Once the facts were made, a walk's question (is it cut into sections?) decodes nothing.
-    decoded: list[str] = []
-
-    def counted(name: str, real: Callable[..., object]) -> Callable[..., object]:
-        def decode(text: str, known_good: bool = False) -> object:
-            decoded.append(name)
-            return real(text, known_good)
-        return decode
-
-    monkeypatch.setattr(facts_codec, "facts_of_json", counted("facts", facts_codec.facts_of_json))
-    monkeypatch.setattr(facts_codec, "sections_of_json",
-                        counted("sections", facts_codec.sections_of_json))
+    decoded = _counted_decodes(monkeypatch)
     for doc in _concepts(first if how == "parsed" else second):
         assert doc.sliced == (doc.section_count > 1)
     assert decoded == []
@@ -272,17 +278,7 @@ def test_a_restarted_walk_decodes_each_concepts_sections_once(
     bundle = _bundle(tmp_path / "b")
     kept_by(bundle, tmp_path / "cache", lambda _d, snapshot: snapshot.edges_by_concept)
     dispatcher, snapshot = restart(bundle, tmp_path / "cache")
-    decoded: list[str] = []
-
-    def counted(name: str, real: Callable[..., object]) -> Callable[..., object]:
-        def decode(text: str, known_good: bool = False) -> object:
-            decoded.append(name)
-            return real(text, known_good)
-        return decode
-
-    monkeypatch.setattr(facts_codec, "facts_of_json", counted("facts", facts_codec.facts_of_json))
-    monkeypatch.setattr(facts_codec, "sections_of_json",
-                        counted("sections", facts_codec.sections_of_json))
+    decoded = _counted_decodes(monkeypatch)
     outcome = dispatcher.call("expand_neighbors", {"bundle_path": bundle, "entity_ids": ["a/hub"],
                                                    "depth": 2})
     assert not outcome.is_error, outcome
