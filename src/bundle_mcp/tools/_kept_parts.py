@@ -85,17 +85,9 @@ def kept_or_computed(
     decode: Callable[[bytes], T | None],
 ) -> T:
     """The part kept for ``revision`` and ``key`` when there is one that decodes; otherwise
-    computed, and kept for the next process."""
-    if parts is None:
-        return compute()
-    data = parts.read(revision, key)
-    if data is not None:
-        found = decode(data)
-        if found is not None:
-            return found
-    value = compute()
-    parts.keep(revision, key, encode(value))
-    return value
+    computed, and kept for the next process (:func:`kept_or_computed_each` of one name)."""
+    return kept_or_computed_each(parts, revision, {key: key}, lambda _names: {key: compute()},
+                                 encode, decode)[key]
 
 
 def kept_or_computed_each(
