@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from bundle_mcp import model
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import parse_cache
@@ -108,3 +109,76 @@ def test_the_documents_step_reads_each_groups_rows_in_one_query(
     assert snapshot.inbound._ahead_entries == {}  # type: ignore[union-attr]
     assert {path: doc.markdown for path, doc in built.items()} == {
         path: first.documents[path].markdown for path in built}
+
+
+def many_pages() -> dict[str, str]:
+    """More concepts than a pass reads one by one (``model.MIN_READ_AHEAD``)."""
+    files = {"index.md": "# Home\n"}
+    for n in range(3 * model.MIN_READ_AHEAD):
+        files[f"f{n % 4}/p{n}.md"] = (
+            f"---\ntitle: Page {n}\n---\n# Page {n}\n\nThe cache {n} fills.\n\n"
+            f"## Part\n\nMore cache words {n}.\n")
+    return files
+
+
+def restarted(bundle: str, cache: Path) -> tuple[Dispatcher, Any]:
+    """A dispatcher on the kept rows, no warm-up, and its snapshot (nothing built)."""
+    snapshots = SnapshotCache(parse_cache=ParseCache(cache), watch=False)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots)
+    return dispatcher, dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+
+
+def counted_rows(monkeypatch: pytest.MonkeyPatch, table: str) -> list[str]:
+    """The one-row queries of ``table`` from here on."""
+    queries: list[str] = []
+    real = parse_cache.CachedRows._row
+
+    def counted(self: Any, sql: str, parameters: tuple[str, ...]) -> Any:
+        if f"FROM {table}" in sql:
+            queries.append(sql)
+        return real(self, sql, parameters)
+
+    monkeypatch.setattr(parse_cache.CachedRows, "_row", counted)
+    return queries
+
+
+def test_a_pass_over_every_concept_reads_the_documents_rows_a_group_at_a_time(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle, cache = tmp_bundle(many_pages()), tmp_path / "cache"
+    warmed(bundle, cache)
+    queries = counted_rows(monkeypatch, "documents")
+    monkeypatch.setattr(model, "READ_AHEAD_GROUP", 2 * model.MIN_READ_AHEAD)  # two groups
+    _, snapshot = restarted(bundle, cache)
+    titles = [doc.fm["title"] for doc in snapshot.concepts.values()]
+    assert len(titles) == len(many_pages()) - 1  # index.md is no concept
+    assert queries == []  # each group's rows in one query, none on its own
+    assert snapshot.inbound._ahead_entries == {}  # type: ignore[union-attr]  # each handed out
+
+
+def test_a_few_documents_are_read_one_by_one(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"  # fewer than MIN_READ_AHEAD
+    warmed(bundle, cache)
+    queries = counted_rows(monkeypatch, "documents")
+    _, snapshot = restarted(bundle, cache)
+    assert len(list(snapshot.concepts.values())) == len(pages()) - 1  # index.md is no concept
+    assert len(queries) == len(pages()) - 1
+
+
+def test_a_new_section_search_before_the_warm_up_reads_rows_a_group_at_a_time(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle, cache = tmp_bundle(many_pages()), tmp_path / "cache"
+    first, _ = restarted(bundle, tmp_path / "other")  # no kept rows: everything parsed
+    question = {"bundle_path": bundle, "query": "cache words"}
+    expected = first.call("search_sections", question).text
+    warmed(bundle, cache)
+    entries = counted_rows(monkeypatch, "documents")
+    words = counted_rows(monkeypatch, "derived")
+    dispatcher, snapshot = restarted(bundle, cache)
+    assert dispatcher.call("search_sections", question).text == expected
+    assert entries == [] and words == []
+    rows = snapshot.inbound
+    assert rows._ahead_entries == {} and rows._ahead == {}  # type: ignore[union-attr]

@@ -192,6 +192,13 @@ def release(snapshot: Snapshot, *, carried: bool) -> None:
     snapshot.release_edges()
 
 
+def document_holds(doc: Document, slot: Slot[Any], variant: Hashable = None) -> bool:
+    """Whether the document's structure ``slot`` for ``variant`` is built (or read back);
+    builds nothing."""
+    found, _ = doc.memo.peek((slot, variant))
+    return found
+
+
 def of_document(
     doc: Document,
     slot: Slot[T],

@@ -573,7 +573,7 @@ def assemble_snapshot(
     return Snapshot(
         revision=revision_of_sorted(ordered),
         documents=documents,
-        concepts=Concepts(documents, paths),
+        concepts=Concepts(documents, paths, inbound),
         assets=assets,
         directories=directories,
         skipped=skipped,

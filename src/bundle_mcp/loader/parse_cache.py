@@ -839,23 +839,37 @@ class CachedRows(Mapping[str, Any]):
         except (TypeError, ValueError, zlib.error):
             return None
 
-    def read_ahead(self, key: str) -> None:
+    def read_ahead(self, key: str, paths: Sequence[str] | None = None) -> None:
         """:meth:`bundle_mcp.model.InboundHint.read_ahead`: one query in place of one a file
         (at 9,978 files, about a third of the section words' read back). Only the rows of the
         files as these rows have them, held compressed until handed out; one this process never
         asks for stays until the rows are let go. A database that cannot be read reads nothing
-        ahead."""
+        ahead. Every file's rows replace those held for ``key``; some files' are added to them
+        (the warm-up's, if it stood aside for the call that reads these)."""
+        rows: list[tuple[str, str, bytes]] = []
         try:
             with self._lock:
-                rows: list[tuple[str, str, bytes]] = self._connection().execute(
-                    "SELECT path, sha256, value FROM derived WHERE key = ?", (key,)).fetchall()
+                db = self._connection()
+                if paths is None:
+                    rows = db.execute(
+                        "SELECT path, sha256, value FROM derived WHERE key = ?", (key,)
+                    ).fetchall()
+                else:
+                    for start in range(0, len(paths), _AHEAD_PER_QUERY):
+                        group = paths[start:start + _AHEAD_PER_QUERY]
+                        rows += db.execute(
+                            "SELECT path, sha256, value FROM derived WHERE key = ?"
+                            f" AND path IN ({','.join('?' * len(group))})", [key, *group])
         except sqlite3.Error:
             return
         current = self._rows
         ahead = {(path, sha256): value for path, sha256, value in rows
                  if (stored := current.get(path)) is not None and stored.sha256 == sha256}
         with self._lock:
-            self._ahead[key] = ahead
+            if paths is None:
+                self._ahead[key] = ahead
+            elif ahead:
+                self._ahead.setdefault(key, {}).update(ahead)
 
     def _row(self, sql: str, parameters: tuple[str, ...]) -> tuple[Any, ...] | None:
         """The first row of a query on the kept connection; ``None`` when there is none or the

@@ -28,9 +28,17 @@ from typing import Any
 
 from .._version import __version__
 from ..cancel import CancelToken
-from ..derived import Codec, Slot, exactly, of_document, of_snapshot, stored_key
+from ..derived import (
+    Codec,
+    Slot,
+    document_holds,
+    exactly,
+    of_document,
+    of_snapshot,
+    stored_key,
+)
 from ..errors import BundleError, resource_limit
-from ..model import Document, Snapshot, revision_value
+from ..model import MIN_READ_AHEAD, READ_AHEAD_GROUP, Document, Snapshot, revision_value
 from ..okf.folding import fold
 from ..okf.properties import text_field
 from ..toolspec import PartStore
@@ -611,10 +619,11 @@ def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[
         asked.append(_Asked(term, f"{_SEP}{term}{_SEP}",
                             _ascii_whole_word(term) if term.isascii() else None,
                             exact is not None, holding))
+    group: list[_Reached] = []
     for place, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
         body: str | None = None
-        index: _DocumentIndex | None = None
+        found: list[tuple[_Asked, str, bool]] = []
         for ask in asked:
             # Folded text is a superset of the words: a term absent from it is in no section.
             searched = ""
@@ -626,12 +635,41 @@ def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[
                 in_body = ask.exact or ask.text in body
             else:
                 in_body = False
-            if not in_body and ask.text not in doc.folded.title:
-                continue
-            if index is None:
-                index = _document_index(doc)
-            _post(ask, place, index, searched, in_body)
+            if in_body or ask.text in doc.folded.title:
+                found.append((ask, searched, in_body))
+        if found:
+            group.append(_Reached(place, doc, found))
+            if len(group) == READ_AHEAD_GROUP:
+                _post_group(snapshot, group)
+                group = []
+    _post_group(snapshot, group)
     return {ask.text: _Postings(ask.places, ask.numbers, ask.counts) for ask in asked}
+
+
+@dataclass(frozen=True, slots=True)
+class _Reached:
+    """A concept some term of a :func:`_postings` pass may be in: its place, its document, and
+    each such term with the folded body it is counted in and whether the body holds it."""
+
+    place: int
+    doc: Document
+    terms: list[tuple[_Asked, str, bool]]
+
+
+def _post_group(snapshot: Snapshot, group: list[_Reached]) -> None:
+    """Post the terms of a group of concepts, in order. Their section words not read yet are
+    read back at once (a restarted server's first new question, before its warm-up read
+    them: one query a group, not one a concept)."""
+    store, key = snapshot.inbound, stored_key(SECTION_WORDS, None)
+    if store is not None and key is not None:
+        unread = [reached.doc.path for reached in group if reached.doc.stored is not None
+                  and not document_holds(reached.doc, SECTION_WORDS)]
+        if len(unread) >= MIN_READ_AHEAD:
+            store.read_ahead(key, unread)
+    for reached in group:
+        index = _document_index(reached.doc)
+        for ask, searched, in_body in reached.terms:
+            _post(ask, reached.place, index, searched, in_body)
 
 
 @dataclass(frozen=True, slots=True)
