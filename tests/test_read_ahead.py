@@ -182,3 +182,24 @@ def test_a_new_section_search_before_the_warm_up_reads_rows_a_group_at_a_time(
     assert entries == [] and words == []
     rows = snapshot.inbound
     assert rows._ahead_entries == {} and rows._ahead == {}  # type: ignore[union-attr]
+
+
+def test_a_new_section_search_keeps_no_search_folds_and_finds_words_in_titles_alone(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """A term's title words are read from the section words the pass reads anyway, not from
+    the concept's folded search fields, which a restarted server has not made (its warm-up
+    reads search_concepts' columns back): held by every concept after one question, they
+    were 8 MB at 9,978 concepts."""
+    files = many_pages() | {
+        "f0/solo.md": "---\ntitle: Solitaire Page\n---\n# Intro\n\nNothing else here.\n"}
+    bundle, cache = tmp_bundle(files), tmp_path / "cache"
+    first, _ = restarted(bundle, tmp_path / "other")
+    questions = [{"bundle_path": bundle, "query": q}
+                 for q in ("solitaire", "page intro", "cache fills", "solit")]
+    expected = [first.call("search_sections", q).text for q in questions]
+    assert '"f0/solo"' in expected[0] and '"f0/solo"' in expected[1]
+    warmed(bundle, cache)
+    dispatcher, snapshot = restarted(bundle, cache)
+    assert [dispatcher.call("search_sections", q).text for q in questions] == expected
+    assert not any("folded" in vars(doc) for doc in snapshot.documents.built())

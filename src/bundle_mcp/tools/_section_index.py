@@ -623,40 +623,35 @@ def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[
     for place, (concept_id, doc) in enumerate(snapshot.concepts.items()):
         token.check()
         body: str | None = None
-        found: list[tuple[_Asked, str, bool]] = []
-        for ask in asked:
+        in_body: dict[int, str] = {}  # the terms' places in ``asked``
+        for n, ask in enumerate(asked):
             # Folded text is a superset of the words: a term absent from it is in no section.
-            searched = ""
             may_hold = ask.holding
             if may_hold is None or concept_id in may_hold:
                 if body is None:
                     body = doc.folded_body()
-                searched = body
-                in_body = ask.exact or ask.text in body
-            else:
-                in_body = False
-            if in_body or ask.text in doc.folded.title:
-                found.append((ask, searched, in_body))
-        if found:
-            group.append(_Reached(place, doc, found))
-            if len(group) == READ_AHEAD_GROUP:
-                _post_group(snapshot, group)
-                group = []
-    _post_group(snapshot, group)
+                if ask.exact or ask.text in body:
+                    in_body[n] = body
+        group.append(_Reached(place, doc, in_body))
+        if len(group) == READ_AHEAD_GROUP:
+            _post_group(snapshot, asked, group)
+            group = []
+    _post_group(snapshot, asked, group)
     return {ask.text: _Postings(ask.places, ask.numbers, ask.counts) for ask in asked}
 
 
 @dataclass(frozen=True, slots=True)
 class _Reached:
-    """A concept some term of a :func:`_postings` pass may be in: its place, its document, and
-    each such term with the folded body it is counted in and whether the body holds it."""
+    """A concept of a :func:`_postings` pass: its place, its document, and the terms its folded
+    body holds, by their place among the terms, each with that body (the others may still be
+    in its title)."""
 
     place: int
     doc: Document
-    terms: list[tuple[_Asked, str, bool]]
+    in_body: dict[int, str]
 
 
-def _post_group(snapshot: Snapshot, group: list[_Reached]) -> None:
+def _post_group(snapshot: Snapshot, asked: list[_Asked], group: list[_Reached]) -> None:
     """Post the terms of a group of concepts, in order. Their section words not read yet are
     read back at once (a restarted server's first new question, before its warm-up read
     them: one query a group, not one a concept)."""
@@ -668,8 +663,16 @@ def _post_group(snapshot: Snapshot, group: list[_Reached]) -> None:
             store.read_ahead(key, unread)
     for reached in group:
         index = _document_index(reached.doc)
-        for ask, searched, in_body in reached.terms:
-            _post(ask, reached.place, index, searched, in_body)
+        bodies = reached.in_body
+        for n, ask in enumerate(asked):
+            body = bodies.get(n)
+            if body is not None:
+                _post(ask, reached.place, index, body, True)
+            # A term the body lacks is in no section's words or heading (each section's fold
+            # is a part of the body's: folding never joins across a line break), so only
+            # the title can hold it, as a whole word.
+            elif ask.needle in index.title_words:
+                _post(ask, reached.place, index, "", False)
 
 
 @dataclass(frozen=True, slots=True)
