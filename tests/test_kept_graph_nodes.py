@@ -16,7 +16,7 @@ from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.temporal import DATE_PROFILE, INSTANT_PROFILE
-from bundle_mcp.tools.get_semantic_graph import SEMANTIC_GRAPH_NODES
+from bundle_mcp.tools.get_semantic_graph import SEMANTIC_GRAPH_NODES, _kept_nodes
 from restarts import answers, kept_by, kept_rows, replace_row, restart
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
@@ -43,10 +43,8 @@ def pages() -> dict[str, str]:
 
 
 def warmed(snapshot: Snapshot) -> Any:
-    """The date profile's nodes, as the warm-up builds them."""
-    warm = SEMANTIC_GRAPH_NODES.warm
-    assert warm is not None
-    warm(snapshot, CancelToken())
+    """The date profile's nodes, as a call with an ``as_of`` first asks for them."""
+    _kept_nodes(snapshot, DATE_PROFILE, CancelToken())
     return derived.built_value(snapshot, SEMANTIC_GRAPH_NODES, DATE_PROFILE)
 
 

@@ -78,9 +78,7 @@ class Slot(Generic[T]):
     ``warm`` is how the warm-up builds it (``None``: it is built only by the calls that need it,
     for example per query term, or on the first miss). ``carried``: its builder starts from the
     value of the snapshot's predecessor (:func:`kept`), so a replaced snapshot keeps that value
-    until its successor has built its own (:func:`release`). ``answer_of``: the tool that keeps
-    its answers whose call with default arguments the warm-up builds it for: when that answer
-    is kept as a refusal (over its budget), no such call needs it and the warm-up skips it.
+    until its successor has built its own (:func:`release`).
     """
 
     name: str
@@ -89,7 +87,6 @@ class Slot(Generic[T]):
     warm: Warm | None = None
     codec: Codec[T] | None = None  # a document slot kept in the parse cache (Codec)
     carried: bool = False
-    answer_of: str | None = None
 
 
 # The modules that declare slots, each in a module-level ``SLOTS`` tuple, in the order the

@@ -24,7 +24,7 @@ from pydantic_core import to_json as pydantic_json
 from . import stored_answers
 from .cancel import CancelToken
 from .contracts import ContractSet, internal_error
-from .derived import Slot, built_value, of_snapshot
+from .derived import Slot, of_snapshot
 from .errors import (
     ERROR,
     INVALID_YAML_GRAPH,
@@ -523,33 +523,6 @@ class Dispatcher:
         name: the warm-up builds the :data:`ANSWERS` of their default calls."""
         return tuple(sorted(name for name, tool in self._tools.items()
                             if tool.spec.cache_results))
-
-    def kept_refusal(self, name: str, bundle_path: str, view: Snapshot, reader: Reader
-                     ) -> bool:
-        """Whether the answer of ``name``'s call with default arguments on ``view`` (``reader``'s
-        view of the bundle, as the warm-up holds it) is kept as a refusal (over its budget), by
-        this process or stored by an earlier one. Computes nothing and captures nothing: the
-        warm-up asks it between steps that stand aside for calls, and a capture holds the
-        snapshot cache's lock that a call may wait for. The warm-up then skips what only that
-        call would read (``derived.Slot.answer_of``): at 50,000 concepts, 11.5 s of building
-        get_semantic_graph's nodes after every restart. A remote bundle's answers are kept
-        per source: never asked here (``False``)."""
-        tool = self._tools.get(name)
-        if tool is None or not tool.spec.cache_results or self._remotes is not None:
-            return False
-        params_json = canonical_json({})
-        answers = built_value(view, ANSWERS)
-        if answers is not None:
-            found, kept = answers.peek((name, params_json))
-            if found:
-                return isinstance(kept, _Refused)
-        store = self._cache.parts(bundle_path) if reader.access.read.everything else None
-        if store is None:
-            return False
-        data = store.read(view.revision, stored_answers.answer_key(
-            view, name, params_json, self._answer_settings))
-        refused = None if data is None else stored_answers.unpacked_refusal(data)
-        return refused is not None and refused.code == RESOURCE_LIMIT
 
     # -- the pipeline
 

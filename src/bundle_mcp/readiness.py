@@ -7,7 +7,7 @@ would otherwise build, step by step (:func:`warm_steps`), in a fixed order: the 
 Markdown facts and frozen frontmatter, a chunk of :data:`DOCUMENTS_PER_STEP` a step) and the
 snapshot's edges; then every registered slot that has a ``warm`` builder
 (:func:`bundle_mcp.derived.slots`: the list entries, the section word index and its totals,
-context's index, the validation findings, the JSON-LD nodes, the field edges and the graph, the
+context's index, the validation findings, the field edges and the graph, the
 summary counts), each by its owner's own builder; last the kept answers of the tools that keep
 them (``ToolSpec.cache_results``), whose builder is the tool itself run through the dispatcher
 with its default arguments. Over HTTP ``/readyz`` answers 200 only then.
@@ -161,27 +161,12 @@ def warm_steps(
     for slot in derived.slots():
         warm = slot.warm
         if warm is not None:
-            build: Callable[[CancelToken], object] = functools.partial(warm, view)
-            if slot.answer_of is not None:
-                build = functools.partial(_unless_refused, dispatcher, slot.answer_of, bundle,
-                                          view, reader, build)
-            steps.append(WarmStep(slot.name, build, slot))
+            steps.append(WarmStep(slot.name, functools.partial(warm, view), slot))
     for name in dispatcher.kept_answer_tools():
         steps.append(WarmStep(f"answers {name}",
                               functools.partial(_answer, dispatcher, name, bundle, reader),
                               aside=False))
     return tuple(steps)
-
-
-def _unless_refused(
-    dispatcher: Dispatcher, name: str, bundle: str, view: Snapshot, reader: Reader,
-    warm: Callable[[CancelToken], object], token: CancelToken,
-) -> object:
-    """``warm(token)``, unless ``name``'s default answer on ``view`` is kept as a refusal (no
-    call with default arguments reads what it builds)."""
-    if dispatcher.kept_refusal(name, bundle, view, reader):
-        return None
-    return warm(token)
 
 
 def _answer(

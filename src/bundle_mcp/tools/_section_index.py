@@ -619,60 +619,40 @@ def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[
         asked.append(_Asked(term, f"{_SEP}{term}{_SEP}",
                             _ascii_whole_word(term) if term.isascii() else None,
                             exact is not None, holding))
-    group: list[_Reached] = []
-    for place, (concept_id, doc) in enumerate(snapshot.concepts.items()):
-        token.check()
-        body: str | None = None
-        in_body: dict[int, str] = {}  # the terms' places in ``asked``
-        for n, ask in enumerate(asked):
-            # Folded text is a superset of the words: a term absent from it is in no section.
-            may_hold = ask.holding
-            if may_hold is None or concept_id in may_hold:
-                if body is None:
-                    body = doc.folded_body()
-                if ask.exact or ask.text in body:
-                    in_body[n] = body
-        group.append(_Reached(place, doc, in_body))
-        if len(group) == READ_AHEAD_GROUP:
-            _post_group(snapshot, asked, group)
-            group = []
-    _post_group(snapshot, asked, group)
+    pairs = enumerate(snapshot.concepts.items())
+    while group := list(itertools.islice(pairs, READ_AHEAD_GROUP)):
+        _read_ahead_words(snapshot, [doc for _, (_, doc) in group])
+        for place, (concept_id, doc) in group:
+            token.check()
+            index = _document_index(doc)
+            body: str | None = None
+            for ask in asked:
+                # Folded text is a superset of the words: a term absent from it is in no
+                # section's words or heading (each section's fold is a part of the body's:
+                # folding never joins across a line break), so only the title can hold it,
+                # as a whole word.
+                may_hold = ask.holding
+                if may_hold is None or concept_id in may_hold:
+                    if body is None:
+                        body = doc.folded_body()
+                    if ask.exact or ask.text in body:
+                        _post(ask, place, index, body, True)
+                        continue
+                if ask.needle in index.title_words:
+                    _post(ask, place, index, "", False)
     return {ask.text: _Postings(ask.places, ask.numbers, ask.counts) for ask in asked}
 
 
-@dataclass(frozen=True, slots=True)
-class _Reached:
-    """A concept of a :func:`_postings` pass: its place, its document, and the terms its folded
-    body holds, by their place among the terms, each with that body (the others may still be
-    in its title)."""
-
-    place: int
-    doc: Document
-    in_body: dict[int, str]
-
-
-def _post_group(snapshot: Snapshot, asked: list[_Asked], group: list[_Reached]) -> None:
-    """Post the terms of a group of concepts, in order. Their section words not read yet are
-    read back at once (a restarted server's first new question, before its warm-up read
-    them: one query a group, not one a concept)."""
+def _read_ahead_words(snapshot: Snapshot, group: list[Document]) -> None:
+    """Read back the section words of a group of documents that have not read them yet at
+    once (a restarted server's first new question, before its warm-up read them: one query a
+    group, not one a document)."""
     store, key = snapshot.inbound, stored_key(SECTION_WORDS, None)
     if store is not None and key is not None:
-        unread = [reached.doc.path for reached in group if reached.doc.stored is not None
-                  and not document_holds(reached.doc, SECTION_WORDS)]
+        unread = [doc.path for doc in group
+                  if doc.stored is not None and not document_holds(doc, SECTION_WORDS)]
         if len(unread) >= MIN_READ_AHEAD:
             store.read_ahead(key, unread)
-    for reached in group:
-        index = _document_index(reached.doc)
-        bodies = reached.in_body
-        for n, ask in enumerate(asked):
-            body = bodies.get(n)
-            if body is not None:
-                _post(ask, reached.place, index, body, True)
-            # A term the body lacks is in no section's words or heading (each section's fold
-            # is a part of the body's: folding never joins across a line break), so only
-            # the title can hold it, as a whole word.
-            elif ask.needle in index.title_words:
-                _post(ask, reached.place, index, "", False)
 
 
 @dataclass(frozen=True, slots=True)
