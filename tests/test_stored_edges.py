@@ -7,14 +7,18 @@ back and builds no document for them, and gets what building them gives. Work co
 
 from __future__ import annotations
 
+import dataclasses
 import sqlite3
 import zlib
 from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
+
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.loader import parse_cache
 from bundle_mcp.loader.parse_cache import (
     BYTES_PART,
     EDGES_PART,
@@ -153,18 +157,81 @@ def test_a_restarted_walk_makes_the_edges_of_the_concepts_it_visits_only(
 
 def test_kept_edge_columns_that_do_not_read_as_a_concepts_edges_are_not_used() -> None:
     edges = (Edge("navigation", "a", "b", "a", "b", "LINKS_TO"),
-             Edge("relation", "a", "c", "a", "c", "uses"))
-    table, numbers = edge_columns(packed_edges(edges)) or ([], array("I"))
-    columns = EdgeColumns.read(table, numbers)
+             Edge("relation", "a", "c", "a", "c", "uses"),
+             Edge("relation", "c", "c", "c", "c#part", "uses"))
+    kept = edge_columns(packed_edges(edges))
+    assert kept is not None
+    columns = EdgeColumns.read(kept)
     assert columns is not None
-    assert columns.of("a") == edges and columns.of("b") == edges[:1]
+    assert columns.of("a") == edges[:2] and columns.of("b") == edges[:1]
+    assert columns.of("c") == edges[1:]  # its edge to itself once
     assert columns.of("zz") == ()
-    assert columns.of("b")[0] is columns.of("a")[0]  # one object an edge
-    swapped = array("I", numbers[6:] + numbers[:6])  # out of edge order
-    assert EdgeColumns.read(table, swapped) is None
+    of_a, of_b = columns.of("a"), columns.of("b")
+    assert of_a is not None and of_b is not None and of_b[0] is of_a[0]  # one object an edge
+    # Checked concept by concept as its edges are made: the others still answer.
+    numbers = kept.numbers
+    swapped = array("I", numbers[6:12] + numbers[:6] + numbers[12:])  # out of edge order
+    columns = EdgeColumns.read(dataclasses.replace(kept, numbers=swapped))
+    assert columns is not None and columns.of("a") is None
     kind = array("I", numbers)
-    kind[0] = table.index("uses")  # not a link or a relation
-    assert EdgeColumns.read(table, kind) is None
+    kind[0] = kept.table.index("uses")  # not a link or a relation
+    columns = EdgeColumns.read(dataclasses.replace(kept, numbers=kind))
+    assert columns is not None and columns.of("a") is None and columns.of("b") is None
+    assert columns.of("c") == edges[1:]
+    past = array("I", numbers)
+    past[12 + 4] = len(kept.table)  # a number past the strings (c's self edge's target ref)
+    columns = EdgeColumns.read(dataclasses.replace(kept, numbers=past))
+    assert columns is not None and columns.of("c") is None and columns.of("a") == edges[:2]
+    assert unpacked_edges(packed_edges(edges)) == edges
+    assert EdgeColumns.read(dataclasses.replace(kept, numbers=numbers[:-1])) is None
+
+
+def test_a_kept_edge_index_that_names_other_edges_is_not_used() -> None:
+    """The index of the edges touching each string is checked as a concept's edges are made:
+    an edge that does not touch the concept, or edges out of order, and the caller builds
+    them instead; one that does not fit the numbers is not read at all."""
+    edges = (Edge("navigation", "a", "b", "a", "b", "LINKS_TO"),
+             Edge("navigation", "b", "c", "b", "c", "LINKS_TO"),
+             Edge("relation", "a", "c", "a", "c", "uses"))
+    data = packed_edges(edges)
+    kept = edge_columns(data)
+    assert kept is not None
+    b = kept.table.index("b")
+    other = array("I", kept.positions)
+    other[kept.starts[b]] = 2  # b's first edge named as a-uses-c
+    columns = EdgeColumns.read(dataclasses.replace(kept, positions=other))
+    assert columns is not None and columns.of("b") is None and columns.of("c") == edges[1:]
+    backwards = array("I", kept.positions)
+    start = kept.starts[b]
+    backwards[start], backwards[start + 1] = backwards[start + 1], backwards[start]
+    columns = EdgeColumns.read(dataclasses.replace(kept, positions=backwards))
+    assert columns is not None and columns.of("b") is None
+    assert edge_columns(data[:-4]) is None  # a position short
+    past = bytearray(data)
+    past[-4:] = array("I", [len(edges)]).tobytes()  # a position past the edges
+    assert edge_columns(bytes(past)) is None
+    assert unpacked_edges(data) == edges
+
+
+def test_a_restarted_snapshot_builds_the_edges_a_damaged_index_would_give_wrong(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    _, _, uncached = process(bundle, None)
+    real = parse_cache.edge_columns
+
+    def misnamed(data: bytes) -> Any:
+        kept = real(data)
+        assert kept is not None
+        return dataclasses.replace(kept, positions=array("I", reversed(kept.positions)))
+
+    monkeypatch.setattr(parse_cache, "edge_columns", misnamed)
+    _, _, restarted = process(bundle, cache)
+    hub = max(restarted.concepts, key=lambda c: len(uncached.edges_by_concept.get(c, ())))
+    assert len(uncached.edges_by_concept[hub]) > 1
+    assert restarted.concept_edges(hub) == uncached.edges_by_concept[hub]
+    assert restarted.edges_of(hub) == uncached.edges_of(hub)
 
 
 def test_a_cold_servers_values_wait_for_its_first_save(

@@ -1079,10 +1079,8 @@ class InboundHint(Protocol):
         Such edges are a function of the Markdown files, which the revision names."""
         ...
 
-    def stored_edge_columns(self, revision: str, name: str
-                            ) -> tuple[list[str], array[int]] | None:
-        """:meth:`stored_edges` as read, before any edge is made: the strings, and six numbers
-        an edge into them in :class:`Edge`'s field order (:class:`EdgeColumns`)."""
+    def stored_edge_columns(self, revision: str, name: str) -> KeptEdgeColumns | None:
+        """:meth:`stored_edges` as read, before any edge is made (:class:`EdgeColumns`)."""
         ...
 
     def keep_edges(self, revision: str, name: str, edges: tuple[Edge, ...]) -> None:
@@ -1329,8 +1327,9 @@ class Snapshot:
         not the bundle's 130,000 and their index."""
         if "edges_by_concept" not in self.__dict__:
             columns = self._edge_columns
-            if columns is not None:
-                return columns.of(concept_id)
+            found = None if columns is None else columns.of(concept_id)
+            if found is not None:
+                return found
         return self.edges_by_concept.get(concept_id, ())
 
     @functools.cached_property
@@ -1340,7 +1339,7 @@ class Snapshot:
         if self.inbound is None or self._edge_update is not None:
             return None
         found = self.inbound.stored_edge_columns(self.revision, STORED_EDGES)
-        return None if found is None else EdgeColumns.read(*found)
+        return None if found is None else EdgeColumns.read(found)
 
     def outgoing_edges(self, concept_id: str) -> tuple[Edge, ...]:
         """The resolved edges from one concept, in :attr:`edges` order: the same edges as
@@ -1390,7 +1389,8 @@ class Snapshot:
             return self.edges_by_concept.get(concept_id, ())
         columns = self._edge_columns
         if columns is not None:
-            return columns.of(concept_id)
+            found = columns.of(concept_id)
+            return found if found is not None else self.edges_by_concept.get(concept_id, ())
         doc = self.concepts.get(concept_id)
         if doc is None:
             return ()
@@ -1528,59 +1528,71 @@ def revision_value(snapshot: Snapshot, name: str, decode: Callable[[Any], _T | N
     return value
 
 
+@dataclass(frozen=True, slots=True)
+class KeptEdgeColumns:
+    """A revision's kept edges as read (:meth:`InboundHint.stored_edge_columns`): their
+    distinct strings, six numbers an edge into them in :class:`Edge`'s field order, and the
+    edges touching each string as a source or target ID, ascending: string ``n``'s positions
+    are ``positions[starts[n]:starts[n + 1]]``."""
+
+    table: list[str]
+    numbers: array[int]
+    starts: array[int]
+    positions: array[int]
+
+
 class EdgeColumns:
-    """A revision's links and relations as an earlier process kept them, read but not made:
-    their strings and six numbers an edge into them (:meth:`InboundHint.stored_edge_columns`),
-    with the positions of the edges touching each string, found once from the two ID columns.
-    :meth:`of` makes one concept's edges, each edge object once (a walk meets an edge from
-    both ends); the ~130,000 edge objects of a 10,000-concept bundle and their index are made
-    all at once only by :attr:`Snapshot.edges_by_concept`."""
+    """A revision's links and relations as an earlier process kept them, read but not made
+    (:class:`KeptEdgeColumns`). :meth:`of` makes one concept's edges from the positions the
+    kept index gives it, each edge object once (a walk meets an edge from both ends); the
+    ~130,000 edge objects of a 10,000-concept bundle and their index are made all at once only
+    by :attr:`Snapshot.edges_by_concept`.
 
-    __slots__ = ("_table", "_numbers", "_number", "_touching", "_made", "_edges")
+    The index is kept, not made from the numbers on the first call, and what the columns say
+    is checked concept by concept as its edges are made (:meth:`of`), not for every edge when
+    they are read: both were most of a restarted server's first get_neighbors before its
+    warm-up had built the edges (150 → 100 ms at 9,978 concepts)."""
 
-    def __init__(self, table: list[str], numbers: array[int]) -> None:
-        self._table, self._numbers = table, numbers
+    __slots__ = ("_table", "_numbers", "_starts", "_positions", "_number", "_made", "_edges")
+
+    def __init__(self, columns: KeptEdgeColumns) -> None:
+        self._table, self._numbers = columns.table, columns.numbers
+        self._starts, self._positions = columns.starts, columns.positions
         # Each concept's edges once made: a walk asks for the same concepts again.
         self._made: dict[str, tuple[Edge, ...]] = {}
-        self._edges: list[Edge | None] = [None] * (len(numbers) // EDGE_FIELDS)
-        self._number = {string: n for n, string in enumerate(table)}
-        touching: dict[int, list[int]] = {}
-        sources, targets = numbers[1::EDGE_FIELDS], numbers[2::EDGE_FIELDS]
-        for position, (source, target) in enumerate(zip(sources, targets, strict=True)):
-            touching.setdefault(source, []).append(position)
-            if target != source:
-                touching.setdefault(target, []).append(position)
-        self._touching = touching
+        self._edges: list[Edge | None] = [None] * (len(self._numbers) // EDGE_FIELDS)
+        self._number = {string: n for n, string in enumerate(self._table)}
 
     @classmethod
-    def read(cls, table: list[str], numbers: array[int]) -> EdgeColumns | None:
-        """The columns, when they hold links and relations in :attr:`Snapshot.edges` order
-        (checked once, column by column in C, without making an edge); else ``None``."""
-        if len(numbers) % EDGE_FIELDS:
+    def read(cls, columns: KeptEdgeColumns) -> EdgeColumns | None:
+        """The columns, when they hold whole edges and the index names strings they have."""
+        if len(columns.numbers) % EDGE_FIELDS or len(columns.starts) != len(columns.table) + 1:
             return None
-        kinds = set(map(table.__getitem__, numbers[0::EDGE_FIELDS]))
-        if not kinds <= {NAVIGATION, RELATION}:
-            return None
+        return cls(columns)
 
-        def keys() -> Iterator[tuple[str, ...]]:  # edge_order's fields of each edge, in turn
-            return zip(*(map(table.__getitem__, numbers[field::EDGE_FIELDS])
-                         for field in _ORDER_FIELDS), strict=True)
-
-        following = keys()
-        next(following, None)
-        if not all(map(operator.le, keys(), following)):
-            return None
-        return cls(table, numbers)
-
-    def of(self, concept_id: str) -> tuple[Edge, ...]:
-        """The edges touching ``concept_id``, in edge order (the kept order, checked by
-        :meth:`read`; each position is an edge whose source or target it is)."""
+    def of(self, concept_id: str) -> tuple[Edge, ...] | None:
+        """The edges touching ``concept_id``, in edge order; ``None`` unless each edge the
+        kept index names for it touches it, is a link or a relation, and comes after the one
+        before in edge order (a damaged row: the caller builds the edges)."""
         made = self._made.get(concept_id)
         if made is not None:
             return made
         number = self._number.get(concept_id)
-        positions = self._touching.get(number, ()) if number is not None else ()
-        return self._made.setdefault(concept_id, tuple(map(self._edge, positions)))
+        if number is None:
+            return self._made.setdefault(concept_id, ())
+        numbers = self._numbers
+        positions = self._positions[self._starts[number]:self._starts[number + 1]]
+        try:
+            edges = tuple(map(self._edge, positions))
+        except IndexError:  # a number past the strings
+            return None
+        keys = list(map(edge_order, edges))
+        if not (all(numbers[EDGE_FIELDS * p + 1] == number or numbers[EDGE_FIELDS * p + 2] == number
+                    for p in positions)
+                and all(edge.kind in _KEPT_KINDS for edge in edges)
+                and all(map(operator.lt, keys, itertools.islice(keys, 1, None)))):
+            return None
+        return self._made.setdefault(concept_id, edges)
 
     def _edge(self, position: int) -> Edge:
         edge = self._edges[position]
@@ -1592,7 +1604,7 @@ class EdgeColumns:
 
 
 EDGE_FIELDS = len(Edge._fields)  # the numbers an edge in its kept columns
-_ORDER_FIELDS = (0, 3, 4, 5)  # edge_order's: kind, source and target references, relation
+_KEPT_KINDS = frozenset((NAVIGATION, RELATION))
 
 
 def _in_edge_order(edges: tuple[Edge, ...]) -> bool:

@@ -31,8 +31,10 @@ import contextlib
 import errno
 import functools
 import hashlib
+import itertools
 import json
 import logging
+import operator
 import os
 import sqlite3
 import struct
@@ -56,6 +58,7 @@ from ..model import (
     Edge,
     FileRecord,
     FormatRules,
+    KeptEdgeColumns,
     Relation,
     Unfrozen,
     thaw,
@@ -621,30 +624,42 @@ def _compressed(value: bytes | Iterable[bytes]) -> bytes:
 _AHEAD_PER_QUERY = 500
 # A revision's edges in the parts rows (CachedRows.keep_edges): how edges resolve is the
 # release's, so the release names the row.
-EDGES_PART = f"edges/1/{__version__}/"
+EDGES_PART = f"edges/2/{__version__}/"
 # The same for a JSON value of a revision (CachedRows.keep_json).
 JSON_PART = f"json/1/{__version__}/"
 # And for a value with its own packing (CachedRows.keep_bytes), which its owner unpacks.
 BYTES_PART = f"bytes/1/{__version__}/"
-_EDGES_MAGIC = b"bme1" + (b"L" if sys.byteorder == "little" else b"B")
-_EDGES_HEADER = struct.Struct("<QQ")  # the strings' JSON length, the number of edges
+_EDGES_MAGIC = b"bme2" + (b"L" if sys.byteorder == "little" else b"B")
+# The strings' JSON length, the number of edges, the number of positions in the index.
+_EDGES_HEADER = struct.Struct("<QQQ")
 _EDGE_FIELDS = 6
 
 
 def packed_edges(edges: tuple[Edge, ...]) -> bytes:
-    """Edges as their distinct strings (JSON) and six numbers an edge into them."""
+    """Edges as their distinct strings (JSON), six numbers an edge into them, and the index
+    of the edges touching each string as a source or target ID (:class:`~bundle_mcp.model.
+    EdgeColumns`): each string's start in the positions, then the positions, ascending."""
     table: dict[str, int] = {}
     numbers = array("I")
-    for edge in edges:
+    touching: dict[int, list[int]] = {}
+    for position, edge in enumerate(edges):
         for value in (edge.kind, edge.source_id, edge.target_id, edge.source_ref,
                       edge.target_ref, edge.relationship):
             n = table.get(value)
             if n is None:
                 n = table[value] = len(table)
             numbers.append(n)
+        source, target = numbers[-5], numbers[-4]
+        touching.setdefault(source, []).append(position)
+        if target != source:
+            touching.setdefault(target, []).append(position)
+    starts, positions = array("I", [0]), array("I")
+    for n in range(len(table)):
+        positions.extend(touching.get(n, ()))
+        starts.append(len(positions))
     strings = json.dumps(list(table), ensure_ascii=False, separators=(",", ":")).encode()
-    return b"".join((_EDGES_MAGIC, _EDGES_HEADER.pack(len(strings), len(edges)), strings,
-                     numbers.tobytes()))
+    return b"".join((_EDGES_MAGIC, _EDGES_HEADER.pack(len(strings), len(edges), len(positions)),
+                     strings, numbers.tobytes(), starts.tobytes(), positions.tobytes()))
 
 
 def unpacked_edges(data: bytes) -> tuple[Edge, ...] | None:
@@ -653,34 +668,49 @@ def unpacked_edges(data: bytes) -> tuple[Edge, ...] | None:
     columns = edge_columns(data)
     if columns is None:
         return None
-    table, numbers = columns
+    table, numbers = columns.table, columns.numbers
     # Field by field in C (each a column of the numbers); only Edge's constructor is Python.
     fields = [map(table.__getitem__, numbers[n::_EDGE_FIELDS]) for n in range(_EDGE_FIELDS)]
-    return tuple(map(Edge, *fields))
+    try:
+        return tuple(map(Edge, *fields))
+    except IndexError:  # a number past the strings
+        return None
 
 
-def edge_columns(data: bytes) -> tuple[list[str], array[int]] | None:
-    """What :func:`packed_edges` wrote, as read: the strings (interned) and the six numbers
-    of each edge into them, in :class:`~bundle_mcp.model.Edge`'s field order; ``None`` unless
-    the numbers fit the strings."""
+def edge_columns(data: bytes) -> KeptEdgeColumns | None:
+    """What :func:`packed_edges` wrote, as read: the strings (interned), the six numbers of
+    each edge into them in :class:`~bundle_mcp.model.Edge`'s field order, and the index of the
+    edges touching each string; ``None`` unless the sizes agree and the index's starts and
+    positions fit. What the numbers and the index say is checked as edges are made from them
+    (a number past the strings, an edge the index names for a string it does not touch):
+    checked here, the first call of a restarted server paid for every edge."""
     head = len(_EDGES_MAGIC) + _EDGES_HEADER.size
     if len(data) < head or not data.startswith(_EDGES_MAGIC):
         return None
-    length, count = _EDGES_HEADER.unpack_from(data, len(_EDGES_MAGIC))
-    numbers = array("I")
-    if len(data) != head + length + count * _EDGE_FIELDS * numbers.itemsize:
+    length, count, touching = _EDGES_HEADER.unpack_from(data, len(_EDGES_MAGIC))
+    numbers, starts, positions = array("I"), array("I"), array("I")
+    size = numbers.itemsize
+    at = head + length
+    if len(data) < at:
         return None
     try:
-        strings = json.loads(data[head:head + length])
+        strings = json.loads(data[head:at])
     except (UnicodeDecodeError, ValueError):
         return None
     if not isinstance(strings, list) or not all(type(s) is str for s in strings):
         return None
-    table = [sys.intern(s) for s in strings]
-    numbers.frombytes(data[head + length:])
-    if numbers and max(numbers) >= len(table):
+    ends = (at + count * _EDGE_FIELDS * size, (len(strings) + 1) * size, touching * size)
+    if len(data) != ends[0] + ends[1] + ends[2]:
         return None
-    return table, numbers
+    table = [sys.intern(s) for s in strings]
+    numbers.frombytes(data[at:ends[0]])
+    starts.frombytes(data[ends[0]:ends[0] + ends[1]])
+    positions.frombytes(data[ends[0] + ends[1]:])
+    if (starts[0] != 0 or starts[-1] != len(positions)
+            or not all(map(operator.le, starts, itertools.islice(starts, 1, None)))
+            or (positions and max(positions) >= count)):
+        return None
+    return KeptEdgeColumns(table, numbers, starts, positions)
 
 
 @dataclass(frozen=True, slots=True)
@@ -783,8 +813,7 @@ class CachedRows(Mapping[str, Any]):
         data = None if self._parts is None else self._parts.read(revision, EDGES_PART + name)
         return None if data is None else unpacked_edges(data)
 
-    def stored_edge_columns(self, revision: str, name: str
-                            ) -> tuple[list[str], array[int]] | None:
+    def stored_edge_columns(self, revision: str, name: str) -> KeptEdgeColumns | None:
         """:meth:`bundle_mcp.model.InboundHint.stored_edge_columns`, from the ``parts`` rows."""
         data = None if self._parts is None else self._parts.read(revision, EDGES_PART + name)
         return None if data is None else edge_columns(data)
