@@ -346,6 +346,11 @@ def test_a_packed_index_reads_back_exactly_and_only_whole(
     for broken in (b"", data[:-1], data + b"\x00", b"xxxx" + data[4:], data[:5] + b"Q" + data[6:],
                    data.replace(b'"next"', b'"page"', 1)):
         assert unpacked_index(broken, snapshot.concepts) is None
+    past = bytearray(data)  # the last posting's last number names no concept
+    past[-array(index.typecode).itemsize:] = array(
+        index.typecode, [len(index.concepts)]).tobytes()
+    assert unpacked_index(bytes(past), snapshot.concepts) is None
+    assert again.postings.get("no such word") is None and "next" in again.postings
     assert STORED_NAME  # the row's name, under the parts' bytes prefix
 
 
