@@ -6,6 +6,7 @@ as the process that computed it. Work counters, no timing: each test counts the 
 
 from __future__ import annotations
 
+import itertools
 import math
 import sqlite3
 import threading
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from bundle_mcp import derived
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import parse_cache
@@ -24,7 +26,7 @@ from bundle_mcp.readers import ALL_READER
 from bundle_mcp.readiness import Readiness
 from bundle_mcp.snapshots import SnapshotCache
 from bundle_mcp.tools import _context_index, _section_index
-from bundle_mcp.tools._kept_parts import packed, unpacked
+from bundle_mcp.tools._kept_parts import RecentParts, arrays_nbytes, packed, unpacked
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
@@ -373,3 +375,53 @@ def test_a_writer_empties_the_log_though_a_reader_stays_open(
     parse.settle_parts()
     assert kept.read("rev", "b") == b"part"
     assert not log.exists() or log.stat().st_size == 0
+
+
+def test_recent_parts_are_bounded_by_count_and_bytes_and_keep_what_a_query_reads() -> None:
+    recent: RecentParts[array[int]] = RecentParts(3, 40, arrays_nbytes_of_one)
+    recent.put({"a": array("i", [1] * 4), "b": array("i", [2] * 4)})  # 16 bytes each
+    assert recent.get("a") is not None and recent.kept_bytes() == 32
+    recent.put({"c": array("i", [3] * 4)})  # 48 bytes: b, the least recently used, goes
+    assert recent.get("b") is None and recent.get("a") is not None
+    assert recent.kept_bytes() == 32
+    recent.put({"d": array("i", [4] * 30)})  # over the bytes alone: kept, the others go
+    assert recent.get("d") is not None and recent.get("a") is None and recent.get("c") is None
+    assert recent.kept_bytes() == 120
+    recent.put({"e": array("i", [5]), "f": array("i", [6]), "g": array("i", [7]),
+                "h": array("i", [8])})  # over the count alone: every one of them kept
+    assert [recent.get(t) is not None for t in "defgh"] == [False, True, True, True, True]
+
+
+def arrays_nbytes_of_one(values: array[int]) -> int:
+    return arrays_nbytes((values,))
+
+
+def test_kept_parts_stay_within_their_bytes_and_answers_do_not_change(
+    tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With room for about one part, every question still gets the answer a server that
+    keeps them all gives: a part let go is computed again."""
+    bundle = tmp_bundle(pages())
+    questions = [("context", {"question": f"how do I {a} the {b}"})
+                 for a, b in zip(WORDS, reversed(WORDS), strict=True)]
+    questions += [("search_sections", {"query": f"{a} {b}"})
+                  for a, b in itertools.pairwise(WORDS)]
+    roomy = Dispatcher(ServeConfig(bundles=(bundle,)))
+    expected = [roomy.call(tool, {"bundle_path": bundle, **args}).text
+                for tool, args in questions * 2]
+    monkeypatch.setattr(_context_index, "TERMS_KEPT_BYTES", 64)
+    monkeypatch.setattr(_section_index, "POSTINGS_KEPT_BYTES", 64)
+    counted = Counted(monkeypatch)
+    tight = Dispatcher(ServeConfig(bundles=(bundle,)))
+    got = [tight.call(tool, {"bundle_path": bundle, **args}).text
+           for tool, args in questions * 2]
+    assert got == expected
+    snapshot = tight.served_snapshot(bundle, CancelToken(), ALL_READER)
+    terms = _context_index._index_part(snapshot, "terms", _context_index._TermCache,
+                                       CancelToken())
+    kept = derived.built_value(snapshot, _section_index.SECTION_POSTINGS)
+    assert kept is not None
+    # Only the last question's parts stay (each is over 64 bytes on its own) ...
+    assert len(terms._recent._entries) <= 3 and len(kept._recent._entries) == 2
+    # ... so the second round computed its parts again.
+    assert len(counted.computed) > len(set(counted.computed))
