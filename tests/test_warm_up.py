@@ -9,7 +9,6 @@ from __future__ import annotations
 import gc
 import os
 import threading
-import weakref
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -327,46 +326,6 @@ def test_a_serving_warm_up_freezes_after_each_step(tmp_bundle: Callable[..., str
     frozen = _freeze_counts_at_each_step(bundle, True)
     assert len(frozen) == 3 and frozen[0] < frozen[1] < frozen[2], frozen
     assert _freeze_counts_at_each_step(bundle, False) == [0, 0, 0]
-
-
-class _Cycle:
-    """An object in a reference cycle with itself: only the collector frees it."""
-
-    def __init__(self) -> None:
-        self.itself = self
-
-
-def test_a_first_warm_up_collects_each_steps_garbage_and_unfreezes_nothing(
-    tmp_bundle: Callable[..., str], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Issue 29: a first warm-up ended with a full collection of the whole heap (230-600 ms
-    under the interpreter lock at 9,978 concepts, which found nothing after a restart): each
-    step's cyclic garbage is collected before what the step kept is frozen, so none is frozen
-    for good and nothing is unfrozen."""
-    bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
-    garbage: list[weakref.ref[_Cycle]] = []
-
-    def step(token: CancelToken) -> None:
-        garbage.append(weakref.ref(_Cycle()))  # unreachable once made, but for its cycle
-
-    def steps(dispatcher: Dispatcher, bundle: str, reader: Any, view: Snapshot
-              ) -> list[WarmStep]:
-        return [WarmStep(f"step {n}", step) for n in range(3)]
-
-    readiness = Readiness(Dispatcher(ServeConfig(bundles=(bundle,))), freeze_memory=True,
-                          steps=steps)
-    unfrozen: list[int] = []
-    real_unfreeze = gc.unfreeze
-    real_unfreeze()
-    monkeypatch.setattr(gc, "unfreeze", lambda: unfrozen.append(1) or real_unfreeze())
-    try:
-        readiness.start()
-        assert readiness.wait_idle(WAIT_SECONDS)
-    finally:
-        readiness.stop()
-        real_unfreeze()
-    assert len(garbage) == 3 and all(ref() is None for ref in garbage)
-    assert unfrozen == []
 
 
 def test_after_a_change_the_warm_up_collects_only_what_it_made(
