@@ -385,9 +385,6 @@ class _TermCache:
             self._recent.put({key: found})
         return found
 
-    def kept_bytes(self) -> int:
-        return self._recent.kept_bytes()
-
 
 def _totals(snapshot: Snapshot, token: CancelToken) -> _Totals:
     sums = [0, 0, 0, 0]

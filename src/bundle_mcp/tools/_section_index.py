@@ -418,9 +418,6 @@ class _PostingCache:
         self._recent.put(found)
         return found
 
-    def kept_bytes(self) -> int:
-        return self._recent.kept_bytes()
-
 
 def collect_sections(
     snapshot: Snapshot,
