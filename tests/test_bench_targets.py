@@ -114,6 +114,17 @@ def test_the_newest_file_that_measured_a_size_is_the_previous(targets: ModuleTyp
         1000: "2026-12-03-targets.json", 9978: "2026-12-01-targets.json"}
 
 
+def test_the_committed_50000_concept_runs_are_previous_results_too(targets: ModuleType) -> None:
+    """A 50,000-concept run is committed as ``…-targets-50k.json``: the next such run compares
+    with it (the listing once read ``*-targets.json`` only, so no 50,000 figure ever had a
+    previous one)."""
+    files = targets.committed_results()
+    if not any(path.name.endswith("-targets-50k.json") for path in files):
+        pytest.skip("no committed 50,000-concept run in bench/results (not a git checkout?)")
+    found = targets.previous_results(files, [50000])
+    assert found[50000][0].endswith("-targets-50k.json")
+
+
 def test_the_table_names_the_previous_file_and_each_regression(targets: ModuleType) -> None:
     now = result(cold_first_answer_s=3.0)
     text = targets.render([now], {1000: ("2026-12-03-targets.json", result())})

@@ -13,7 +13,6 @@ ordering ends in IDs and line numbers.
 
 from __future__ import annotations
 
-import functools
 import heapq
 import itertools
 import math
@@ -33,6 +32,7 @@ from ..okf.temporal import Reference, reference_from
 from ..toolspec import CallContext, ToolSpec
 from ._common import MIB, invalid_field
 from ._context_index import (
+    STOPWORDS,
     CopyGroups,
     Scores,
     concept_path,
@@ -42,6 +42,7 @@ from ._context_index import (
     phrases,
     score,
     stem,
+    stop_stems,
 )
 from ._context_rank import dated_pages
 from ._context_words import Card, DocumentWords, narrow_code
@@ -102,33 +103,6 @@ BEHIND_FACTOR = 0.75
 # section of one whose heading says what was asked (a match m, as for HEADING_BONUS) ranks at
 # DATED_FACTOR + (1 - DATED_FACTOR) x m: asked by its own heading, a post is still found.
 DATED_FACTOR = 0.5
-
-# Words that say how a question is asked, not what it is about: dropped from the terms unless
-# nothing else is left. Fixed and documented (docs/TOOLS.md), so a pack never depends on a
-# language model or a corpus statistic. The second block is how people talk to an agent
-# ("I want to keep something like X instead"), found in the question set's failures. Not
-# `use`, `get` or `show`: headings say them ("Use Git CLI", "Show the dependency tree"), and
-# keeping them found more answers on the tune half and more known items.
-STOPWORDS = frozenset(
-    """a about after all also an and any are as at be been before being between both but by can
-    could did do does doing for from had has have having he her here hers him his how i if in
-    into is it its itself just me more most my no nor not of off on once only or other our ours
-    out over own same she should so some such than that the their theirs them then there these
-    they this those through to too under until up very was we were what when where which while
-    who whom why will with would you your yours know tell explain describe
-    able actually already always anymore anything anyway around back currently each either else
-    even ever every everything go goes going got happen happens instead keep
-    keeps kind later let like lot lots make makes many maybe much need needs now one please
-    possible really say see seem seems something somehow sometimes still stuff sure take
-    thing things try trying via want wanted wants way ways without""".split()
-)
-
-
-@functools.cache
-def _stop_stems() -> frozenset[str]:
-    """The stop words' stems, made on the first question (stemming imports the stemmer)."""
-    return frozenset(stem(w) for w in STOPWORDS)
-
 
 # Contractions, with a straight or a typographic apostrophe: a negated auxiliary (don't, won't,
 # can't), and a word with a clitic (project's, I'm, we'll, they've, I'd, you're).
@@ -294,7 +268,7 @@ def _match(stems: frozenset[str], query: list[str], idf: Mapping[str, float],
     covered = sum(idf[t] for t in query if t in stems)
     if not covered:
         return 0.0
-    stop = _stop_stems()
+    stop = stop_stems()
     content = stems - stop - context or stems - stop or stems
     precision = len(content & set(query)) / len(content)
     return float((covered / total) ** MATCH_POWER * precision)
@@ -314,7 +288,7 @@ class _Matcher:
         # the stem, so no field holds it).
         self._coded = [(narrow_code(t), idf[t]) for t in query]
         self._codes = {code for code, _ in self._coded if code is not None}
-        self._stop = {code for code in map(narrow_code, _stop_stems()) if code is not None}
+        self._stop = {code for code in map(narrow_code, stop_stems()) if code is not None}
 
     def match(self, words: DocumentWords, field: str, context: str = "") -> float:
         """How well ``field`` (a coded field of ``words``, or a heading's) says what was asked,
