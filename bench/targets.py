@@ -618,8 +618,10 @@ def rule_text() -> str:
 
 
 def committed_results(exclude: Path | None = None) -> list[Path]:
-    """The committed ``*-targets.json`` files, oldest first (their names start with the date)."""
-    listed = subprocess.run(["git", "ls-files", "bench/results/*-targets.json"], cwd=REPO_DIR,
+    """The committed ``*-targets*.json`` files, oldest first (their names start with the date):
+    the runs at the file cap and the 50,000-concept runs (``-targets-50k.json``) alike, each
+    size then compared with the newest run that measured it (:func:`previous_results`)."""
+    listed = subprocess.run(["git", "ls-files", "bench/results/*-targets*.json"], cwd=REPO_DIR,
                             capture_output=True, text=True, check=False).stdout.split()
     paths = [REPO_DIR / name for name in sorted(listed)]
     return [p for p in paths if p.exists() and (exclude is None or p.resolve() != exclude)]
