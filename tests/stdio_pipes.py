@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, asynccontextmanager, nullcontext
 from typing import IO, Any
 
 import anyio
@@ -68,10 +68,13 @@ class Pipes:
 
 @asynccontextmanager
 async def in_process(
-    server: Server[Any], answer_lines: AnswerLines | None = None
+    server: Server[Any], answer_lines: AnswerLines | None = None,
+    answering: Callable[[], AbstractContextManager[object]] = nullcontext,
+    sink: Callable[[IO[bytes]], IO[bytes]] = lambda wire: wire,
 ) -> AsyncIterator[Pipes]:
     """``server`` on stdio_transport over two OS pipes, run in this event loop, initialized;
-    ``answer_lines``: the server's held answers, as ``serve_stdio`` hands them over."""
+    ``answer_lines`` and ``answering``: as ``serve_stdio`` hands them over; ``sink``: what the
+    transport writes to, given the pipe (a wrapper that watches the writes)."""
     in_read, in_write = os.pipe()
     out_read, out_write = os.pipe()
     with (
@@ -81,9 +84,8 @@ async def in_process(
         os.fdopen(out_write, "wb") as wire_out,
     ):
         pipes = Pipes(client_out, client_in)
-        async with stdio_transport(wire_in, wire_out, answer_lines=answer_lines) as (
-            read_stream, write_stream
-        ):
+        async with stdio_transport(wire_in, sink(wire_out), answer_lines=answer_lines,
+                                   answering=answering) as (read_stream, write_stream):
             async with anyio.create_task_group() as tg:
                 options = server.create_initialization_options()
                 tg.start_soon(server.run, read_stream, write_stream, options)

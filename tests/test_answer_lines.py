@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import anyio
 import mcp.types as types
@@ -16,8 +16,9 @@ import pytest
 from mcp.server import Server, ServerRequestContext
 from pydantic_core import to_json
 
-from bundle_mcp.answer_lines import MAX_PENDING, AnswerLines, plain_result
+from bundle_mcp.answer_lines import MAX_PENDING, MIN_HELD_CHARS, AnswerLines, plain_result
 from bundle_mcp.dispatch import (
+    CallGate,
     Dispatcher,
     JsonStringPieces,
     Outcome,
@@ -87,6 +88,43 @@ async def test_a_held_answer_is_the_line_the_sdk_writes() -> None:
     assert lines[True] == lines[False]
     first = json.loads(lines[True][0])
     assert first["result"]["structuredContent"]["score"] == 1e-05
+
+
+class _Watched:
+    """A wire that notes, at each write, whether a call is in flight on ``gate``."""
+
+    def __init__(self, wire: IO[bytes], gate: CallGate, seen: list[bool]) -> None:
+        self._wire, self._gate, self._seen = wire, gate, seen
+
+    def write(self, data: bytes) -> int:
+        self._seen.append(self._gate.busy())
+        return self._wire.write(data)
+
+    def flush(self) -> None:
+        self._seen.append(self._gate.busy())
+        self._wire.flush()
+
+
+@pytest.mark.anyio
+async def test_an_answer_is_written_while_the_call_gate_is_held() -> None:
+    """The warm-up stands aside while a call is in flight (``CallGate``), and a call is in
+    flight until its answer is on the wire: written beside the warm-up, each piece of a 30 MB
+    answer waited for the interpreter lock, 0.1 → 0.7 s. Held answers (expanded, then written
+    piece by piece) and plain ones alike; between answers the gate is free."""
+    gate = CallGate()
+    seen: list[bool] = []
+    big = _outcome({"text": "x" * (2 * MIN_HELD_CHARS)})
+    answer_lines = AnswerLines()
+    def watched(wire: IO[bytes]) -> IO[bytes]:
+        return _Watched(wire, gate, seen)  # type: ignore[return-value]  # write and flush only
+
+    async with in_process(_answering([big, TRICKY[0]], answer_lines), answer_lines,
+                          answering=gate.call, sink=watched) as pipes:
+        for n in range(2):
+            assert gate.wait_quiet(5)  # the line before (initialize's, then the last answer)
+            seen.clear()
+            await _call(pipes, n, str(n), {})
+            assert seen and all(seen)
 
 
 @pytest.mark.anyio

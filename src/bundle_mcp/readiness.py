@@ -434,7 +434,12 @@ class Readiness:
                 # Callers first: a step starts only while no call is in flight.
                 if not self._callers_done():
                     return False
+                begun = time.perf_counter()
                 self._run_step(bundle, step)
+                # When each step ran and for how long (callers' calls stand it aside, so a
+                # long step may be one that a call interrupted): BUNDLE_MCP_LOG_LEVEL=debug.
+                log.debug("warm-up %s on %s: %.3f s, %.3f s in", step.name, bundle,
+                          time.perf_counter() - begun, time.perf_counter() - started)
                 if self._freeze_memory:
                     # What the steps built so far is kept: frozen, the collector's automatic
                     # full passes no longer walk it (a restart's warm-up at 10,000 concepts

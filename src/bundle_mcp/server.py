@@ -234,7 +234,8 @@ def serve_stdio(
         # without a reply (see bundle_mcp.stdio).
         wire_in, wire_out = wires if wires is not None else (None, None)
         async with stdio_transport(wire_in, wire_out, opening=opening, on_first_reply=warm_up,
-                                   answer_lines=answer_lines) as (read_stream, write_stream):
+                                   answer_lines=answer_lines,
+                                   answering=dispatcher.gate.call) as (read_stream, write_stream):
             await server.run(read_stream, write_stream, server.create_initialization_options())
 
     def reload() -> None:
