@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
 
 from bundle_mcp.contracts import (
     MAX_INPUT_DIAGNOSTICS,
@@ -18,6 +20,7 @@ from bundle_mcp.contracts import (
     json_path,
 )
 from bundle_mcp.errors import INTERNAL_ERROR, INVALID_REQUEST, RESOURCE_LIMIT, BundleError
+from bundle_mcp.limits import Caps
 
 CONTRACTS = Path(__file__).resolve().parent.parent / "contracts"
 TOOLS = (
@@ -265,3 +268,38 @@ def test_lone_surrogates_are_refused_and_never_echoed(contracts: ContractSet) ->
     fields = [d["field"] for d in errors_of(error)]
     assert fields == ["$.query", '$["k\\\\udc00"]', '$["k\\\\udc00"][0]']
     json.dumps(error.envelope(), ensure_ascii=False).encode("utf-8")  # encodable
+
+
+def test_only_contracts_from_elsewhere_are_checked_against_the_metaschema_as_they_compile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The package's own contracts are checked by ``test_header_and_metaschema`` (and with other
+    caps below), so a call does not check its tool's schema again (15-20 ms on the first call
+    of each tool); a directory of other contracts is checked, and a broken schema refused."""
+    checked: list[Any] = []
+    real = Draft202012Validator.check_schema
+
+    def counted(schema: Any, *args: Any, **kwargs: Any) -> None:
+        checked.append(schema)
+        real(schema, *args, **kwargs)
+
+    monkeypatch.setattr(Draft202012Validator, "check_schema", counted)
+    arguments = {"bundle_path": "/b", "concept_id": "a"}
+    ContractSet().check_input("read_concept", arguments)
+    ContractSet(caps=Caps(max_files=60_000)).check_input("read_concept", arguments)
+    assert checked == []
+    ContractSet(contracts_dir()).check_input("read_concept", arguments)
+    assert len(checked) == 1
+    (tmp_path / "t.input.schema.json").write_text('{"type": "nothing"}', "utf-8")
+    (tmp_path / "t.output.schema.json").write_text("{}", "utf-8")
+    with pytest.raises(SchemaError):
+        ContractSet(tmp_path).check_input("t", {})
+
+
+def test_the_contracts_with_other_caps_are_valid_schemas() -> None:
+    """What the caps change (the bounds that are the file cap) leaves every contract a valid
+    Draft 2020-12 schema: enforced unchecked, like the files themselves."""
+    contracts = ContractSet(caps=Caps(max_files=60_000, max_bytes=400_000_000))
+    for name, schema in contracts._documents.items():
+        Draft202012Validator.check_schema(schema)
+        assert name.endswith(".schema.json")
