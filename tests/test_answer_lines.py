@@ -246,7 +246,7 @@ def _held_by(root: object) -> list[object]:
         elif isinstance(value, JsonStringPieces):
             stack.append(value.source)
         elif isinstance(value, PackedBytes):
-            stack.append(value._deflated)
+            stack.append(value._compressed)
         elif isinstance(value, dict):
             stack.extend((*value.keys(), *value.values()))
         elif isinstance(value, list | tuple):
@@ -255,23 +255,23 @@ def _held_by(root: object) -> list[object]:
 
 
 @pytest.mark.parametrize("tool", ["get_semantic_graph", "list_concepts"])
-def test_a_kept_answer_holds_its_json_once_and_deflated(tool: str) -> None:
+def test_a_kept_answer_holds_its_json_once_and_compressed(tool: str) -> None:
     """Issue 29: a kept answer held its JSON three times, as the text block (a str), the
     structured encoding and the text's JSON string (14.2, 14.2 and 15.8 MB for the bench's
     get_semantic_graph). The text is now the structured encoding decoded when asked, its JSON
-    string is escaped from the encoding as it is written, and the encoding is held deflated
+    string is escaped from the encoding as it is written, and the encoding is held compressed
     (2.1 MB at that size): no string or bytes as long as a tenth of the answer is held but the
-    deflated encoding."""
+    compressed encoding."""
     dispatcher = Dispatcher(ServeConfig(bundles=(str(EXAMPLE),)))
     kept = dispatcher.call(tool, {})
     assert dispatcher.call(tool, {}) is kept and kept.wire is not None
     encoded = to_json(kept.structured)
     assert len(encoded) > 10_000
     packed = kept.wire.structured
-    assert isinstance(packed, PackedBytes) and packed.deflated_size < len(encoded) // 3
+    assert isinstance(packed, PackedBytes) and packed.compressed_size < len(encoded) // 3
     big = [value for value in _held_by(kept)
            if isinstance(value, str | bytes) and len(value) >= len(encoded) // 10]
-    assert len(big) <= 1 and all(len(value) == packed.deflated_size for value in big)
+    assert len(big) <= 1 and all(len(value) == packed.compressed_size for value in big)
     assert isinstance(kept.wire.text, JsonStringPieces) and kept.wire.text.source is packed
     assert kept.text == json.dumps(kept.structured, ensure_ascii=False, separators=(",", ":"))
     assert kept.text.encode() == packed.joined() == encoded

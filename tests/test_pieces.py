@@ -1,4 +1,4 @@
-"""Bytes kept whole or deflated, handed out in pieces (bundle_mcp.pieces)."""
+"""Bytes kept whole or compressed, handed out in pieces (bundle_mcp.pieces)."""
 
 from __future__ import annotations
 
@@ -29,16 +29,16 @@ def _json_like(size: int) -> bytes:
 def test_packed_bytes_give_back_the_bytes_in_bounded_pieces_on_every_pass(data: bytes) -> None:
     packed = PackedBytes(data)
     assert packed.size == len(data)
-    for _ in range(2):  # each pass inflates anew
+    for _ in range(2):  # each pass decompresses anew
         pieces = list(packed)
         assert b"".join(pieces) == data
         assert all(0 < len(piece) <= PIECE for piece in pieces)
     assert packed.joined() == data
 
 
-def test_json_is_held_deflated_to_a_fraction() -> None:
+def test_json_is_held_compressed_to_a_fraction() -> None:
     data = _json_like(4 * 1024 * 1024)
-    assert PackedBytes(data).deflated_size < len(data) // 10
+    assert PackedBytes(data).compressed_size < len(data) // 10
 
 
 @settings(max_examples=40, deadline=None)
@@ -49,18 +49,18 @@ def test_any_bytes_repeated_come_back_whole(unit: bytes, times: int) -> None:
     assert b"".join(packed) == data and packed.size == len(data)
 
 
-def test_threads_inflating_at_once_each_get_the_whole() -> None:
+def test_threads_decompressing_at_once_each_get_the_whole() -> None:
     data = _json_like(2 * 1024 * 1024) + _incompressible(300_000)
     packed = PackedBytes(data)
     results: list[bytes] = []
     lock = threading.Lock()
 
-    def inflate() -> None:
+    def decompress() -> None:
         joined = b"".join(packed)
         with lock:
             results.append(joined)
 
-    threads = [threading.Thread(target=inflate) for _ in range(4)]
+    threads = [threading.Thread(target=decompress) for _ in range(4)]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -144,7 +144,7 @@ def test_a_damaged_or_missing_stored_answer_is_made_again(
                                      (f"{stored_answers.FORMAT}/get_semantic_graph/%",))
         stored = zlib.decompress(value)
         flipped = bytearray(stored)
-        flipped[-40] ^= 0x01  # inside the deflated stream
+        flipped[-40] ^= 0x01  # inside the compressed frame
         db.execute("UPDATE parts SET value = ? WHERE rowid = ?",
                    (zlib.compress(bytes(flipped)), rowid))
 
@@ -225,17 +225,17 @@ def test_the_stored_form_reads_back_only_whole() -> None:
     back, quoted_size = found
     assert back.joined() == encoding.joined()
     assert quoted_size == quoted.size == len(b"".join(quoted))
-    header = len(data) - len(encoding.deflated)
+    header = len(data) - len(encoding.compressed)
     broken = [b"", data[:header - 1], b"xxxx" + data[4:], data[:-len(data) // 3],
               data[:header] + b"\x00" + data[header + 1:],
               data[:4] + (encoding.size + 1).to_bytes(8, "little") + data[12:]]
     assert [stored_answers.unpacked(d) for d in broken] == [None] * len(broken)
 
 
-def test_a_packed_encoding_taken_back_from_its_deflated_bytes_is_the_same() -> None:
+def test_a_packed_encoding_taken_back_from_its_compressed_bytes_is_the_same() -> None:
     data = b"".join(b'{"n":%d}' % n for n in range(50_000))
     packed = PackedBytes(data)
-    again = PackedBytes.of_deflated(packed.deflated, packed.size)
+    again = PackedBytes.of_compressed(packed.compressed, packed.size)
     assert again.joined() == data and again.size == len(data)
     assert b"".join(again) == data
 

@@ -108,7 +108,7 @@ class _Refused:
 class WireJson:
     """An outcome's two values as the MCP SDK encodes them on the wire (``pydantic_core``), as
     pieces written in turn: the structured content, and the text block's JSON string. A kept
-    answer holds its structured encoding deflated (:class:`~bundle_mcp.pieces.PackedBytes`) and
+    answer holds its structured encoding compressed (:class:`~bundle_mcp.pieces.PackedBytes`) and
     makes the JSON string from it as it is written (:class:`JsonStringPieces`)."""
 
     structured: Pieces
@@ -195,7 +195,7 @@ class Outcome:
 
     @property
     def text(self) -> str:
-        """The text block (a kept answer's inflated and decoded anew at each ask: nothing
+        """The text block (a kept answer's decompressed and decoded anew at each ask: nothing
         keeps it)."""
         if self._text is not None:
             return self._text
@@ -614,7 +614,7 @@ class Dispatcher:
     ) -> Outcome | _Refused:
         """The answer an earlier process stored for this snapshot and these arguments
         (:mod:`.stored_answers`), or its refusal (over its budget); else :meth:`_kept_answer`,
-        stored for the next one when its encoding is kept deflated (the text block is the
+        stored for the next one when its encoding is kept compressed (the text block is the
         result's JSON) or it is a refusal."""
         if store is None:
             return self._kept_answer(spec, call, params)
@@ -643,7 +643,7 @@ class Dispatcher:
         self, spec: ToolSpec, call: CallContext, params: dict[str, Any]
     ) -> Outcome | _Refused:
         """:meth:`_answer`, encoded to be kept (:func:`_with_wire`). When the text block is the
-        result's JSON, the result is encoded a part at a time and deflated as it goes
+        result's JSON, the result is encoded a part at a time and compressed as it goes
         (:func:`_packed_encoding`): the whole JSON is never held, as a string or as bytes.
         Made whole, it was the highest point of an edit's follow-up warm-up (38 MiB over the
         kept structures for get_semantic_graph at 10,000 concepts: the text, the encoding and
@@ -810,8 +810,8 @@ def _with_wire(outcome: Outcome) -> Outcome:
     so the bytes are compared, never assumed). Then the text is not kept, and its JSON string
     is made from those bytes. Else both are encoded and kept, as before.
 
-    The structured encoding is kept deflated (:class:`~bundle_mcp.pieces.PackedBytes`: 14.2 →
-    2.1 MB for get_semantic_graph at 10,000 concepts), and each write inflates it a piece at a
+    The structured encoding is kept compressed (:class:`~bundle_mcp.pieces.PackedBytes`: 14.2 →
+    2.1 MB for get_semantic_graph at 10,000 concepts), and each write decompresses it a piece at a
     time."""
     try:
         structured = pydantic_json(outcome.structured)
@@ -830,7 +830,7 @@ def _with_wire(outcome: Outcome) -> Outcome:
 
 
 def _packed_encoding(result: dict[str, Any]) -> tuple[PackedBytes, JsonStringPieces] | None:
-    """``result``'s encoding by the SDK's encoder, deflated as it is made, and the text block's
+    """``result``'s encoding by the SDK's encoder, compressed as it is made, and the text block's
     JSON string made from it, when the text block (``to_json(result)``) is that encoding's
     UTF-8; else None (a float the two spell apart, a value the SDK's encoder refuses, a
     control character), and the caller encodes the whole as before.
@@ -843,7 +843,7 @@ def _packed_encoding(result: dict[str, Any]) -> tuple[PackedBytes, JsonStringPie
     if not all(type(key) is str for key in result):
         return None  # to_json writes other keys as strings: not a part of their own
     # What the parts found: quotes and backslashes (what the JSON string adds to the
-    # encoding), and whether a part was written apart (the deflating then stops).
+    # encoding), and whether a part was written apart (the compressing then stops).
     escapes, apart = [0], [False]
 
     def checked() -> Iterator[bytes]:

@@ -18,7 +18,7 @@ the arguments decide it as they decide an answer, and finding it out means makin
 answer (get_semantic_graph at 50,000 concepts: 18 s of building every node, at every restart).
 
 Like every row of the parse cache the stored bytes are a cache: they are checked whole on the
-way back (length and SHA-256 of the inflated encoding), and anything that does not check out
+way back (length and SHA-256 of the decompressed encoding), and anything that does not check out
 is made again from the files.
 """
 
@@ -27,7 +27,8 @@ from __future__ import annotations
 import hashlib
 import json
 import struct
-import zlib
+
+import zstandard
 
 from ._version import __version__
 from .errors import BundleError, Diagnostic
@@ -36,10 +37,11 @@ from .pieces import PackedBytes
 
 __all__ = ["FORMAT", "answer_key", "packed", "packed_refusal", "unpacked", "unpacked_refusal"]
 
-FORMAT = "kept-answer/1"
-_MAGIC = b"bka1"
+# 2: the encoding compressed with Zstandard (1: zlib's deflate).
+FORMAT = "kept-answer/2"
+_MAGIC = b"bka2"
 _REFUSAL_MAGIC = b"bkr1"  # then the refusal's JSON: code, message, diagnostics' rows
-# magic, the inflated encoding's length, its SHA-256; the deflated stream follows
+# magic, the encoding's length, its SHA-256; the compressed frame follows
 _HEADER = struct.Struct("<4sQ32s")
 
 
@@ -58,19 +60,19 @@ def packed(encoding: PackedBytes) -> bytes:
     digest = hashlib.sha256()
     for piece in encoding:
         digest.update(piece)
-    return _HEADER.pack(_MAGIC, encoding.size, digest.digest()) + encoding.deflated
+    return _HEADER.pack(_MAGIC, encoding.size, digest.digest()) + encoding.compressed
 
 
 def unpacked(data: bytes) -> tuple[PackedBytes, int] | None:
     """The encoding :func:`packed` stored and its JSON string's length (quotes included, as
-    ``JsonStringPieces`` counts it), after inflating it once to check its length and digest;
+    ``JsonStringPieces`` counts it), after decompressing it once to check its length and digest;
     ``None`` for anything else (the answer is then made again)."""
     if len(data) < _HEADER.size:
         return None
     magic, size, expected = _HEADER.unpack_from(data)
     if magic != _MAGIC:
         return None
-    encoding = PackedBytes.of_deflated(data[_HEADER.size:], size)
+    encoding = PackedBytes.of_compressed(data[_HEADER.size:], size)
     digest = hashlib.sha256()
     total = escapes = 0
     try:
@@ -78,7 +80,7 @@ def unpacked(data: bytes) -> tuple[PackedBytes, int] | None:
             digest.update(piece)
             total += len(piece)
             escapes += piece.count(b'"') + piece.count(b"\\")
-    except zlib.error:
+    except zstandard.ZstdError:
         return None
     if total != size or digest.digest() != expected:
         return None
