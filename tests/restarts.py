@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from bundle_mcp import zstd_frames
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader.parse_cache import ParseCache
@@ -70,11 +70,11 @@ def kept_rows(cache: Path, key_like: str) -> list[tuple[int, bytes]]:
     with sqlite3.connect(database) as db:
         rows = db.execute("SELECT rowid, value FROM parts WHERE key LIKE ?",
                           (key_like,)).fetchall()
-    return [(rowid, zlib.decompress(value)) for rowid, value in rows]
+    return [(rowid, zstd_frames.unpacked(value)) for rowid, value in rows]
 
 
 def replace_row(cache: Path, rowid: int, data: bytes) -> None:
     """Put ``data`` in place of a parts row's value, as a damaged row would hold it."""
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
-        db.execute("UPDATE parts SET value = ? WHERE rowid = ?", (zlib.compress(data), rowid))
+        db.execute("UPDATE parts SET value = ? WHERE rowid = ?", (zstd_frames.packed(data), rowid))

@@ -32,6 +32,7 @@ LAYER_OF_PREFIX: dict[str, str] = {
     "bundle_mcp.pieces": "foundation",
     "bundle_mcp.frozen_map": "foundation",
     "bundle_mcp.packed_text": "foundation",
+    "bundle_mcp.zstd_frames": "foundation",
     "bundle_mcp.model": "model",
     "bundle_mcp.okf": "okf",
     "bundle_mcp.storage": "storage",

@@ -11,13 +11,13 @@ restarted server decodes no row of words.
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
+from bundle_mcp import zstd_frames
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader.parse_cache import BYTES_PART, CachedRows
@@ -61,7 +61,7 @@ def kept_bytes(cache: Path, name: str) -> bytes:
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
         (value,), = db.execute("SELECT value FROM parts WHERE key = ?", (BYTES_PART + name,))
-    return zlib.decompress(value)
+    return zstd_frames.unpacked(value)
 
 
 def kept_words(cache: Path) -> dict[str, bytes]:
@@ -69,7 +69,7 @@ def kept_words(cache: Path) -> dict[str, bytes]:
     (database,) = (cache / "parse").glob("*.sqlite3")
     prefix = f"{BYTES_PART}{STORED_NAME}/"
     with sqlite3.connect(database) as db:
-        return {key[len(prefix):]: zlib.decompress(value) for key, value in db.execute(
+        return {key[len(prefix):]: zstd_frames.unpacked(value) for key, value in db.execute(
             "SELECT key, value FROM parts WHERE key LIKE ?", (prefix + "%",))}
 
 

@@ -7,13 +7,12 @@ decides) and gives what building them gives. Work counters and equality, no timi
 from __future__ import annotations
 
 import sqlite3
-import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bundle_mcp import derived
+from bundle_mcp import derived, zstd_frames
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader.parse_cache import ParseCache, markdown_used
@@ -129,7 +128,7 @@ def test_damaged_kept_findings_are_made_again(
         assert len(rows) == 3 + 2  # three walks, the orphans, the bundle's own
         for rowid, _ in rows:
             db.execute("UPDATE parts SET value = ? WHERE rowid = ?",
-                       (zlib.compress(replacement.encode()), rowid))
+                       (zstd_frames.packed(replacement.encode()), rowid))
 
     restarted, _ = process(bundle, cache)
     assert reports(snapshot_of(restarted, bundle)) == made
@@ -157,6 +156,6 @@ def test_a_restart_reads_the_bundles_summary_counts_back(
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
         db.execute("UPDATE parts SET value = ? WHERE key LIKE '%summary-counts/1/%'",
-                   (zlib.compress(b'[1, 2, [["Guide", "8"]]]'),))
+                   (zstd_frames.packed(b'[1, 2, [["Guide", "8"]]]'),))
     damaged, _ = process(bundle, cache)
     assert summary_counts(snapshot_of(damaged, bundle), None, CancelToken()) == made

@@ -10,14 +10,13 @@ import itertools
 import math
 import sqlite3
 import threading
-import zlib
 from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bundle_mcp import derived
+from bundle_mcp import derived, zstd_frames
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import parse_cache
@@ -162,8 +161,8 @@ def test_a_damaged_part_is_computed_again(
         values = [(rowid, value) for rowid, key, value
                   in db.execute("SELECT rowid, key, value FROM parts ORDER BY rowid")
                   if key.startswith(TERM_PARTS)]
-        broken = [b"not zlib", zlib.compress(b"bmp1 not a part"),
-                  zlib.compress(zlib.decompress(values[-1][1])[:-8])]  # cut short
+        broken = [b"not a frame", zstd_frames.packed(b"bmp1 not a part"),
+                  zstd_frames.packed(zstd_frames.unpacked(values[-1][1])[:-8])]  # cut short
         for (rowid, _), value in zip(values, broken, strict=False):
             db.execute("UPDATE parts SET value = ? WHERE rowid = ?", (value, rowid))
 
@@ -344,7 +343,7 @@ def test_parts_are_read_through_one_connection_opened_again_for_a_replaced_datab
     with real_connect(database) as db:
         db.execute("VACUUM INTO ?", (str(replacement),))
     with real_connect(replacement) as db:
-        db.execute("UPDATE parts SET value = ? WHERE key = 'a'", (zlib.compress(b"second"),))
+        db.execute("UPDATE parts SET value = ? WHERE key = 'a'", (zstd_frames.packed(b"second"),))
     replacement.replace(database)
     assert kept.read("rev", "a") == b"second"
     assert len(opened) == 2

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import importlib
 import sqlite3
-import zlib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from bundle_mcp import zstd_frames
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.derived import kept_values, of_document, stored_key
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
@@ -68,7 +68,7 @@ def filled(tmp_path: Path) -> tuple[Path, Path]:
 def _stored(damage: str | None) -> bytes | str:
     """How a damaged value is written: compressed as the cache writes values, or (None) a
     value that is not compressed at all."""
-    return "raw text" if damage is None else zlib.compress(damage.encode("utf-8"))
+    return "raw text" if damage is None else zstd_frames.packed(damage.encode("utf-8"))
 
 
 def _damage(root: Path, cache: Path, path: str, slot: str, damage: str | None) -> int:

@@ -9,13 +9,12 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import sqlite3
-import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from bundle_mcp import derived, stored_answers
+from bundle_mcp import derived, stored_answers, zstd_frames
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, Outcome, ServeConfig, _packed_encoding
 from bundle_mcp.errors import BundleError, Diagnostic
@@ -142,11 +141,11 @@ def test_a_damaged_or_missing_stored_answer_is_made_again(
     with sqlite3.connect(database) as db:
         (rowid, value), = db.execute("SELECT rowid, value FROM parts WHERE key LIKE ?",
                                      (f"{stored_answers.FORMAT}/get_semantic_graph/%",))
-        stored = zlib.decompress(value)
+        stored = zstd_frames.unpacked(value)
         flipped = bytearray(stored)
         flipped[-40] ^= 0x01  # inside the compressed frame
         db.execute("UPDATE parts SET value = ? WHERE rowid = ?",
-                   (zlib.compress(bytes(flipped)), rowid))
+                   (zstd_frames.packed(bytes(flipped)), rowid))
 
     runs = Runs()
     second = restarted(bundle, cache, runs)

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import sqlite3
-import zlib
 from array import array
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from bundle_mcp import zstd_frames
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import parse_cache
@@ -268,12 +268,13 @@ def test_damaged_kept_edges_are_built_again(tmp_bundle: BundleFactory, tmp_path:
         # list's entries, the 'did you mean' index
         assert len(rows) == 21
         for rowid, key, value in rows:
-            data = zlib.decompress(value)
+            data = zstd_frames.unpacked(value)
             # Out of order, or not the shape it is read as: each caller checks.
             wrong = (packed_edges(tuple(reversed(unpacked_edges(data) or ())))
                      if key.startswith(EDGES_PART) else data[:-1] if key.startswith(BYTES_PART)
                      else b'{"t0": ["z", "a"]}')
-            db.execute("UPDATE parts SET value = ? WHERE rowid = ?", (zlib.compress(wrong), rowid))
+            db.execute("UPDATE parts SET value = ? WHERE rowid = ?",
+                       (zstd_frames.packed(wrong), rowid))
 
     _, _, again = process(bundle, cache)
     assert whole_bundle(again) == expected

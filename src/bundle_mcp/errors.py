@@ -36,6 +36,7 @@ The tree (the module that defines each class; a second base keeps what ``except`
     ├── GitFailed                           vcs/git.py: git failed, timed out or said too much
     ├── FetchFailed                         remote/fetch.py: a remote bundle not fetched
     ├── ArchiveRefused (ValueError)         remote/archive.py: an archive breaking a rule
+    ├── DamagedFrame (ValueError)           zstd_frames.py: a kept row that is not whole
     └── VendorMismatch                      viewer/page.py: vendored JavaScript was altered
 
 Outside the tree: the loader's ``FrontmatterError`` and ``_EntryFailure`` (loader/), and the

@@ -42,13 +42,13 @@ import sys
 import threading
 import time
 import weakref
-import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .. import zstd_frames
 from .._version import __version__
 from ..derived import kept_values
 from ..errors import Diagnostic, FileMoved
@@ -83,14 +83,12 @@ log = logging.getLogger(__name__)
 # 5: each document row also says whether the file parses (``error``), apart from its entry.
 # 8: a ``stats`` table: the settled stat of each file, trusted by the next process's walk; a
 #    ``targets`` table: the concepts each file's links and relations name; a ``derived`` table:
-#    the document structures whose slots have a codec, as zlib-compressed JSON. (6 and 7 were
+#    the document structures whose slots have a codec, as compressed JSON. (6 and 7 were
 #    steps of the same change that no release wrote.)
 # 9: a ``parts`` table: what a tool computed for one query term over a whole snapshot (context's
 #    stem parts of the scores, search_sections' postings), keyed by the snapshot's revision.
-FORMAT = "bundle-mcp-parse-cache/9"
-# zlib's fastest level: the kept structures (context's stemmed words above all) shrink about
-# fivefold, and a restart inflates them in a fraction of what building them costs.
-DERIVED_COMPRESSION = 1
+# 10: ``derived`` and ``parts`` values compressed with Zstandard (``zstd_frames``), not zlib.
+FORMAT = "bundle-mcp-parse-cache/10"
 MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle path)
 # Rows of the ``parts`` table kept per database, the newest first: a common stem's part of
 # context's scores is a few hundred KB at 10,000 concepts, a rare one's a few hundred bytes.
@@ -395,7 +393,7 @@ def _write_derived(
     db.executemany(
         "INSERT OR IGNORE INTO derived(path, sha256, key, value) VALUES (?, ?, ?, ?)",
         ((doc.path, doc.record.sha256, key,
-          zlib.compress(_json(value).encode("utf-8"), DERIVED_COMPRESSION))
+          zstd_frames.packed(_json(value).encode("utf-8")))
          for doc in built
          for key, value in kept_values(doc, _missing(have, doc))),
     )
@@ -494,8 +492,8 @@ class KeptParts:
         if row is None:
             return None
         try:
-            value: bytes = zlib.decompress(row[0])
-        except (TypeError, zlib.error):
+            value = zstd_frames.unpacked(row[0])
+        except (TypeError, zstd_frames.DamagedFrame):
             return None
         return value
 
@@ -522,7 +520,7 @@ class KeptParts:
         # held together raised the server's highest memory.
         with self._cache._one_part:
             if self._database.exists():
-                self._store(revision, key, _compressed(value), latest=latest)
+                self._store(revision, key, zstd_frames.packed(value), latest=latest)
 
     def _store(self, revision: str, key: str, compressed: bytes, *, latest: bool,
                again: bool = True) -> None:
@@ -606,17 +604,6 @@ class _PartReader:
         if self._db is not None:
             self._db.close()
             self._db = None
-
-
-def _compressed(value: bytes | Iterable[bytes]) -> bytes:
-    """A part's row: ``value`` compressed, whole or piece by piece (one zlib stream either
-    way, which :meth:`KeptParts.read` decompresses whole)."""
-    if isinstance(value, bytes):
-        return zlib.compress(value, DERIVED_COMPRESSION)
-    stream = zlib.compressobj(DERIVED_COMPRESSION)
-    out = [stream.compress(piece) for piece in value]
-    out.append(stream.flush())
-    return b"".join(out)
 
 
 # Files a query of read_ahead_entries names (SQLite's default limit of bound values is 32,766
@@ -864,8 +851,8 @@ class CachedRows(Mapping[str, Any]):
                 return None
             value = row[0]
         try:
-            return json.loads(zlib.decompress(value))
-        except (TypeError, ValueError, zlib.error):
+            return json.loads(zstd_frames.unpacked(value))
+        except (TypeError, ValueError):  # DamagedFrame is a ValueError
             return None
 
     def read_ahead(self, key: str, paths: Sequence[str] | None = None) -> None:
