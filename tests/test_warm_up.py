@@ -7,6 +7,7 @@ judge speed; the figures live in ``make bench``.
 from __future__ import annotations
 
 import gc
+import itertools
 import os
 import threading
 from collections.abc import Callable
@@ -580,10 +581,15 @@ def test_each_warm_up_step_first_waits_for_the_callers(tmp_bundle: Callable[...,
     builds = [i for i, e in enumerate(events) if e.startswith("build ")]
     assert builds, events
     assert all(events[i - 1] == "warm-up finds no call" for i in builds), events
-    # Every registered slot with a builder was built by it, and the kept answers last.
+    # Every registered slot with a builder was built by it, the early ones before the
+    # documents, and the kept answers last.
     names = [events[i].removeprefix("build ") for i in builds]
-    warmed = [slot.name for slot in derived.slots() if slot.warm is not None]
+    slots = [slot for slot in derived.slots() if slot.warm is not None]
+    warmed = [s.name for s in slots if s.early] + [s.name for s in slots if not s.early]
     assert [n for n in names if n in warmed] == warmed
+    first_documents = next(i for i, n in enumerate(names) if n.startswith("documents"))
+    assert {n for n in names[:first_documents]} == {s.name for s in slots if s.early} == {
+        "context_words", "context_index"}
     assert names[-len(dispatcher.kept_answer_tools()):] == [
         f"answers {name}" for name in dispatcher.kept_answer_tools()]
 
@@ -758,6 +764,42 @@ def test_a_first_warm_up_compiles_every_tools_contracts_one_tool_at_a_time(
         readiness.stop()
     assert sorted(compiled) == sorted((spec.name,) for spec in dispatcher.tools())
     assert all(f"{name}{INPUT_SUFFIX}" in dispatcher.contracts._validators for (name,) in compiled)
+
+
+def test_a_restarted_warm_up_makes_contexts_structures_first_without_a_document(
+    tmp_bundle: Callable[..., str], tmp_path: Path
+) -> None:
+    """The early steps (context's words and index) come before the documents, and after a
+    restart they build none: what they need is read back. Then a question is answered
+    building only documents its pack shows, not all of them."""
+    pages = {"index.md": INDEX}
+    for n in range(24):
+        pages[f"f{n % 3}/p{n}.md"] = (f"---\ntitle: Page {n}\n---\n# Page {n}\n\n"
+                                      f"Orders {n} are made and returned.\n")
+    bundle = tmp_bundle(pages)
+    parse_cache = ParseCache(tmp_path / "cache")
+    snapshots = SnapshotCache(parse_cache=parse_cache, watch=False)
+    first = Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots)
+    view = first.served_snapshot(bundle, CancelToken(), ALL_READER)
+    for step in warm_steps(first, bundle, ALL_READER, view):
+        step.build(CancelToken())
+    snapshots.persist(bundle, view, now=True)
+    parse_cache.settle_parts()
+
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=SnapshotCache(
+        parse_cache=ParseCache(tmp_path / "cache"), watch=False))
+    snapshot = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+    steps = warm_steps(dispatcher, bundle, ALL_READER, snapshot)
+    early = list(itertools.takewhile(lambda step: step.slot is not None and step.slot.early,
+                                     steps))
+    assert [step.name for step in early] == ["context_words", "context_index"]
+    for step in early:
+        step.build(CancelToken())
+    assert list(snapshot.documents.built()) == []  # type: ignore[attr-defined]
+    outcome = dispatcher.call("context",
+                              {"bundle_path": bundle, "question": "how are returns made"})
+    assert not outcome.is_error
+    assert 0 < len(list(snapshot.documents.built())) < len(pages)  # type: ignore[attr-defined]
 
 
 def test_a_warm_up_leaves_a_question_no_stop_words_to_stem(

@@ -78,7 +78,9 @@ class Slot(Generic[T]):
     ``warm`` is how the warm-up builds it (``None``: it is built only by the calls that need it,
     for example per query term, or on the first miss). ``carried``: its builder starts from the
     value of the snapshot's predecessor (:func:`kept`), so a replaced snapshot keeps that value
-    until its successor has built its own (:func:`release`).
+    until its successor has built its own (:func:`release`). ``early``: the warm-up builds it
+    before the documents (``readiness.warm_steps``): what the tool the server's instructions
+    send an agent to first needs, which a restarted server reads back without a document.
     """
 
     name: str
@@ -87,6 +89,7 @@ class Slot(Generic[T]):
     warm: Warm | None = None
     codec: Codec[T] | None = None  # a document slot kept in the parse cache (Codec)
     carried: bool = False
+    early: bool = False
 
 
 # The modules that declare slots, each in a module-level ``SLOTS`` tuple, in the order the

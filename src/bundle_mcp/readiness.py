@@ -3,9 +3,11 @@
 ``serve`` (stdio and HTTP) starts a :class:`Readiness` next to the server. Its daemon thread
 loads each bundle named on the command line through the dispatcher's snapshot cache (the same
 allow-list, no-symlink loader and parse policy as a tool call), then builds what the first calls
-would otherwise build, step by step (:func:`warm_steps`), in a fixed order: the documents (their
+would otherwise build, step by step (:func:`warm_steps`), in a fixed order: the slots marked
+``early`` (context's words and index: the server's instructions send an agent to ``context``
+first, and a restarted server reads them back without a document); the documents (their
 Markdown facts and frozen frontmatter, a chunk of :data:`DOCUMENTS_PER_STEP` a step) and the
-snapshot's edges; then every registered slot that has a ``warm`` builder
+snapshot's edges; then every other registered slot that has a ``warm`` builder
 (:func:`bundle_mcp.derived.slots`: the list entries, the section word index and its totals,
 context's index, the validation findings, the field edges and the graph, the
 summary counts), each by its owner's own builder; last the kept answers of the tools that keep
@@ -152,21 +154,30 @@ def warm_steps(
 ) -> tuple[WarmStep, ...]:
     """The steps that warm one served view, in the order they run (module docstring)."""
     steps: list[WarmStep] = []
+    warmed = [slot for slot in derived.slots() if slot.warm is not None]
+    for slot in warmed:
+        if slot.early:
+            steps.append(_slot_step(view, slot))
     paths = tuple(view.documents)
     for start in range(0, len(paths), DOCUMENTS_PER_STEP):
         chunk = paths[start:start + DOCUMENTS_PER_STEP]
         steps.append(WarmStep(f"documents {start + 1}-{start + len(chunk)}",
                               functools.partial(_build_documents, view, chunk)))
     steps.append(WarmStep("edges", lambda token: view.edges_by_concept))
-    for slot in derived.slots():
-        warm = slot.warm
-        if warm is not None:
-            steps.append(WarmStep(slot.name, functools.partial(warm, view), slot))
+    for slot in warmed:
+        if not slot.early:
+            steps.append(_slot_step(view, slot))
     for name in dispatcher.kept_answer_tools():
         steps.append(WarmStep(f"answers {name}",
                               functools.partial(_answer, dispatcher, name, bundle, reader),
                               aside=False))
     return tuple(steps)
+
+
+def _slot_step(view: Snapshot, slot: derived.Slot[object]) -> WarmStep:
+    warm = slot.warm
+    assert warm is not None  # only slots with a builder are warmed
+    return WarmStep(slot.name, functools.partial(warm, view), slot)
 
 
 def _answer(
@@ -208,8 +219,13 @@ def _releasing(replaced: Snapshot, steps: Sequence[WarmStep]) -> list[WarmStep]:
     which lets another thread take the interpreter lock every few milliseconds, while freeing a
     large structure holds it for as long as that takes, and right after a change the call
     that saw it is still writing its answer (its next answer was 40 ms later in one process).
+    The ``early`` slots go right after the release, as the first of the slots: built before
+    it, both views' would be held at once.
     """
+    early = [step for step in steps if step.slot is not None and step.slot.early]
+    steps = [step for step in steps if not (step.slot is not None and step.slot.early)]
     first = next((i for i, step in enumerate(steps) if step.slot is not None), len(steps))
+    steps[first:first] = early
     after = 1 + max((i for i, step in enumerate(steps)
                      if step.slot is not None and step.slot.carried), default=first - 1)
     return [
