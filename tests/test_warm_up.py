@@ -766,6 +766,25 @@ def test_a_first_warm_up_compiles_every_tools_contracts_one_tool_at_a_time(
     assert all(f"{name}{INPUT_SUFFIX}" in dispatcher.contracts._validators for (name,) in compiled)
 
 
+def _restarted_after_a_warm_up(
+    bundle: str, cache: Path, before_restart: Callable[[], None] = lambda: None
+) -> tuple[Dispatcher, Snapshot]:
+    """A dispatcher on the parse cache a whole warm-up filled, and its snapshot (nothing
+    built); ``before_restart`` runs between the two."""
+    parse_cache = ParseCache(cache)
+    snapshots = SnapshotCache(parse_cache=parse_cache, watch=False)
+    first = Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots)
+    view = first.served_snapshot(bundle, CancelToken(), ALL_READER)
+    for step in warm_steps(first, bundle, ALL_READER, view):
+        step.build(CancelToken())
+    snapshots.persist(bundle, view, now=True)
+    parse_cache.settle_parts()
+    before_restart()
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=SnapshotCache(
+        parse_cache=ParseCache(cache), watch=False))
+    return dispatcher, dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+
+
 def test_a_restarted_warm_up_makes_contexts_structures_first_without_a_document(
     tmp_bundle: Callable[..., str], tmp_path: Path
 ) -> None:
@@ -777,18 +796,7 @@ def test_a_restarted_warm_up_makes_contexts_structures_first_without_a_document(
         pages[f"f{n % 3}/p{n}.md"] = (f"---\ntitle: Page {n}\n---\n# Page {n}\n\n"
                                       f"Orders {n} are made and returned.\n")
     bundle = tmp_bundle(pages)
-    parse_cache = ParseCache(tmp_path / "cache")
-    snapshots = SnapshotCache(parse_cache=parse_cache, watch=False)
-    first = Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots)
-    view = first.served_snapshot(bundle, CancelToken(), ALL_READER)
-    for step in warm_steps(first, bundle, ALL_READER, view):
-        step.build(CancelToken())
-    snapshots.persist(bundle, view, now=True)
-    parse_cache.settle_parts()
-
-    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=SnapshotCache(
-        parse_cache=ParseCache(tmp_path / "cache"), watch=False))
-    snapshot = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+    dispatcher, snapshot = _restarted_after_a_warm_up(bundle, tmp_path / "cache")
     steps = warm_steps(dispatcher, bundle, ALL_READER, snapshot)
     early = list(itertools.takewhile(lambda step: step.slot is not None and step.slot.early,
                                      steps))
@@ -809,18 +817,8 @@ def test_a_warm_up_leaves_a_question_no_stop_words_to_stem(
     question stemmed the stop words (importing the stemmer): about 14 of its 53 ms at 9,978
     concepts. The warm-up stems them."""
     bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
-    parse_cache = ParseCache(tmp_path / "cache")
-    snapshots = SnapshotCache(parse_cache=parse_cache, watch=False)
-    first = Dispatcher(ServeConfig(bundles=(bundle,)), cache=snapshots)
-    view = first.served_snapshot(bundle, CancelToken(), ALL_READER)
-    for step in warm_steps(first, bundle, ALL_READER, view):
-        step.build(CancelToken())
-    snapshots.persist(bundle, view, now=True)
-
-    stop_stems.cache_clear()
-    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)), cache=SnapshotCache(
-        parse_cache=ParseCache(tmp_path / "cache"), watch=False))
-    snapshot = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+    dispatcher, snapshot = _restarted_after_a_warm_up(bundle, tmp_path / "cache",
+                                                      stop_stems.cache_clear)
     for step in warm_steps(dispatcher, bundle, ALL_READER, snapshot):
         step.build(CancelToken())
     assert stop_stems.cache_info().misses == 1
