@@ -581,15 +581,12 @@ def test_each_warm_up_step_first_waits_for_the_callers(tmp_bundle: Callable[...,
     builds = [i for i, e in enumerate(events) if e.startswith("build ")]
     assert builds, events
     assert all(events[i - 1] == "warm-up finds no call" for i in builds), events
-    # Every registered slot with a builder was built by it, the early ones before the
-    # documents, and the kept answers last.
+    # Every registered slot with a builder was built by it, in OWNERS order after the
+    # documents (no parse cache: the early slots too), and the kept answers last.
     names = [events[i].removeprefix("build ") for i in builds]
-    slots = [slot for slot in derived.slots() if slot.warm is not None]
-    warmed = [s.name for s in slots if s.early] + [s.name for s in slots if not s.early]
+    warmed = [slot.name for slot in derived.slots() if slot.warm is not None]
     assert [n for n in names if n in warmed] == warmed
-    first_documents = next(i for i, n in enumerate(names) if n.startswith("documents"))
-    assert {n for n in names[:first_documents]} == {s.name for s in slots if s.early} == {
-        "context_words", "context_index"}
+    assert names[0].startswith("documents")
     assert names[-len(dispatcher.kept_answer_tools()):] == [
         f"answers {name}" for name in dispatcher.kept_answer_tools()]
 
@@ -788,9 +785,10 @@ def _restarted_after_a_warm_up(
 def test_a_restarted_warm_up_makes_contexts_structures_first_without_a_document(
     tmp_bundle: Callable[..., str], tmp_path: Path
 ) -> None:
-    """The early steps (context's words and index) come before the documents, and after a
-    restart they build none: what they need is read back. Then a question is answered
-    building only documents its pack shows, not all of them."""
+    """Over a parse cache's rows the early steps (context's words and index) come before the
+    documents, and build none: what they need is read back. Then a question is answered
+    building only documents its pack shows, not all of them. On a cold start they keep their
+    place after the documents (``test_each_warm_up_step_first_waits_for_the_callers``)."""
     pages = {"index.md": INDEX}
     for n in range(24):
         pages[f"f{n % 3}/p{n}.md"] = (f"---\ntitle: Page {n}\n---\n# Page {n}\n\n"

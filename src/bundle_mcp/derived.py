@@ -78,9 +78,10 @@ class Slot(Generic[T]):
     ``warm`` is how the warm-up builds it (``None``: it is built only by the calls that need it,
     for example per query term, or on the first miss). ``carried``: its builder starts from the
     value of the snapshot's predecessor (:func:`kept`), so a replaced snapshot keeps that value
-    until its successor has built its own (:func:`release`). ``early``: the warm-up builds it
-    before the documents (``readiness.warm_steps``): what the tool the server's instructions
-    send an agent to first needs, which a restarted server reads back without a document.
+    until its successor has built its own (:func:`release`). ``early``: over a parse cache's
+    rows the warm-up builds it before the documents (``readiness.warm_steps``): what the tool
+    the server's instructions send an agent to first needs, which a restarted server reads
+    back without a document.
     """
 
     name: str

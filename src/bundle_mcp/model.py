@@ -1116,6 +1116,11 @@ class InboundHint(Protocol):
         read a group of them); the caller asks for each, or holds them until the rows go."""
         ...
 
+    def kept_rows(self) -> int:
+        """How many files had a row when the rows were read (0 when an earlier process kept
+        none: a cold start)."""
+        ...
+
     def stored_bytes(self, revision: str, name: str) -> bytes | None:
         """Bytes an earlier process kept for this revision under ``name`` (:meth:`keep_bytes`):
         a value with its own packing (search_concepts' body word index), ``None`` when none is

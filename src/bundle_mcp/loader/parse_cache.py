@@ -740,6 +740,10 @@ class CachedRows(Mapping[str, Any]):
     def stored(self, path: str) -> Stored | None:
         return self._rows.get(path)
 
+    def kept_rows(self) -> int:
+        """:meth:`bundle_mcp.model.InboundHint.kept_rows`."""
+        return len(self._rows)
+
     def folders(self) -> frozenset[str]:
         """The folders of the rows' paths and their parents, the root (``""``) included: those
         a load that starts from these rows watches before its walk (``snapshots``)."""
