@@ -247,6 +247,18 @@ def _release(replaced: Snapshot, token: CancelToken, *, carried: bool) -> None:
     derived.release(replaced, carried=carried)
 
 
+def _freeze_step(first_load: bool) -> None:
+    """Freeze what the warm-up built so far: frozen, the collector's automatic full passes no
+    longer walk it (a restart's warm-up at 10,000 concepts made a dozen of them, growing to
+    0.6 s, 2.4 s of holding the interpreter lock in all; gc.freeze itself moves lists). In a
+    first warm-up, cyclic garbage frozen here goes at the full collection that ends it; after
+    a change, what is new is collected first, a pass over what the last step made only (the
+    rest is frozen), so that none is ever frozen for good."""
+    if not first_load:
+        gc.collect()
+    gc.freeze()
+
+
 def _freeze_memory(*, whole: bool = True) -> None:
     """Keep the garbage collector's full passes off what the warm-up built.
 
@@ -450,6 +462,11 @@ class Readiness:
                 steps = _releasing(replaced, steps)
                 replaced_views.append(weakref.ref(replaced))
             del replaced
+            if self._freeze_memory:
+                # The load too, before the first step: unfrozen, the loaded snapshot was walked
+                # by every automatic full pass of that step (a pause of up to 50 ms at 9,978
+                # concepts, holding the interpreter lock from the calls of a restarted server).
+                _freeze_step(first_load)
             for step in steps:
                 # Callers first: a step starts only while no call is in flight.
                 if not self._callers_done():
@@ -461,16 +478,7 @@ class Readiness:
                 log.debug("warm-up %s on %s: %.3f s, %.3f s in", step.name, bundle,
                           time.perf_counter() - begun, time.perf_counter() - started)
                 if self._freeze_memory:
-                    # What the steps built so far is kept: frozen, the collector's automatic
-                    # full passes no longer walk it (a restart's warm-up at 10,000 concepts
-                    # made a dozen of them, growing to 0.6 s, 2.4 s of holding the interpreter
-                    # lock in all; gc.freeze itself moves lists). In a first warm-up, cyclic
-                    # garbage frozen here goes at the full collection that ends it; after a
-                    # change, each step's is collected first, a pass over what that step
-                    # made only (the rest is frozen), so that none is ever frozen for good.
-                    if not first_load:
-                        gc.collect()
-                    gc.freeze()
+                    _freeze_step(first_load)
             if self._stopped.is_set():
                 return False
             self._warmed[(bundle, reader.access.read)] = view
