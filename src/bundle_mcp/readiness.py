@@ -157,9 +157,8 @@ def warm_steps(
     steps: list[WarmStep] = []
     warmed = [slot for slot in derived.slots() if slot.warm is not None]
     # First only over a parse cache that kept rows for most files: without them (a cold start)
-    # the early slots are the costliest steps, every document parsed and stemmed, and a first
-    # call's answer waited behind them (a cold first read_concept at 50,000 concepts 7.9 →
-    # 14.1 s).
+    # the early slots are the costliest steps, every document parsed and stemmed, and whatever
+    # needs the documents would wait behind them.
     inbound = view.inbound
     read_back = inbound is not None and 2 * inbound.kept_rows() >= len(view.documents)
     early = [slot for slot in warmed if slot.early] if read_back else []
