@@ -17,6 +17,11 @@ client, so no client-side validation), in three sessions:
 4. **throughput**: a ``serve --http`` process and 32 concurrent raw clients
    (``bench/http_load.py``).
 
+Before the first spawn the served package's modules are compiled to bytecode
+(:func:`compile_package`), as installing a wheel does: otherwise, where ``PYTHONDONTWRITEBYTECODE``
+is set or the checkout's bytecode is stale, every spawned server compiles its own modules from
+source again, and each spawn timing carries that (about 200 ms at start-up).
+
 It prints one table per size with each target met or missed, the Go reference's figures quoted
 in the issue beside ours, the growth from the smallest to the largest size, and writes every raw
 sample to ``bench/results/<date>-targets.json``. Absolute times drift on a shared machine:
@@ -29,7 +34,9 @@ compare rows of one run.
 from __future__ import annotations
 
 import argparse
+import compileall
 import datetime
+import importlib.util
 import json
 import math
 import os
@@ -426,6 +433,21 @@ def wait_for_pack(cache_dir: str, timeout: float = 120.0) -> None:
             return
         last = files
         time.sleep(0.5)
+
+
+def compile_package(name: str = "bundle_mcp") -> Path:
+    """Write the bytecode of every module of the package the servers import (the spawned
+    ``python -m bundle_mcp.cli`` finds the same one: same interpreter, same environment), as a
+    wheel's install does, so no spawn timing includes compiling the server from source.
+    ``compileall`` writes it even under ``PYTHONDONTWRITEBYTECODE``, which only stops imports
+    from writing it. The package's folder."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"no package {name!r} to compile")
+    folder = Path(next(iter(spec.submodule_search_locations)))
+    if not compileall.compile_dir(folder, quiet=1):
+        raise RuntimeError(f"{folder} did not compile")
+    return folder
 
 
 def caps_arguments(files: int, size: int) -> tuple[str, ...]:
@@ -866,9 +888,11 @@ def main() -> int:
     commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_DIR, capture_output=True,
                             text=True, check=False).stdout.strip()
     output.parent.mkdir(parents=True, exist_ok=True)
+    compiled = str(compile_package())
 
     def write(results: list[dict[str, Any]], partial: bool) -> None:
         output.write_text(json.dumps({"commit": commit, "argv": sys.argv, "partial": partial,
+                                      "bytecode_compiled": compiled,
                                       "results": results, "profiles": profiles},
                                      indent=1, default=str), encoding="utf-8")
 

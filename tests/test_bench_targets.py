@@ -207,3 +207,27 @@ def test_no_question_of_the_new_question_case_is_asked_twice_in_a_run(
     asked += [searches.arguments_for(targets.AT_ONCE_CALLS + run)["query"]
               for run in range(targets.AT_ONCE_RUNS)]
     assert len(set(asked)) == len(asked) and "question" not in searches.arguments_for(3)
+
+
+def test_the_served_package_is_compiled_even_where_imports_write_no_bytecode(
+        targets: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A spawn timed against a package whose bytecode is missing would time a compile too.
+    package = tmp_path / "served_pkg_for_bench"
+    (package / "tools").mkdir(parents=True)
+    (package / "__init__.py").write_text("", encoding="utf-8")
+    (package / "tools" / "walk.py").write_text("STEP = 1\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr("sys.dont_write_bytecode", True)
+    assert targets.compile_package("served_pkg_for_bench") == package
+    assert list((package / "__pycache__").glob("__init__.*.pyc"))
+    assert list((package / "tools" / "__pycache__").glob("walk.*.pyc"))
+
+
+def test_a_package_that_does_not_compile_stops_the_run(
+        targets: ModuleType, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    package = tmp_path / "broken_pkg_for_bench"
+    package.mkdir()
+    (package / "__init__.py").write_text("def (:\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RuntimeError, match="did not compile"):
+        targets.compile_package("broken_pkg_for_bench")
