@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import operator
 from typing import Any
 
 from ..cancel import CancelToken
@@ -23,6 +24,10 @@ KINDS = (NAVIGATION, RELATION, "source")
 DIRECTIONS = ("in", "out", "both")
 MAX_SOURCES = 100
 MAX_CANDIDATE_EDGES = 100_000
+# An edge's (kind, from, to, relation type) as its fields in that order, picked in C. A link's
+# fourth field is its relationship, always LINKS_TO where the wire says no relation type: among
+# links it is the same for all, so it orders them as a missing type would.
+NEIGHBOUR_ORDER = operator.itemgetter(0, 3, 4, 5)
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -88,26 +93,27 @@ def select_edges(
     """Edges touching the concept, filtered by direction and kind, in (kind, from, to, type) order.
 
     ``in`` keeps edges whose target concept is the concept, ``out`` those whose source concept
-    is, ``both`` either (a self-link once).
+    is, ``both`` either (a self-link once). Filtered and ordered in C: a hub's thousands of
+    edges were a Python step each, most of a warm call at 50,000 concepts.
     """
-    selected: list[Edge] = []
-    for edge in snapshot.edges_of(concept_id):
-        token.check()
-        if edge.kind not in kinds:
-            continue
-        if direction == "in" and edge.target_id != concept_id:
-            continue
-        if direction == "out" and edge.source_id != concept_id:
-            continue
-        selected.append(edge)
-        if len(selected) > MAX_CANDIDATE_EDGES:
-            raise resource_limit(
-                f"the neighbourhood has more than {MAX_CANDIDATE_EDGES} candidate edges",
-                "narrow direction (in or out) and kinds (navigation or relation), or use "
-                "get_semantic_graph if its output fits; v1 has no cursor, so report this limit "
-                "rather than claiming a complete neighbourhood",
-            )
-    selected.sort(key=lambda e: (e.kind, e.source_ref, e.target_ref, e.relation_type or ""))
+    token.check()
+    wanted = frozenset(kinds)
+    edges = snapshot.edges_of(concept_id)
+    if direction == "in":
+        selected = [e for e in edges if e.target_id == concept_id and e.kind in wanted]
+    elif direction == "out":
+        selected = [e for e in edges if e.source_id == concept_id and e.kind in wanted]
+    else:
+        selected = [e for e in edges if e.kind in wanted]
+    token.check()
+    if len(selected) > MAX_CANDIDATE_EDGES:
+        raise resource_limit(
+            f"the neighbourhood has more than {MAX_CANDIDATE_EDGES} candidate edges",
+            "narrow direction (in or out) and kinds (navigation or relation), or use "
+            "get_semantic_graph if its output fits; v1 has no cursor, so report this limit "
+            "rather than claiming a complete neighbourhood",
+        )
+    selected.sort(key=NEIGHBOUR_ORDER)
     return selected
 
 

@@ -1,0 +1,69 @@
+"""get_neighbors filters and orders a concept's edges in C (``select_edges``): the order is the
+one its contract states, (kind, from, to, relation type), a link's missing type ordering as
+the empty string, and ties keep the snapshot's edge order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.model import LINKS_TO, NAVIGATION, RELATION, Edge, Snapshot
+from bundle_mcp.tools.get_neighbors import DIRECTIONS, NEIGHBOUR_ORDER, select_edges
+
+BundleFactory = Callable[[Mapping[str, str | bytes]], str]
+
+_IDS = st.sampled_from(["a", "b", "c"])
+_REFS = st.sampled_from(["a", "b", "c", "a#x", "b#y"])
+_EDGES = st.lists(
+    st.one_of(
+        st.builds(lambda s, t, sr, tr: Edge(NAVIGATION, s, t, sr, tr, LINKS_TO),
+                  _IDS, _IDS, _REFS, _REFS),
+        st.builds(lambda s, t, sr, tr, name: Edge(RELATION, s, t, sr, tr, name),
+                  _IDS, _IDS, _REFS, _REFS, st.sampled_from(["", "FEEDS", "OWNS"])),
+    ),
+    max_size=40,
+)
+
+
+def _stated_order(edge: Edge) -> tuple[str, str, str, str]:
+    return (edge.kind, edge.source_ref, edge.target_ref, edge.relation_type or "")
+
+
+@given(_EDGES)
+def test_the_order_in_c_is_the_stated_order_ties_included(edges: list[Edge]) -> None:
+    # Equal keys keep their places in both sorts (stable): the same list, object for object.
+    ordered = sorted(edges, key=NEIGHBOUR_ORDER)
+    stated = sorted(edges, key=_stated_order)
+    assert [id(e) for e in ordered] == [id(e) for e in stated]
+
+
+def _plain_selection(snapshot: Snapshot, concept_id: str, direction: str,
+                     kinds: list[str]) -> list[Edge]:
+    selected = [
+        edge for edge in snapshot.edges_of(concept_id)
+        if edge.kind in kinds
+        and (direction != "in" or edge.target_id == concept_id)
+        and (direction != "out" or edge.source_id == concept_id)
+    ]
+    return sorted(selected, key=_stated_order)
+
+
+def test_each_direction_and_kind_selects_as_the_plain_filter(tmp_bundle: BundleFactory) -> None:
+    bundle = tmp_bundle({
+        "hub.md": ("---\ntype: Hub\ntitle: Hub\nrelations:\n  FEEDS:\n    - target: b\n"
+                   "  OWNS:\n    - target: a\n---\n# Hub\n\n[a](a.md) [b](b.md) [me](hub.md)\n"),
+        "a.md": ("---\ntype: T\ntitle: A\nrelations:\n  FEEDS:\n    - target: hub\n---\n"
+                 "# A\n\n[hub](hub.md) [hub again](hub.md#hub)\n"),
+        "b.md": "---\ntype: T\ntitle: B\n---\n# B\n\n[hub](hub.md)\n",
+    })
+    snapshot = Dispatcher(ServeConfig(bundles=(bundle,))).served_snapshot(bundle, CancelToken())
+    assert {e.kind for e in snapshot.edges_of("hub")} == {NAVIGATION, RELATION}
+    for direction in DIRECTIONS:
+        for kinds in ([NAVIGATION], [RELATION], [NAVIGATION, RELATION], ["source"]):
+            chosen = select_edges(snapshot, "hub", direction, kinds, CancelToken())
+            assert chosen == _plain_selection(snapshot, "hub", direction, kinds), (
+                direction, kinds)
