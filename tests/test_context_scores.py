@@ -313,3 +313,35 @@ def test_the_ranking_shortcuts_choose_as_the_plain_ways_do(
          context.SECTION_ALONE * section[g]) for g in plain]
     if stems and question != "nothing here at all":
         assert compared and len(plain) == context.MAX_STRONG_SECTIONS
+
+
+def _scores_over(first_section: list[int], section: list[float]) -> index.Scores:
+    layout = index._Holders(None, None, array("i", first_section),  # type: ignore[arg-type]
+                            array("i"))
+    return index.Scores(array("d"), array("d"), array("d", section), frozenset(), frozenset(),
+                        layout)
+
+
+@pytest.mark.parametrize(("first_section", "section"), [
+    # An empty run's start holds its neighbour's first score, which it must not take.
+    ([0, 2, 2, 5], [0.5, 1.25, 0.75, 3.0, 0.1]),  # a concept with no section between two
+    ([0, 0, 3, 3], [0.4, 0.0, 2.5]),  # the first and the last concept without one
+    ([0, 1], [0.0]),  # one concept, one section that scores nothing
+    ([0], []),  # no concept
+    ([0, 0, 0], []),  # concepts, no section at all
+])
+def test_each_concepts_best_section_is_the_maximum_of_its_run(
+        first_section: list[int], section: list[float]) -> None:
+    plain = [max(section[a:b], default=0.0)
+             for a, b in zip(first_section, first_section[1:], strict=False)]
+    assert _scores_over(first_section, section).best_section() == plain
+
+
+def test_a_part_is_added_one_addition_a_key_and_refused_unaligned() -> None:
+    total = array("d", [0.1, 0.0, 0.3, 0.0])
+    index._added(total, array("i", [0, 2, 3]), array("d", [0.2, 0.7, 1e-17]))
+    assert list(total) == [0.1 + 0.2, 0.0, 0.3 + 0.7, 0.0 + 1e-17]
+    index._added(total, array("i"), array("d"))  # an empty part changes nothing
+    assert list(total) == [0.1 + 0.2, 0.0, 0.3 + 0.7, 1e-17]
+    with pytest.raises(ValueError, match="not aligned"):
+        index._added(total, array("i", [1]), array("d"))

@@ -825,3 +825,21 @@ def test_a_warm_up_leaves_a_question_no_stop_words_to_stem(
                               {"bundle_path": bundle, "question": "how are returns made"})
     assert not outcome.is_error
     assert stop_stems.cache_info().misses == 1  # the question made no stop stems of its own
+
+
+def test_a_warm_up_imports_what_a_questions_sums_are_added_with(
+    tmp_bundle: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A question adds its stems' parts with numpy (``_context_index._added``), imported on
+    first use: about 55 ms that a first question after a restart paid. The warm-up imports it."""
+    from bundle_mcp.tools import _context_index
+
+    bundle = tmp_bundle({"index.md": INDEX, "orders.md": ORDERS, "returns.md": RETURNS})
+    dispatcher, snapshot = _restarted_after_a_warm_up(bundle, tmp_path / "cache", lambda: None)
+    imported: list[str] = []
+    real = _context_index.importlib.import_module
+    monkeypatch.setattr(_context_index.importlib, "import_module",
+                        lambda name: imported.append(name) or real(name))
+    for step in warm_steps(dispatcher, bundle, ALL_READER, snapshot):
+        step.build(CancelToken())
+    assert "numpy" in imported
