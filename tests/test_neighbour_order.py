@@ -67,3 +67,20 @@ def test_each_direction_and_kind_selects_as_the_plain_filter(tmp_bundle: BundleF
             chosen = select_edges(snapshot, "hub", direction, kinds, CancelToken())
             assert chosen == _plain_selection(snapshot, "hub", direction, kinds), (
                 direction, kinds)
+
+
+def test_a_concepts_edges_come_in_the_order_get_neighbors_lists(
+        tmp_bundle: BundleFactory) -> None:
+    # select_edges only filters: it relies on edges_of's edge order being NEIGHBOUR_ORDER.
+    # edges_of after a restart and after a change equal this index, order included
+    # (tests/test_inbound_index.py, tests/test_capture_after_change.py).
+    files = {f"c{n}.md": (f"---\ntype: T\ntitle: C{n}\nrelations:\n  FEEDS:\n"
+                          f"    - target: c{(n * 7) % 12}\n  OWNS:\n    - target: c{n % 3}\n"
+                          f"---\n# C{n}\n\n[x](c{(n + 5) % 12}.md) [y](c{(n * 5) % 12}.md#c{n})"
+                          f" [z](c{n}.md)\n")
+             for n in range(12)}
+    bundle = tmp_bundle(files)
+    snapshot = Dispatcher(ServeConfig(bundles=(bundle,))).served_snapshot(bundle, CancelToken())
+    assert snapshot.edges_by_concept
+    for concept_id, edges in snapshot.edges_by_concept.items():
+        assert list(edges) == sorted(edges, key=_stated_order), concept_id

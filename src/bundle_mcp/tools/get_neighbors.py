@@ -24,9 +24,10 @@ KINDS = (NAVIGATION, RELATION, "source")
 DIRECTIONS = ("in", "out", "both")
 MAX_SOURCES = 100
 MAX_CANDIDATE_EDGES = 100_000
-# An edge's (kind, from, to, relation type) as its fields in that order, picked in C. A link's
-# fourth field is its relationship, always LINKS_TO where the wire says no relation type: among
-# links it is the same for all, so it orders them as a missing type would.
+# The order get_neighbors lists edges in, (kind, from, to, relation type): an edge's fields in
+# that order, which is also the snapshot's edge order (``model.edge_order``). A link's fourth
+# field is its relationship, always LINKS_TO where the wire says no relation type: among links
+# it is the same for all, so it orders them as a missing type would.
 NEIGHBOUR_ORDER = operator.itemgetter(0, 3, 4, 5)
 
 
@@ -93,8 +94,10 @@ def select_edges(
     """Edges touching the concept, filtered by direction and kind, in (kind, from, to, type) order.
 
     ``in`` keeps edges whose target concept is the concept, ``out`` those whose source concept
-    is, ``both`` either (a self-link once). Filtered and ordered in C: a hub's thousands of
-    edges were a Python step each, most of a warm call at 50,000 concepts.
+    is, ``both`` either (a self-link once). ``Snapshot.edges_of`` gives them in edge order,
+    which is this order (:data:`NEIGHBOUR_ORDER`), so the filter keeps it and nothing is
+    sorted: a hub's thousands of edges were a Python step each and then sorted, most of a
+    warm call at 50,000 concepts.
     """
     token.check()
     wanted = frozenset(kinds)
@@ -113,7 +116,6 @@ def select_edges(
             "get_semantic_graph if its output fits; v1 has no cursor, so report this limit "
             "rather than claiming a complete neighbourhood",
         )
-    selected.sort(key=NEIGHBOUR_ORDER)
     return selected
 
 
