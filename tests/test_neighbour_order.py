@@ -1,6 +1,7 @@
-"""get_neighbors filters and orders a concept's edges in C (``select_edges``): the order is the
-one its contract states, (kind, from, to, relation type), a link's missing type ordering as
-the empty string, and ties keep the snapshot's edge order."""
+"""get_neighbors takes a concept's edges as the snapshot keeps them, filtered in C
+(``select_edges``): the snapshot's edge order (``model.edge_order``) is the one get_neighbors'
+contract states, (kind, from, to, relation type), a link's missing type ordering as the empty
+string, ties included."""
 
 from __future__ import annotations
 
@@ -11,8 +12,8 @@ from hypothesis import strategies as st
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
-from bundle_mcp.model import LINKS_TO, NAVIGATION, RELATION, Edge, Snapshot
-from bundle_mcp.tools.get_neighbors import DIRECTIONS, NEIGHBOUR_ORDER, select_edges
+from bundle_mcp.model import LINKS_TO, NAVIGATION, RELATION, Edge, Snapshot, edge_order
+from bundle_mcp.tools.get_neighbors import DIRECTIONS, select_edges
 
 BundleFactory = Callable[[Mapping[str, str | bytes]], str]
 
@@ -34,9 +35,9 @@ def _stated_order(edge: Edge) -> tuple[str, str, str, str]:
 
 
 @given(_EDGES)
-def test_the_order_in_c_is_the_stated_order_ties_included(edges: list[Edge]) -> None:
+def test_the_snapshots_edge_order_is_the_stated_order_ties_included(edges: list[Edge]) -> None:
     # Equal keys keep their places in both sorts (stable): the same list, object for object.
-    ordered = sorted(edges, key=NEIGHBOUR_ORDER)
+    ordered = sorted(edges, key=edge_order)
     stated = sorted(edges, key=_stated_order)
     assert [id(e) for e in ordered] == [id(e) for e in stated]
 
@@ -71,7 +72,7 @@ def test_each_direction_and_kind_selects_as_the_plain_filter(tmp_bundle: BundleF
 
 def test_a_concepts_edges_come_in_the_order_get_neighbors_lists(
         tmp_bundle: BundleFactory) -> None:
-    # select_edges only filters: it relies on edges_of's edge order being NEIGHBOUR_ORDER.
+    # select_edges only filters: it relies on edges_of's edge order being its own.
     # edges_of after a restart and after a change equal this index, order included
     # (tests/test_inbound_index.py, tests/test_capture_after_change.py).
     files = {f"c{n}.md": (f"---\ntype: T\ntitle: C{n}\nrelations:\n  FEEDS:\n"

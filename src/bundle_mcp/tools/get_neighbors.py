@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import operator
 from typing import Any
 
 from ..cancel import CancelToken
@@ -24,11 +23,6 @@ KINDS = (NAVIGATION, RELATION, "source")
 DIRECTIONS = ("in", "out", "both")
 MAX_SOURCES = 100
 MAX_CANDIDATE_EDGES = 100_000
-# The order get_neighbors lists edges in, (kind, from, to, relation type): an edge's fields in
-# that order, which is also the snapshot's edge order (``model.edge_order``). A link's fourth
-# field is its relationship, always LINKS_TO where the wire says no relation type: among links
-# it is the same for all, so it orders them as a missing type would.
-NEIGHBOUR_ORDER = operator.itemgetter(0, 3, 4, 5)
 
 
 def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
@@ -94,10 +88,11 @@ def select_edges(
     """Edges touching the concept, filtered by direction and kind, in (kind, from, to, type) order.
 
     ``in`` keeps edges whose target concept is the concept, ``out`` those whose source concept
-    is, ``both`` either (a self-link once). ``Snapshot.edges_of`` gives them in edge order,
-    which is this order (:data:`NEIGHBOUR_ORDER`), so the filter keeps it and nothing is
-    sorted: a hub's thousands of edges were a Python step each and then sorted, most of a
-    warm call at 50,000 concepts.
+    is, ``both`` either (a self-link once). ``Snapshot.edges_of`` gives them in edge order
+    (``model.edge_order``: kind, from, to, relationship), which is this order, a link's
+    relationship being always LINKS_TO where the wire says no relation type; so the filter
+    keeps it and nothing is sorted: a hub's thousands of edges were a Python step each and
+    then sorted, most of a warm call at 50,000 concepts.
     """
     token.check()
     wanted = frozenset(kinds)
