@@ -262,6 +262,31 @@ def test_a_part_kept_before_the_database_exists_waits_for_the_first_save(
     assert ParseCache(None).parts(bundle) is None  # the cache off: nothing is kept
 
 
+def test_a_part_waiting_for_the_first_save_is_held_compressed(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """A cold warm-up keeps megabytes of whole-bundle values long before its save makes the
+    database: each waits as its compressed frame, not whole, and is written as kept."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    parse = ParseCache(cache)
+    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
+                            cache=SnapshotCache(parse_cache=parse, watch=False))
+    store = parse.parts(bundle)
+    assert store is not None
+    value = b"the same words again " * 50_000  # 1 MB that compresses well
+    store.keep("revision", "whole", value)
+    store.keep("revision", "pieces", iter([b"made ", b"as written"]))
+    (waiting,) = parse._waiting_parts.values()
+    held = [arg for write in waiting for arg in write.args if isinstance(arg, bytes)]
+    assert held and all(len(arg) < len(value) // 10 for arg in held)  # the frame, not the value
+    assert zstd_frames.unpacked(held[0]) == value
+    dispatcher.save_parse_cache(
+        bundle, dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER))
+    parse.settle_parts()
+    assert store.read("revision", "whole") == value
+    assert store.read("revision", "pieces") == b"made as written"
+
+
 def test_packed_arrays_come_back_bit_for_bit() -> None:
     floats = array("d", [0.0, -0.0, 1e-300, 5e-324, math.pi, math.inf, -math.inf, math.nan])
     ints = array("i", [0, 1, -1, 2**31 - 1, -(2**31)])
