@@ -1,6 +1,6 @@
 """Where the server's memory goes (issue 29): a breakdown of resident memory, stage by stage.
 
-Two modes, both on an existing bundle (``/work/bench10k``, or one ``bench/generate.py`` wrote):
+Three modes, each on an existing bundle (``/work/bench10k``, or one ``bench/generate.py`` wrote):
 
 ``server`` (the default) spawns ``bundle-mcp serve BUNDLE`` as ``make bench`` does (raw JSON-RPC
 over stdio, a fresh parse-cache folder) and reads the process's ``VmRSS`` and ``VmHWM`` from
@@ -8,6 +8,12 @@ over stdio, a fresh parse-cache folder) and reads the process's ``VmRSS`` and ``
 load), when the warm-up is done, then around each of ``make bench``'s read-tool calls. Before each
 call the peak is reset (``5`` written to ``/proc/PID/clear_refs``), so the peak printed beside a
 call is that call's own transient peak (serialising a big answer), not the warm-up's.
+
+``imports`` (BUNDLE is then any small bundle, the bundled example will do) measures what the
+server holds before any bundle data: the ``VmRSS`` of ``bundle-mcp serve BUNDLE`` once it has
+answered a call and warmed its small bundle, then, in one fresh interpreter, what each group of
+the libraries it imports adds, imported one group after the other (:data:`IMPORT_GROUPS`; a
+group's figure is what it adds to those before it, so the figures add up).
 
 ``steps`` loads the bundle in this process and runs the warm-up's steps one at a time
 (:func:`bundle_mcp.readiness.warm_steps`), printing ``VmRSS`` after each and, with
@@ -18,6 +24,7 @@ process does: run it twice on an empty folder, and the second run is a restart's
     PYTHONPATH=src .venv/bin/python bench/memory.py /work/bench10k
     PYTHONPATH=src .venv/bin/python bench/memory.py /work/bench10k --mode steps --tracemalloc
     PYTHONPATH=src .venv/bin/python bench/memory.py /work/bench10k --mode steps --cache /tmp/pc
+    PYTHONPATH=src .venv/bin/python bench/memory.py examples/coffee-roastery --mode imports
 
 Resident figures are MiB; on a shared machine they drift far less than times do.
 """
@@ -29,6 +36,7 @@ import dataclasses
 import gc
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -134,6 +142,66 @@ def server_mode(bundle: Path, repeat: int, semantic: bool, edits: bool) -> None:
             session.stop()
 
 
+# What ``serve`` imports, in groups, in the order ``imports_mode`` imports them: the MCP SDK
+# first (its package imports its client, its high-level server and their HTTP stack too), then
+# the libraries the tools compute with, then the server's own modules (which import the rest).
+IMPORT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("the MCP SDK (mcp, mcp_types)", ("mcp",)),
+    ("numpy", ("numpy",)),
+    ("jsonschema, jsonschema-rs", ("jsonschema", "jsonschema_rs")),
+    ("PyYAML, markdown-it-py, zstandard, snowballstemmer",
+     ("yaml", "markdown_it", "zstandard", "snowballstemmer")),
+    ("bundle_mcp's serving modules", ("bundle_mcp.cli", "bundle_mcp.server", "bundle_mcp.stdio",
+                                      "bundle_mcp.dispatch", "bundle_mcp.readiness")),
+)
+
+# Run in a fresh interpreter: VmRSS before any group, then after each, one JSON line each.
+_IMPORTS_PROBE = """
+import importlib, json, sys
+def rss():
+    with open("/proc/self/status", encoding="ascii") as lines:
+        return next(int(l.split()[1]) / 1024 for l in lines if l.startswith("VmRSS:"))
+print(json.dumps(["", rss()]), flush=True)
+for label, modules in json.loads(sys.argv[1]):
+    for module in modules:
+        importlib.import_module(module)
+    print(json.dumps([label, rss()]), flush=True)
+"""
+
+
+def import_costs(groups: tuple[tuple[str, tuple[str, ...]], ...] = IMPORT_GROUPS
+                 ) -> list[tuple[str, float]]:
+    """``(label, MiB)`` for a bare interpreter (label ``""``, its whole VmRSS), then what each
+    group adds, imported in order in one fresh interpreter of this environment."""
+    done = subprocess.run(
+        [sys.executable, "-c", _IMPORTS_PROBE, json.dumps([[g, list(m)] for g, m in groups])],
+        capture_output=True, text=True, check=True)
+    rows = [json.loads(line) for line in done.stdout.splitlines()]
+    out = [("", float(rows[0][1]))]
+    out.extend((label, float(after) - float(before))
+               for (_, before), (label, after) in zip(rows, rows[1:], strict=False))
+    return out
+
+
+def imports_mode(bundle: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        session = Session(str(bundle), str(Path(tmp, "cache")), tmp, ())
+        session.start()
+        assert session.process is not None
+        try:
+            session.call("list_concepts", {})
+            session.wait_ready()
+            served = status(session.process.pid)
+        finally:
+            session.stop()
+    row(f"a server of {bundle.name}, warm", served)
+    costs = import_costs()
+    print(f"{'a bare interpreter':<44} VmRSS {costs[0][1]:7.1f} MiB")
+    for label, added in costs[1:]:
+        print(f"  + {label:<56} {added:6.1f} MiB")
+    print(f"{'every group imported':<44} VmRSS {sum(c for _, c in costs):7.1f} MiB")
+
+
 def row(label: str, figures: dict[str, float]) -> None:
     print(f"{label:<44} VmRSS {figures['VmRSS']:7.1f} MiB   VmHWM {figures['VmHWM']:7.1f} MiB",
           flush=True)
@@ -187,7 +255,7 @@ def heap(label: str, use_tracemalloc: bool) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("bundle", type=Path)
-    parser.add_argument("--mode", choices=("server", "steps"), default="server")
+    parser.add_argument("--mode", choices=("server", "steps", "imports"), default="server")
     parser.add_argument("--tracemalloc", action="store_true")
     parser.add_argument("--semantic", action="store_true",
                         help="then call search_semantic until its index is ready (server)")
@@ -204,6 +272,8 @@ def main() -> None:
     os.environ.setdefault("BUNDLE_MCP_CACHE_DIR", tempfile.mkdtemp(prefix="bundle-mcp-mem-"))
     if args.mode == "server":
         server_mode(args.bundle.resolve(), args.repeat, args.semantic, args.edits)
+    elif args.mode == "imports":
+        imports_mode(args.bundle.resolve())
     else:
         steps_mode(args.bundle.resolve(), args.tracemalloc, args.cache is not None)
 
