@@ -520,7 +520,7 @@ class _Holders:
     :func:`stem_holders` builds it the first time a stem's part must be computed."""
 
     concepts: _ConceptWords
-    by_stem: dict[str, array[int]] | None  # 2 or 4 bytes a holder (holder_code)
+    by_stem: Mapping[str, array[int]] | None  # 2 or 4 bytes a holder (holder_code)
     first_section: array[int]
     owner: array[int]  # section number in the snapshot → its concept's position
 
@@ -555,8 +555,9 @@ def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
             owner.extend(itertools.repeat(n, len(words.sections)))
             first_section.append(len(owner))
             _hold(found, words, n, code)
-        _keep_stem_holders(snapshot, found)
-        return _Holders(_ConceptWords(ids, snapshot), found, first_section, owner)
+        by_stem = _PackedHolders.of(found, code)
+        _keep_stem_holders(snapshot, by_stem)
+        return _Holders(_ConceptWords(ids, snapshot), by_stem, first_section, owner)
 
     return revision_value(snapshot, LAYOUT_NAME, read, build,
                           lambda index: index.first_section.tolist())
@@ -597,14 +598,15 @@ def stem_holders(snapshot: Snapshot, token: CancelToken) -> Mapping[str, array[i
         for n, words in enumerate(every_words(snapshot, token)):
             token.check()
             _hold(found, words, n, code)
-        _keep_stem_holders(snapshot, found)
-        return found
+        by_stem = _PackedHolders.of(found, code)
+        _keep_stem_holders(snapshot, by_stem)
+        return by_stem
 
     by_stem: Mapping[str, array[int]] = _index_part(snapshot, "stems", build, token)
     return by_stem
 
 
-def _keep_stem_holders(snapshot: Snapshot, by_stem: dict[str, array[int]]) -> None:
+def _keep_stem_holders(snapshot: Snapshot, by_stem: _PackedHolders) -> None:
     """Keep the stems' holders for the next process, when this snapshot was loaded from the
     files (:attr:`~bundle_mcp.model.Snapshot.loaded`): the stems as JSON, each one's number of
     holders, then every holder, in the stems' order (5.5 MB at 9,978 concepts)."""
@@ -612,18 +614,18 @@ def _keep_stem_holders(snapshot: Snapshot, by_stem: dict[str, array[int]]) -> No
     if store is None or not snapshot.loaded:
         return
     names = json.dumps(list(by_stem), ensure_ascii=False, separators=(",", ":"))
-    lengths = array("I", map(len, by_stem.values()))
-    positions = array(holder_code(len(snapshot.concepts)))
-    for held in by_stem.values():
-        positions.extend(held)
+    starts = by_stem.starts
+    lengths = array("I", map(operator.sub, itertools.islice(starts, 1, None), starts))
     store.keep_bytes(snapshot.revision, HOLDERS_NAME, packed(
-        [len(by_stem)], [array("B", names.encode("utf-8")), lengths, positions]))
+        [len(by_stem)], [array("B", names.encode("utf-8")), lengths, by_stem.positions]))
 
 
-def _unpacked_stem_holders(data: bytes | None, concepts: int) -> _KeptHolders | None:
+def _unpacked_stem_holders(data: bytes | None, concepts: int) -> _PackedHolders | None:
     """What :func:`_keep_stem_holders` kept, or ``None`` unless it reads back whole: distinct
     stems, each with at least one holder, each holder a concept (a stem's holders are written
-    in increasing order: its first and last are checked, in C, not the 2.8 million between)."""
+    in increasing order: its first and last are checked, in C, not the 2.8 million between).
+    The stems are interned: the context words read back name the same ones (``_context_words.
+    unpacked_words``), and each is then held once."""
     found = None if data is None else unpacked(data, "BI" + holder_code(concepts))
     if found is None:
         return None
@@ -637,33 +639,51 @@ def _unpacked_stem_holders(data: bytes | None, concepts: int) -> _KeptHolders | 
             and sum(lengths) == len(positions) and all(type(s) is str for s in stems)
             and (not lengths or min(lengths) > 0)):
         return None
-    starts = list(itertools.accumulate(lengths, initial=0))
-    spans = dict(zip(stems, itertools.pairwise(starts), strict=True))
+    starts = array("L", itertools.accumulate(lengths, initial=0))
+    index = dict(zip(map(sys.intern, stems), range(count), strict=True))
     firsts = map(positions.__getitem__, starts[:-1])
     lasts = map(positions.__getitem__, map(operator.sub, starts[1:], itertools.repeat(1)))
-    if len(spans) != count or (count and (min(firsts) < 0 or max(lasts) >= concepts)):
+    if len(index) != count or (count and (min(firsts) < 0 or max(lasts) >= concepts)):
         return None
-    return _KeptHolders(spans, positions)
+    return _PackedHolders(index, starts, positions)
 
 
-class _KeptHolders(Mapping[str, "array[int]"]):
-    """Stem → the positions of the concepts holding it, as read back: each stem's slice of
-    the kept holders, made when asked (a question asks a few of 50,000 stems)."""
+class _PackedHolders(Mapping[str, "array[int]"]):
+    """Stem → the positions of the concepts holding it, every stem's holders one after the
+    other in one array: a stem's slice is made when asked for (a question asks a few of
+    50,000 stems). Built ones are packed the same way as those read back: an array object a
+    stem (49,784 at 9,978 concepts, each with its own allocation and spare room) held 3.5 MiB
+    more, and keeping them for the next process made a second copy of every holder."""
 
-    __slots__ = ("_spans", "_positions")
+    __slots__ = ("_index", "starts", "positions")
 
-    def __init__(self, spans: dict[str, tuple[int, int]], positions: array[int]) -> None:
-        self._spans, self._positions = spans, positions
+    def __init__(self, index: dict[str, int], starts: array[int], positions: array[int]) -> None:
+        self._index = index  # stem → its number: its holders are positions[starts[n]:starts[n + 1]]
+        self.starts = starts
+        self.positions = positions
+
+    @classmethod
+    def of(cls, found: dict[str, array[int]], code: str) -> _PackedHolders:
+        """``found``'s holders packed, in its stems' order (``code``: their array type)."""
+        positions = array(code)
+        starts = array("L", [0])
+        for held in found.values():
+            positions.extend(held)
+            starts.append(len(positions))
+        return cls(dict(zip(found, range(len(found)), strict=True)), starts, positions)
 
     def __getitem__(self, stem_: str) -> array[int]:
-        start, end = self._spans[stem_]
-        return self._positions[start:end]
+        n = self._index[stem_]
+        return self.positions[self.starts[n]:self.starts[n + 1]]
+
+    def __contains__(self, stem_: object) -> bool:
+        return stem_ in self._index
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._spans)
+        return iter(self._index)
 
     def __len__(self) -> int:
-        return len(self._spans)
+        return len(self._index)
 
 
 def holder_code(concepts: int) -> str:

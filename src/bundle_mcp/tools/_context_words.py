@@ -320,6 +320,10 @@ def unpacked_words(read: Callable[[str], bytes | None], concept_ids: Sequence[st
         return None
     if not (isinstance(stems, list) and all(type(s) is str for s in stems)):
         return None
+    # Interned: the stems' holders read back name the same stems (``_context_index``), and
+    # the process's stem table keeps these: each stem is then one string (2.6 MiB at 9,978
+    # concepts).
+    stems = list(map(sys.intern, stems))
     renumber = _renumbering(stems)
     if renumber is None:
         return None
