@@ -11,6 +11,7 @@ import math
 import sqlite3
 import threading
 from array import array
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,7 @@ from bundle_mcp import derived, zstd_frames
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import parse_cache
-from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.loader.parse_cache import KeptParts, ParseCache
 from bundle_mcp.readers import ALL_READER
 from bundle_mcp.readiness import Readiness
 from bundle_mcp.snapshots import SnapshotCache
@@ -236,6 +237,31 @@ def test_a_warm_server_has_written_the_parts_its_warm_up_kept(
             f"{parse_cache.BYTES_PART}body-words"} <= keys
 
 
+@dataclass(frozen=True)
+class FirstProcess:
+    """A process serving a bundle whose parse cache has no database yet, and its parts."""
+
+    bundle: str
+    parse: ParseCache
+    dispatcher: Dispatcher
+    store: KeptParts
+
+    @classmethod
+    def on(cls, bundle: str, cache: Path) -> FirstProcess:
+        parse = ParseCache(cache)
+        dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
+                                cache=SnapshotCache(parse_cache=parse, watch=False))
+        store = parse.parts(bundle)
+        assert store is not None
+        return cls(bundle, parse, dispatcher, store)
+
+    def save(self) -> None:
+        """The first save (it makes the database), then the waiting parts' writes."""
+        self.dispatcher.save_parse_cache(
+            self.bundle, self.dispatcher.served_snapshot(self.bundle, CancelToken(), ALL_READER))
+        self.parse.settle_parts()
+
+
 def test_a_part_kept_before_the_database_exists_waits_for_the_first_save(
     tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -243,23 +269,17 @@ def test_a_part_kept_before_the_database_exists_waits_for_the_first_save(
     starts one (the bundle's rows would then be a stranger's). A first warm-up keeps its
     answers before its save: they wait for it, a bounded number of them."""
     monkeypatch.setattr(parse_cache, "MAX_WAITING_PARTS", 2)
-    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    parse = ParseCache(cache)
-    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
-                            cache=SnapshotCache(parse_cache=parse, watch=False))
-    store = parse.parts(bundle)
-    assert store is not None
+    first = FirstProcess.on(tmp_bundle(pages()), tmp_path / "cache")
+    store = first.store
     for key in ("one", "two", "three"):
         store.keep("revision", key, key.encode())
-    parse.settle_parts()
-    assert not list((cache / "parse").glob("*.sqlite3"))
+    first.parse.settle_parts()
+    assert not list((tmp_path / "cache" / "parse").glob("*.sqlite3"))
     assert store.read("revision", "one") is None
-    dispatcher.save_parse_cache(
-        bundle, dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER))
-    parse.settle_parts()
+    first.save()
     assert [store.read("revision", key) for key in ("one", "two", "three")] == [
         b"one", b"two", None]
-    assert ParseCache(None).parts(bundle) is None  # the cache off: nothing is kept
+    assert ParseCache(None).parts(first.bundle) is None  # the cache off: nothing is kept
 
 
 def test_a_part_waiting_for_the_first_save_is_held_compressed(
@@ -267,22 +287,16 @@ def test_a_part_waiting_for_the_first_save_is_held_compressed(
 ) -> None:
     """A cold warm-up keeps megabytes of whole-bundle values long before its save makes the
     database: each waits as its compressed frame, not whole, and is written as kept."""
-    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
-    parse = ParseCache(cache)
-    dispatcher = Dispatcher(ServeConfig(bundles=(bundle,)),
-                            cache=SnapshotCache(parse_cache=parse, watch=False))
-    store = parse.parts(bundle)
-    assert store is not None
+    first = FirstProcess.on(tmp_bundle(pages()), tmp_path / "cache")
+    store = first.store
     value = b"the same words again " * 50_000  # 1 MB that compresses well
     store.keep("revision", "whole", value)
     store.keep("revision", "pieces", iter([b"made ", b"as written"]))
-    (waiting,) = parse._waiting_parts.values()
+    (waiting,) = first.parse._waiting_parts.values()
     held = [arg for write in waiting for arg in write.args if isinstance(arg, bytes)]
     assert held and all(len(arg) < len(value) // 10 for arg in held)  # the frame, not the value
     assert zstd_frames.unpacked(held[0]) == value
-    dispatcher.save_parse_cache(
-        bundle, dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER))
-    parse.settle_parts()
+    first.save()
     assert store.read("revision", "whole") == value
     assert store.read("revision", "pieces") == b"made as written"
 
