@@ -17,7 +17,8 @@ group's figure is what it adds to those before it, so the figures add up).
 
 ``steps`` loads the bundle in this process and runs the warm-up's steps one at a time
 (:func:`bundle_mcp.readiness.warm_steps`), printing ``VmRSS`` after each and, with
-``--tracemalloc``, the Python heap they left (slow: about five times as long). With ``--cache
+``--tracemalloc``, the Python heap they left (slow: about five times as long; ``--sites N``
+then lists the N lines of code whose allocations hold the most of it). With ``--cache
 DIR`` it uses that parse-cache folder and saves the parse cache after the warm-up, as a serving
 process does: run it twice on an empty folder, and the second run is a restart's warm-up.
 
@@ -207,7 +208,7 @@ def row(label: str, figures: dict[str, float]) -> None:
           flush=True)
 
 
-def steps_mode(bundle: Path, use_tracemalloc: bool, save: bool) -> None:
+def steps_mode(bundle: Path, use_tracemalloc: bool, save: bool, sites: int = 0) -> None:
     from bundle_mcp.cancel import CancelToken
     from bundle_mcp.dispatch import Dispatcher
     from bundle_mcp.limits import DEFAULT_CAPS
@@ -237,10 +238,35 @@ def steps_mode(bundle: Path, use_tracemalloc: bool, save: bool) -> None:
         heap(f"{step.name} ({time.perf_counter() - started:.1f} s)", use_tracemalloc)
     gc.collect()
     heap("after gc.collect()", use_tracemalloc)
+    if use_tracemalloc and sites:
+        print_sites(tracemalloc.take_snapshot(), sites)
     if save:
         dispatcher.save_parse_cache(path, dispatcher.refreshed_snapshot(path, token, ALL_READER))
         print("parse cache saved", flush=True)
     semantic.close()
+
+
+def print_sites(snapshot: tracemalloc.Snapshot, count: int) -> None:
+    """The ``count`` lines of code whose allocations hold the most of the Python heap now
+    (tracemalloc's own frames left out): where a structure that is kept was made."""
+    kept = snapshot.filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+    stats = kept.statistics("lineno")
+    print(f"the {count} allocation sites holding the most "
+          f"(of {sum(s.size for s in stats) / MIB:.1f} MiB traced):")
+    for stat in stats[:count]:
+        frame = stat.traceback[0]
+        print(f"  {stat.size / MIB:6.1f} MiB {stat.count:8d} blocks  "
+              f"{_short(frame.filename)}:{frame.lineno}", flush=True)
+
+
+def _short(filename: str) -> str:
+    """A source file's path from its package (``bundle_mcp/...``, ``json/...``)."""
+    parts = Path(filename).parts
+    for anchor in ("bundle_mcp", "site-packages"):
+        if anchor in parts:
+            at = parts.index(anchor)
+            return "/".join(parts[at + (anchor == "site-packages"):])
+    return "/".join(parts[-2:])
 
 
 def heap(label: str, use_tracemalloc: bool) -> None:
@@ -257,6 +283,9 @@ def main() -> None:
     parser.add_argument("bundle", type=Path)
     parser.add_argument("--mode", choices=("server", "steps", "imports"), default="server")
     parser.add_argument("--tracemalloc", action="store_true")
+    parser.add_argument("--sites", type=int, default=0,
+                        help="with --tracemalloc, then the N allocation sites holding the most "
+                        "of the heap (steps)")
     parser.add_argument("--semantic", action="store_true",
                         help="then call search_semantic until its index is ready (server)")
     parser.add_argument("--edits", action="store_true",
@@ -275,7 +304,7 @@ def main() -> None:
     elif args.mode == "imports":
         imports_mode(args.bundle.resolve())
     else:
-        steps_mode(args.bundle.resolve(), args.tracemalloc, args.cache is not None)
+        steps_mode(args.bundle.resolve(), args.tracemalloc, args.cache is not None, args.sites)
 
 
 if __name__ == "__main__":
