@@ -555,9 +555,8 @@ def _holders(snapshot: Snapshot, token: CancelToken) -> _Holders:
             owner.extend(itertools.repeat(n, len(words.sections)))
             first_section.append(len(owner))
             _hold(found, words, n, code)
-        by_stem = _PackedHolders.of(found, code)
-        _keep_stem_holders(snapshot, by_stem)
-        return _Holders(_ConceptWords(ids, snapshot), by_stem, first_section, owner)
+        return _Holders(_ConceptWords(ids, snapshot), _packed_and_kept(snapshot, found, code),
+                        first_section, owner)
 
     return revision_value(snapshot, LAYOUT_NAME, read, build,
                           lambda index: index.first_section.tolist())
@@ -598,11 +597,17 @@ def stem_holders(snapshot: Snapshot, token: CancelToken) -> Mapping[str, array[i
         for n, words in enumerate(every_words(snapshot, token)):
             token.check()
             _hold(found, words, n, code)
-        by_stem = _PackedHolders.of(found, code)
-        _keep_stem_holders(snapshot, by_stem)
-        return by_stem
+        return _packed_and_kept(snapshot, found, code)
 
     by_stem: Mapping[str, array[int]] = _index_part(snapshot, "stems", build, token)
+    return by_stem
+
+
+def _packed_and_kept(snapshot: Snapshot, found: dict[str, array[int]],
+                     code: str) -> _PackedHolders:
+    """The holders built from every concept's words, packed and kept for the next process."""
+    by_stem = _PackedHolders.of(found, code)
+    _keep_stem_holders(snapshot, by_stem)
     return by_stem
 
 
