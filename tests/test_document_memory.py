@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -263,29 +264,38 @@ def test_a_read_back_documents_sections_are_decoded_without_its_links(
     for doc in _concepts(second):
         decoded.clear()
         sections, facts = parsed[doc.path]
-        assert doc.sliced == (doc.section_count > 1)
+        # The count and the spans come with the row, nothing decoded.
+        assert doc.sliced == (len(sections) > 1)
+        assert doc.section_spans == tuple(
+            n for s in sections for n in (s.line_start, s.line_end))
+        assert decoded == []
+        assert doc.sections == sections
         assert doc.sections == sections
         assert decoded == [("sections", False), ("sections", True)]
         assert doc.markdown == facts  # the whole facts, when asked
 
 
-def test_a_restarted_walk_decodes_each_concepts_sections_once(
+def test_a_restarted_walk_decodes_only_the_sections_it_renders(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A restarted server's first walk reads each concept's edges from the kept columns and
-    makes its section arcs before it asks whether the concept was cut: the arcs decode its
-    sections once, and the count is then known (asked first, it decoded them as well)."""
+    """A restarted server's first walk names the sections of every concept it passes by their
+    line spans, read back with the facts, and knows each concept's section count from them:
+    only the sections the answer renders are decoded, one decode each."""
     bundle = _bundle(tmp_path / "b")
     kept_by(bundle, tmp_path / "cache", lambda _d, snapshot: snapshot.edges_by_concept)
     dispatcher, snapshot = restart(bundle, tmp_path / "cache")
     decoded = _counted_decodes(monkeypatch)
     outcome = dispatcher.call("expand_neighbors", {"bundle_path": bundle, "entity_ids": ["a/hub"],
-                                                   "depth": 2})
+                                                   "depth": 2, "limit": 12})
     assert not outcome.is_error, outcome
+    neighbors = json.loads(outcome.text)["neighbors"]
+    rendered = [n for n in neighbors if n["metadata"]["kind"] == "section"]
+    reached = json.loads(outcome.text)["total"]
     assert '"a/c0' in outcome.text
-    assert decoded == ["sections"] * 4  # the four concepts', once each
+    assert rendered and reached > len(neighbors)  # sections were passed and not rendered
+    assert decoded == ["sections"] * len(rendered)
     assert all(doc.section_count == 4 for doc in _concepts(snapshot))
-    assert len(decoded) == 4  # the counts came with the decode
+    assert len(decoded) == len(rendered)  # the counts came with the spans
 
 
 def test_a_built_edge_index_gives_a_concepts_outgoing_edges_without_its_facts(

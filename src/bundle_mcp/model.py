@@ -470,6 +470,9 @@ class FormatRules:
     sections: Callable[[Document], tuple[Section, ...]]
     anchors: Callable[[Document], Collection[str]]  # ``markdown.anchors``, no section made
     section_count: Callable[[Document], int]
+    # The sections' (start, end) line numbers, flat, no section made once they are known (a
+    # walk names the sections of every concept it passes by these, and renders few).
+    section_spans: Callable[[Document], tuple[int, ...]]
     # Whether a link of the document may name one of these concept IDs: False is sure, True
     # may not be. A new concept asks every document; most say no without decoding their facts.
     may_link_to: Callable[[Document, Collection[str]], bool]
@@ -571,6 +574,12 @@ class Document:
         """``len(markdown.sections)``, without decoding the facts again once they were made
         (``FormatRules.section_count``)."""
         return self.rules.section_count(self)
+
+    @property
+    def section_spans(self) -> tuple[int, ...]:
+        """Each section's ``line_start`` and ``line_end``, flat, in section order
+        (``FormatRules.section_spans``)."""
+        return self.rules.section_spans(self)
 
     @property
     def sliced(self) -> bool:

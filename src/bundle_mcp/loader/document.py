@@ -25,7 +25,10 @@ from .facts_codec import (
     packed_anchors,
     packed_may_link_to,
     packed_section_count,
+    packed_section_spans,
     packed_sections,
+    spans_bytes,
+    spans_of_bytes,
 )
 from .frontmatter import FrontmatterError, Split, load_yaml, split_frontmatter
 from .precheck import Prechecked
@@ -39,15 +42,18 @@ OKF_RULES = FormatRules(markdown=parse_markdown, fold=fold, lines=LineView,
                         sections=lambda doc: doc.markdown.sections,
                         anchors=lambda doc: doc.markdown.anchors,
                         section_count=lambda doc: len(doc.markdown.sections),
+                        section_spans=lambda doc: spans_of_bytes(
+                            spans_bytes(doc.markdown.sections)),
                         may_link_to=lambda doc, concept_ids: True)
 
 
-def document_rules(cached_facts: str | None = None) -> FormatRules:
+def document_rules(cached_facts: str | None = None, spans: bytes | None = None) -> FormatRules:
     """:data:`OKF_RULES` for one document, its Markdown facts kept packed once computed, or
-    read from ``cached_facts`` (the parse cache's JSON text of them) on each use."""
-    return FormatRules(markdown=PackedFacts(cached_facts), fold=fold, lines=LineView,
+    read from ``cached_facts`` (the parse cache's JSON text of them) on each use; ``spans``:
+    the sections' line spans stored with that text (``facts_codec.spans_bytes``)."""
+    return FormatRules(markdown=PackedFacts(cached_facts, spans), fold=fold, lines=LineView,
                        sections=packed_sections, anchors=packed_anchors,
-                       section_count=packed_section_count,
+                       section_count=packed_section_count, section_spans=packed_section_spans,
                        may_link_to=packed_may_link_to)
 
 

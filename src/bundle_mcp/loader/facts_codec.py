@@ -9,13 +9,17 @@ document's ``FormatRules.markdown``: it parses the body (or takes the parse cach
 keeps the text, and decodes it on each use (about 30 µs for a page of the bench bundle).
 
 The same text is the parse cache's ``facts`` row, so a save writes what the holder keeps.
+Beside it the holder keeps, and the row stores, the sections' line spans as a few bytes
+(:func:`spans_bytes`): a walk needs only those of most concepts it passes (their section
+locators and count), and a restarted server then decodes no facts text for them.
 """
 
 from __future__ import annotations
 
 import json
+import struct
 import sys
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..model import (
@@ -44,6 +48,35 @@ def facts_json(facts: MarkdownFacts) -> str:
         "refs": [[r.label, r.line] for r in facts.footnote_refs],
         "defs": [[d.label, d.line, d.text] for d in facts.footnote_defs],
     }, ensure_ascii=False, separators=(",", ":"))
+
+
+# A span is two unsigned 32-bit little-endian integers: line start, line end. A bundle file
+# is far below 2**32 lines (the byte caps), so no span is cut.
+_SPAN = struct.Struct("<II")
+
+
+def spans_bytes(sections: Sequence[Section]) -> bytes:
+    """The sections' line spans, (start, end) after (start, end), as the parse cache stores
+    them."""
+    return b"".join([_SPAN.pack(s.line_start, s.line_end) for s in sections])
+
+
+def spans_of_bytes(data: bytes) -> tuple[int, ...]:
+    """The flat (start, end, start, end, …) line numbers of :func:`spans_bytes`."""
+    return struct.unpack(f"<{len(data) // 4}I", data)
+
+
+def spans_fit(data: object, line_count: int) -> bool:
+    """Whether stored spans can be a document's sections: whole spans, each inside the file's
+    lines, in order and not overlapping (a damaged row's spans are not used)."""
+    if not isinstance(data, bytes) or len(data) % _SPAN.size:
+        return False
+    previous_end = 0
+    for start, end in _SPAN.iter_unpack(data):
+        if not previous_end < start <= end <= line_count:
+            return False
+        previous_end = end
+    return True
 
 
 def facts_of_json(text: str, known_good: bool = False) -> MarkdownFacts:
@@ -134,13 +167,17 @@ class PackedFacts:
     Two threads calling first at once each parse (equal facts); either text kept is the same.
     """
 
-    __slots__ = ("_packed", "_checked", "_sections", "_named", "from_cache", "used")
+    __slots__ = ("_packed", "_checked", "_sections_checked", "_spans", "_named", "from_cache",
+                 "used")
 
-    def __init__(self, cached: str | None = None) -> None:
+    def __init__(self, cached: str | None = None, spans: bytes | None = None) -> None:
         self._packed = None if cached is None else PackedText(cached)
         # A text of our own making decodes; the parse cache's is checked by its first decode.
         self._checked = False
-        self._sections = -1  # how many sections the facts hold, once they were made here
+        self._sections_checked = False  # the text's sections decoded here (and so are good)
+        # The sections' line spans (spans_bytes): the parse cache's with its text, or made
+        # with the facts here. Known, they answer the section count and a walk's locators.
+        self._spans = spans if cached is not None else None
         self._named = -1  # the links' concept IDs as bits (_named_bits), once made here
         self.from_cache = cached is not None  # the facts came from the parse cache's row
         self.used = False  # the facts were asked for at least once (the work counters' view)
@@ -156,8 +193,10 @@ class PackedFacts:
             except DAMAGED:
                 pass
             else:
-                self._remember(facts)
-                return facts
+                if self._spans is None or self._spans == spans_bytes(facts.sections):
+                    self._remember(facts)
+                    return facts
+                # The row's spans and text disagree (see sections()): the body is parsed.
         facts = parse_markdown(doc)
         self._packed = PackedText(facts_json(facts))
         self._remember(facts)
@@ -167,7 +206,8 @@ class PackedFacts:
         """What is kept of facts made here besides their text: that the text decodes, and the
         small answers asked of every document (its section count, which IDs its links name)."""
         self._checked = True
-        self._sections = len(facts.sections)
+        self._sections_checked = True
+        self._spans = spans_bytes(facts.sections)
         self._named = _named_bits(link.concept_id for link in facts.links)
 
     def may_link_to(self, doc: Document, concept_ids: Collection[str]) -> bool:
@@ -188,16 +228,40 @@ class PackedFacts:
         self.used = True
         packed = self._packed
         if packed is not None:
-            if self._checked or self._sections >= 0:  # the sections decoded here before
+            if self._checked or self._sections_checked:  # the sections decoded here before
                 return sections_of_json(packed.text(), known_good=True)
             try:
                 sections = sections_of_json(packed.text())
             except DAMAGED:
                 pass  # the whole facts are parsed again below
             else:
-                self._sections = len(sections)
-                return sections
+                spans = spans_bytes(sections)
+                if self._spans is None or self._spans == spans:
+                    self._sections_checked = True
+                    self._spans = spans
+                    return sections
+                # The row's spans and text disagree: one of them is damaged, so neither is
+                # trusted and the body is parsed below.
+                self._packed, self._spans = None, None
         return self(doc).sections
+
+    def section_spans(self, doc: Document) -> tuple[int, ...]:
+        """The sections' (start, end) line numbers, flat: from the spans kept with the facts,
+        or from the sections decoded (then kept)."""
+        spans = self._spans
+        if spans is None:
+            self.sections(doc)
+            spans = self._spans
+            assert spans is not None  # sections() keeps them, whichever way it made them
+        return spans_of_bytes(spans)
+
+    def spans(self, doc: Document) -> bytes | None:
+        """The spans a save stores with the facts' text (:meth:`text`), made when unknown."""
+        if self._packed is None:
+            return None
+        if self._spans is None:
+            self.sections(doc)
+        return self._spans
 
     def anchors(self, doc: Document) -> Collection[str]:
         """``self(doc).anchors``, no section made once the text is known good."""
@@ -210,8 +274,8 @@ class PackedFacts:
     def section_count(self, doc: Document) -> int:
         """``len(self(doc).sections)``, decoding the sections only if they were never made
         here."""
-        known = self._sections
-        return known if known >= 0 else len(self.sections(doc))
+        spans = self._spans
+        return len(spans) // _SPAN.size if spans is not None else len(self.sections(doc))
 
     @property
     def computed(self) -> bool:
@@ -226,6 +290,11 @@ class PackedFacts:
             self(doc)  # decodes the cached text once, or replaces a damaged one
         packed = self._packed
         return None if packed is None else packed.text()
+
+
+def packed_section_spans(doc: Document) -> tuple[int, ...]:
+    """``FormatRules.section_spans`` of a document whose ``markdown`` is a :class:`PackedFacts`."""
+    return _holder(doc).section_spans(doc)
 
 
 def packed_section_count(doc: Document) -> int:

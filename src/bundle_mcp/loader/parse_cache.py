@@ -73,6 +73,8 @@ from .facts_codec import (
     as_str,
     interned_or_none,
     interned_str,
+    spans_bytes,
+    spans_fit,
 )
 from .frontmatter import DELIMITER_LINE
 from .text import BOM, count_breaks, count_lines
@@ -88,7 +90,8 @@ log = logging.getLogger(__name__)
 # 9: a ``parts`` table: what a tool computed for one query term over a whole snapshot (context's
 #    stem parts of the scores, search_sections' postings), keyed by the snapshot's revision.
 # 10: ``derived`` and ``parts`` values compressed with Zstandard (``zstd_frames``), not zlib.
-FORMAT = "bundle-mcp-parse-cache/10"
+# 11: a ``spans`` column beside ``facts``: the sections' line spans (facts_codec.spans_bytes).
+FORMAT = "bundle-mcp-parse-cache/11"
 MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle path)
 # Rows of the ``parts`` table kept per database, the newest first: a common stem's part of
 # context's scores is a few hundred KB at 10,000 concepts, a rare one's a few hundred bytes.
@@ -110,8 +113,10 @@ _SCHEMA = (
     "CREATE TABLE IF NOT EXISTS documents(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
     " size INTEGER NOT NULL, error TEXT, entry TEXT NOT NULL,"
     " PRIMARY KEY (path, sha256)) WITHOUT ROWID",
+    # ``spans``: the sections' line spans as bytes, so a restarted server names a document's
+    # sections (a walk's locators, its section count) without decoding ``facts``.
     "CREATE TABLE IF NOT EXISTS facts(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
-    " facts TEXT NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
+    " facts TEXT NOT NULL, spans BLOB NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
     # The one table keyed by path alone, so its rows change: the stat a file had when its
     # bytes had the SHA-256 beside it, written only for settled stats (capture.StatKey).
     "CREATE TABLE IF NOT EXISTS stats(path TEXT PRIMARY KEY, sha256 TEXT NOT NULL,"
@@ -334,17 +339,18 @@ class ParseCache:
                 # holes they left kept the process that much larger.
                 with_new_facts: list[Document] = []
 
-                def new_facts() -> Iterator[tuple[str, str, str]]:
+                def new_facts() -> Iterator[tuple[str, str, str, bytes]]:
                     for doc in built:
                         if (doc.path, doc.record.sha256) in with_facts:
                             continue
                         facts = encode_facts(doc)
                         if facts is not None:
                             with_new_facts.append(doc)
-                            yield doc.path, doc.record.sha256, facts
+                            yield doc.path, doc.record.sha256, facts, encode_spans(doc)
 
                 db.executemany(
-                    "INSERT OR IGNORE INTO facts(path, sha256, facts) VALUES (?, ?, ?)",
+                    "INSERT OR IGNORE INTO facts(path, sha256, facts, spans)"
+                    " VALUES (?, ?, ?, ?)",
                     new_facts(),
                 )
                 db.executemany(
@@ -745,7 +751,7 @@ class CachedRows(Mapping[str, Any]):
         self._db: sqlite3.Connection | None = None
         # Rows read ahead (read_ahead), by key: (path, sha256) → the compressed value.
         self._ahead: dict[str, dict[tuple[str, str], bytes]] = {}
-        # Documents' rows read ahead (read_ahead_entries): (path, sha256) → (entry, facts).
+        # Documents' rows read ahead (read_ahead_entries): (path, sha256) → (entry, facts, spans).
         self._ahead_entries: dict[tuple[str, str], tuple[Any, ...]] = {}
         # The (path, sha256) of every file with facts (so with targets), and the database's
         # data_version it was read at: read again after any other connection's commit.
@@ -941,10 +947,11 @@ class CachedRows(Mapping[str, Any]):
                     group = wanted[start:start + _AHEAD_PER_QUERY]
                     marks = ",".join("?" * len(group))
                     for row in self._connection().execute(
-                            "SELECT d.path, d.sha256, d.entry, f.facts FROM documents d"
+                            "SELECT d.path, d.sha256, d.entry, f.facts, f.spans"
+                            " FROM documents d"
                             " LEFT JOIN facts f ON f.path = d.path AND f.sha256 = d.sha256"
                             f" WHERE d.path IN ({marks})", [path for path, _ in group]):
-                        ahead[(row[0], row[1])] = (row[2], row[3])
+                        ahead[(row[0], row[1])] = (row[2], row[3], row[4])
         except sqlite3.Error:
             ahead = {}
         with self._lock:
@@ -959,7 +966,7 @@ class CachedRows(Mapping[str, Any]):
             row = self._ahead_entries.pop((path, sha256), None)
         if row is None:
             row = self._row(
-                "SELECT d.entry, f.facts FROM documents d LEFT JOIN facts f"
+                "SELECT d.entry, f.facts, f.spans FROM documents d LEFT JOIN facts f"
                 " ON f.path = d.path AND f.sha256 = d.sha256"
                 " WHERE d.path = ? AND d.sha256 = ?", (path, sha256))
         if row is None:
@@ -970,7 +977,7 @@ class CachedRows(Mapping[str, Any]):
             return None  # a damaged row: that file is parsed
         if not isinstance(entry, dict):
             return None
-        entry["markdown"] = row[1]
+        entry["markdown"], entry["spans"] = row[1], row[2]
         return entry
 
 
@@ -1116,6 +1123,14 @@ def encode_facts(doc: Document) -> str | None:
     return holder.text(doc) if isinstance(holder, PackedFacts) else None
 
 
+def encode_spans(doc: Document) -> bytes:
+    """The sections' line spans stored beside :func:`encode_facts`' text (asked only of a
+    document whose facts were computed)."""
+    holder = doc.rules.markdown
+    spans = holder.spans(doc) if isinstance(holder, PackedFacts) else None
+    return spans if spans is not None else spans_bytes(doc.markdown.sections)
+
+
 def _layout_of(doc: Document) -> list[int]:
     """Where the frontmatter block and the body lie, from what the document kept of its split
     (its text is not read: a save must not read every file again)."""
@@ -1154,6 +1169,7 @@ def decode(
         if layout is None or not (frontmatter is None or isinstance(frontmatter, dict)):
             return None
         raw_start, raw_end, body_start, body_line = layout
+        line_count = count_lines(text)
         return Document(
             path=path,
             kind=as_str(entry["kind"]),
@@ -1164,8 +1180,8 @@ def decode(
             frontmatter_value=None if frontmatter is None else Unfrozen(frontmatter),
             body_start=body_start,
             body_line=body_line,
-            line_count=count_lines(text),
-            rules=_rules(entry["markdown"]),
+            line_count=line_count,
+            rules=_rules(entry["markdown"], entry.get("spans"), line_count),
             stored=stored,
             relations=tuple(
                 Relation(interned_str(a), interned_str(b), interned_str(c),
@@ -1209,8 +1225,9 @@ def _broken_text(data: bytes) -> str:
         return ""
 
 
-def _rules(text: Any) -> FormatRules:
-    """The loader's rules, with the Markdown facts read from the entry when it holds them."""
+def _rules(text: Any, spans: Any, line_count: int) -> FormatRules:
+    """The loader's rules, with the Markdown facts read from the entry when it holds them, and
+    their sections' spans when those fit the file (else they are made from the facts)."""
     if text is not None and not isinstance(text, str):
         raise TypeError("markdown facts must be JSON text")
-    return document_rules(text)
+    return document_rules(text, spans if spans_fit(spans, line_count) else None)

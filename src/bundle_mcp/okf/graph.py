@@ -58,6 +58,7 @@ from ..model import (
     LINKS_TO,
     NAVIGATION,
     RELATION,
+    Concepts,
     Document,
     Edge,
     Memo,
@@ -78,7 +79,7 @@ from .ids import concept_id_for_path
 from .names import concept_name
 from .properties import tags as concept_tags
 from .properties import text_field
-from .sections import is_sliced, locator, parse_locator, section_at, section_name
+from .sections import is_sliced, locator, parse_locator, section_name, section_number_at
 
 # Relationship names, as tools report and filter them (a typed relation goes by its own name;
 # a link's, LINKS_TO, is the edge model's).
@@ -165,19 +166,23 @@ _SPACES = (" ", "\t", "\n", "\r", "\f", "\v")
 
 @dataclass(frozen=True, slots=True)
 class Entity:
-    """A concept, or one section of a concept (``section`` set; ``id`` is then its locator).
+    """A concept, or one section of a concept (``section_number`` set: the section's place in
+    its document's ``sections``; ``id`` is then its locator).
 
-    The concept's document is the snapshot's, built when first asked for (:attr:`doc`): a walk
-    that reaches thousands of concepts ranks them by ID and distance and renders a few, and a
-    restarted server builds only those few documents."""
+    The concept's document is the snapshot's, built when first asked for (:attr:`doc`), and a
+    section's :class:`Section` is decoded when first asked for (:attr:`section`): a walk that
+    reaches thousands of concepts and their sections ranks them by ID and distance and renders
+    a few, and a restarted server builds and decodes only those few."""
 
     id: str
     concept_id: str
     concepts: Mapping[str, Document] = field(repr=False, compare=False)  # the snapshot's
-    section: Section | None = None
+    section_number: int | None = None
     # The document once asked for (or given: a section's): a memo of ``concepts``' own, as
     # a walk's rendering reads it several times an entity.
     _doc: Document | None = field(default=None, repr=False, compare=False)
+    # The section once asked for (or given), a memo of ``doc.sections[section_number]``.
+    _section: Section | None = field(default=None, repr=False, compare=False)
 
     @property
     def doc(self) -> Document:
@@ -188,8 +193,21 @@ class Entity:
         return doc
 
     @property
+    def section(self) -> Section | None:
+        """The section this entity is, ``None`` for a concept (ask :attr:`is_section` to tell
+        them apart without decoding the section)."""
+        number = self.section_number
+        if number is None:
+            return None
+        section = self._section
+        if section is None:
+            section = self.doc.sections[number]
+            object.__setattr__(self, "_section", section)  # frozen: a memo of a pure lookup
+        return section
+
+    @property
     def is_section(self) -> bool:
-        return self.section is not None
+        return self.section_number is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,23 +237,27 @@ Key = tuple[float, str, str, str, str, str]  # (-weight, relationship, direction
 # walked against its stored direction, whether it is the concept's edge to itself). Built once
 # per concept (:meth:`BundleGraph.arcs`): a walk then ranks an edge without building a Step.
 Arc = tuple[Key, str, str, bool, bool]
-SectionArc = tuple[Key, Entity]  # (key, the section) of a concept's PART_OF edges
+# A concept's PART_OF edge from one of its sections: (key, the section's place in the
+# document's ``sections``); the key's fifth item is the section's ID.
+SectionArc = tuple[Key, int]
 
 
 def _arcs(concept_id: str, edges: Iterable[Edge]) -> tuple[Arc, ...]:
     arcs: list[Arc] = []
-    for edge in edges:
-        weight = -EDGE_WEIGHT[edge.kind]
-        refs = (edge.source_ref, edge.target_ref)
-        if edge.source_id == edge.target_id:
-            key: Key = (weight, edge.relationship, OUTGOING, concept_id, *refs)
-            arcs.append((key, concept_id, edge.kind, False, True))
-        elif edge.source_id == concept_id:
-            key = (weight, edge.relationship, OUTGOING, concept_id, *refs)
-            arcs.append((key, edge.target_id, edge.kind, False, False))
+    append, weights = arcs.append, EDGE_WEIGHT
+    # Each edge unpacked once (a restarted server's first walk makes the arcs of hundreds of
+    # concepts, tens of thousands of edges: unpacked, in 60% of the attribute reads' time).
+    for kind, source, target, source_ref, target_ref, relationship in edges:
+        if source == target:
+            key: Key = (-weights[kind], relationship, OUTGOING, concept_id, source_ref,
+                        target_ref)
+            append((key, concept_id, kind, False, True))
+        elif source == concept_id:
+            key = (-weights[kind], relationship, OUTGOING, concept_id, source_ref, target_ref)
+            append((key, target, kind, False, False))
         else:
-            key = (weight, edge.relationship, INCOMING, concept_id, *refs)
-            arcs.append((key, edge.source_id, edge.kind, True, False))
+            key = (-weights[kind], relationship, INCOMING, concept_id, source_ref, target_ref)
+            append((key, source, kind, True, False))
     return tuple(arcs)
 
 
@@ -532,22 +554,37 @@ class BundleGraph:
 
     def sections_of(self, concept_id: str) -> tuple[Entity, ...]:
         """A concept's section entities in document order (a locator that is a concept ID
-        names that concept, so such a section is left out)."""
+        names that concept, so such a section is left out). Made from the sections' line
+        spans: no section is decoded until an entity's is asked for."""
         def build() -> tuple[Entity, ...]:
             doc = self.snapshot.concepts[concept_id]
-            entities = (self._section_entity(doc, s) for s in doc.sections)
-            return tuple(e for e in entities if e is not None)
+            concepts = self.snapshot.concepts
+            return tuple(Entity(key[4], concept_id, concepts, number, doc)
+                         for key, number in self.section_arcs(concept_id))
 
         return _kept(self._sections, concept_id, build)
 
-    def _section_entity(self, doc: Document, section: Section) -> Entity | None:
-        section_id = locator(doc.path, section.line_start, section.line_end)
+    def section_of(self, concept: Entity, number: int, section_id: str) -> Entity:
+        """The entity of the section at ``number`` in ``concept``'s document, whose ID (a
+        :meth:`section_arcs` key's) is ``section_id``."""
+        return Entity(section_id, concept.id, self.snapshot.concepts, number, concept.doc)
+
+    def _ids_with_hash(self) -> bool:
+        """Whether some concept ID holds a '#' (of the lazy concepts, any file's that would be
+        a concept if it parses: no document is built to answer)."""
+        concepts = self.snapshot.concepts
+        ids = concepts.paths if isinstance(concepts, Concepts) else concepts
+        return self._memo.get("ids with #", lambda: any("#" in c for c in ids))
+
+    def _section_entity(self, doc: Document, number: int, line_start: int, line_end: int
+                        ) -> Entity | None:
+        section_id = locator(doc.path, line_start, line_end)
         concepts = self.snapshot.concepts
         if section_id in concepts:
             return None
         concept_id = doc.concept_id
         assert concept_id is not None  # only concepts and their sections are entities
-        return Entity(section_id, concept_id, concepts, section, doc)
+        return Entity(section_id, concept_id, concepts, number, doc)
 
     def resolve(self, value: str, project: str | None) -> Entity | None:
         """The entity an ID names in this snapshot, or ``None``.
@@ -569,9 +606,9 @@ class BundleGraph:
             doc = self._concept_at(path)
             if doc is None or not in_project(doc.path, project):
                 continue
-            section = section_at(doc, parts.line_start, parts.line_end)
-            if section is not None:
-                entity = self._section_entity(doc, section)
+            number = section_number_at(doc, parts.line_start, parts.line_end)
+            if number is not None:
+                entity = self._section_entity(doc, number, parts.line_start, parts.line_end)
                 if entity is not None:
                     return entity
         return None
@@ -586,7 +623,7 @@ class BundleGraph:
 
     def tags_of(self, entity: Entity) -> tuple[str, ...]:
         """A concept's distinct tags, sorted; a section carries none."""
-        if entity.section is not None:
+        if entity.is_section:
             return ()
         found = self._tags.get(entity.id)
         if found is None:
@@ -677,11 +714,28 @@ class BundleGraph:
 
     def section_arcs(self, concept_id: str) -> tuple[SectionArc, ...]:
         """The ``PART_OF`` edges from a concept's sections, as the concept's walk sees them
-        (incoming), in :meth:`sections_of` order."""
-        return _kept(self._section_arcs, concept_id, lambda: tuple(
-            ((-PART_OF_WEIGHT, PART_OF, INCOMING, concept_id, section.id, concept_id), section)
-            for section in self.sections_of(concept_id)
-        ))
+        (incoming), in document order (:meth:`sections_of`'s). Made from the sections' line
+        spans: a walk passes every section of hundreds of concepts and renders a few, so no
+        section is decoded and no entity made here."""
+        def build() -> tuple[SectionArc, ...]:
+            doc = self.snapshot.concepts[concept_id]
+            concepts = self.snapshot.concepts
+            spans = doc.section_spans
+            # locator() of each span, the path encoded once.
+            prefix = locator(doc.path, 1, 1).removesuffix("L1-L1")
+            # Only an ID with '#' can be a locator; most bundles have none, and their sections
+            # are then never looked up among the concepts.
+            check = self._ids_with_hash()
+            arcs: list[SectionArc] = []
+            for number in range(len(spans) // 2):
+                section_id = f"{prefix}L{spans[2 * number]}-L{spans[2 * number + 1]}"
+                if not (check and section_id in concepts):
+                    key: Key = (-PART_OF_WEIGHT, PART_OF, INCOMING, concept_id, section_id,
+                                concept_id)
+                    arcs.append((key, number))
+            return tuple(arcs)
+
+        return _kept(self._section_arcs, concept_id, build)
 
     def field_edges_of(self, concept_id: str, token: CancelToken) -> tuple[Edge, ...]:
         """The field edges touching a concept, in :func:`field_edges` order."""
@@ -713,7 +767,7 @@ class BundleGraph:
         """:meth:`steps` (unbudgeted) to the entities in ``among`` only, in the same order:
         read from the concept's :meth:`arcs`, so the edges to any other entity cost a set lookup
         and no Step (an extraction asks this of every candidate it prices, hub or not)."""
-        if entity.section is not None:
+        if entity.is_section:
             # A section's only edge is PART_OF to its concept.
             if entity.concept_id in among:
                 yield from self.steps(entity, selection, UNBOUNDED, token, loops=loops)
@@ -739,13 +793,13 @@ class BundleGraph:
                 yield Step(self.concept(other), name, key[2], -key[0], key[4], key[5], kind)
         if not (incoming and selection.part_of):
             return
-        parts = self.section_arcs(concept_id)  # before the count, as in _expand
+        parts = self.section_arcs(concept_id)
         if not (selection.unsliced_sections or is_sliced(entity.doc)):
             return
-        for key, section in parts:
-            if section.id in among:
-                yield Step(section, PART_OF, INCOMING, PART_OF_WEIGHT, key[4], concept_id,
-                           PART_OF_KIND)
+        for key, number in parts:
+            if key[4] in among:
+                yield Step(self.section_of(entity, number, key[4]), PART_OF, INCOMING,
+                           PART_OF_WEIGHT, key[4], concept_id, PART_OF_KIND)
 
     def steps(
         self,
@@ -768,7 +822,7 @@ class BundleGraph:
         Stops early, without error, when the budget runs out; the caller reads
         ``budget.exhausted``.
         """
-        if entity.section is not None:
+        if entity.is_section:
             # A section's only edge is PART_OF to the concept it was cut from.
             token.check()
             if budget.take() and selection.part_of:
@@ -810,7 +864,7 @@ class BundleGraph:
         # over incoming edges.
         if not (incoming and selection.part_of):
             return
-        sections = self.sections_of(concept_id)  # before the count, as in _expand
+        sections = self.sections_of(concept_id)
         if not (selection.unsliced_sections or is_sliced(entity.doc)):
             return
         for target in sections:
@@ -838,8 +892,9 @@ class Found:
 
 
 # What a walk keeps of each node it reached, at these positions: its ID, the key of its best
-# edge, that edge's kind, the predecessor, the node itself when it is a section (None: the
-# concept of that ID) and how many admitted edges from the previous level reach it. A list, not a
+# edge, that edge's kind, the predecessor, the section's place in its document when the node
+# is a section (None: the concept of that ID; a section is reached from its concept alone, the
+# predecessor) and how many admitted edges from the previous level reach it. A list, not a
 # tuple: while its level is walked, another edge into the node counts one more and may become
 # the best (a tuple would be built again per edge); it is not changed once its level is done.
 TARGET, KEY, KIND, PREDECESSOR, SECTION, EDGES = range(6)
@@ -872,8 +927,7 @@ class Walk:
         )
 
     def entity(self, reach: Reach) -> Entity:
-        section: Entity | None = reach[SECTION]
-        return section if section is not None else self.graph.concept(reach[TARGET])
+        return _entity(self.graph, reach)
 
     def finding(self, reach: Reach, distance: int) -> Found:
         """The node ``reach`` of level ``distance`` with its best edge as a :class:`Step`."""
@@ -920,17 +974,20 @@ def walk(
     it builds no object per edge (``tests/test_walk_agrees.py`` holds it to ``steps``).
     """
     visited = {seed.id for seed in seeds}
-    frontier = sorted(seeds, key=lambda e: e.id)
+    frontier: Iterable[Entity] = sorted(seeds, key=lambda e: e.id)
     levels: list[tuple[Reach, ...]] = []
     for distance in range(1, depth + 1):
         level = _Level()
+        expanded: list[Entity] = []
         for node in frontier:
             token.check()
+            expanded.append(node)
             _expand(graph, node, selection, budget, token, visited, level)
             if budget.exhausted:
                 break
         if selection.community and not budget.exhausted:
-            _offer_communities(graph, selection, frontier, visited, budget, token, level)
+            # The budget lasted: every node of the frontier was expanded.
+            _offer_communities(graph, selection, expanded, visited, budget, token, level)
         token.check()
         best = level.best
         reached = tuple(map(best.__getitem__, sorted(best)))
@@ -938,9 +995,18 @@ def walk(
         visited.update(best)
         if budget.exhausted or not reached or distance == depth:
             break
-        frontier = [r[SECTION] if r[SECTION] is not None else graph.concept(r[TARGET])
-                    for r in reached]
+        # Each node's entity made as the next level comes to it: a level the budget cuts
+        # short makes none for the nodes it never expands (thousands past a hub).
+        frontier = (_entity(graph, r) for r in reached)
     return Walk(graph, tuple(levels), budget.exhausted)
+
+
+def _entity(graph: BundleGraph, reach: Reach) -> Entity:
+    """The entity a walk reached (:data:`Reach`), made when asked for."""
+    number: int | None = reach[SECTION]
+    if number is None:
+        return graph.concept(reach[TARGET])
+    return graph.section_of(reach[PREDECESSOR], number, reach[TARGET])
 
 
 def _expand(
@@ -954,7 +1020,7 @@ def _expand(
 ) -> None:
     """Offer ``level`` every edge of ``node`` the selection admits to a node not ``visited``."""
     best = level.best
-    if node.section is not None:
+    if node.section_number is not None:
         # A section's only edge is PART_OF to the concept it was cut from.
         if budget.grant(1) and selection.part_of:
             target = node.concept_id
@@ -1001,18 +1067,16 @@ def _expand(
     # over incoming edges.
     if not (incoming and selection.part_of):
         return
-    # The arcs before the count: making them decodes the concept's sections, after which the
-    # count is known. The count asked first decoded them too, so a restarted server's first
-    # walk decoded each concept's sections twice.
+    # The arcs and the count both come from the sections' line spans, no section decoded.
     sections = graph.section_arcs(concept_id)
     if not (selection.unsliced_sections or is_sliced(node.doc)):
         return
     granted = budget.grant(len(sections))
-    for key, section in sections[:granted]:
-        target = section.id
+    for key, number in sections[:granted]:
+        target = key[4]
         if target in visited:
             continue
-        _offer(best, target, key, PART_OF_KIND, node, section, 1)
+        _offer(best, target, key, PART_OF_KIND, node, number, 1)
 
 
 def _offer(
@@ -1021,11 +1085,12 @@ def _offer(
     key: Key,
     kind: str,
     node: Entity,
-    section: Entity | None,
+    section: int | None,
     edges: int,
 ) -> None:
-    """``edges`` edges of ``key`` from ``node`` reach ``target`` (``_expand`` inlines this for
-    a concept's own edges, the bulk of a walk)."""
+    """``edges`` edges of ``key`` from ``node`` reach ``target`` (``section``: its place in
+    ``node``'s document when it is one of ``node``'s sections). ``_expand`` inlines this for a
+    concept's own edges, the bulk of a walk."""
     current = best.get(target)
     if current is None:
         best[target] = [target, key, kind, node, section, edges]
@@ -1084,14 +1149,15 @@ def resolve(snapshot: Snapshot, value: str, project: str | None) -> Entity | Non
 def entity_name(entity: Entity) -> str:
     """A concept's name (:func:`~bundle_mcp.okf.names.concept_name`) or a section's
     (:func:`~bundle_mcp.okf.sections.section_name`)."""
-    if entity.section is not None:
-        return section_name(entity.section)
+    section = entity.section
+    if section is not None:
+        return section_name(section)
     return concept_name(entity.doc)
 
 
 def entity_type(entity: Entity) -> str:
     """``section``, or a concept's OKF ``type`` (empty when it has none)."""
-    return SECTION_TYPE if entity.section is not None else text_field(entity.doc.fm, "type")
+    return SECTION_TYPE if entity.is_section else text_field(entity.doc.fm, "type")
 
 
 def project_id(path: str) -> str | None:

@@ -153,7 +153,7 @@ def shortest_paths(
         for node in frontier:
             for step in graph.steps(node, selection, budget, token, settled):
                 other = step.target
-                if other.section is not None:
+                if other.is_section:
                     continue  # a concept's own section: never on a path between concepts
                 edges = into.setdefault(other.id, {})
                 kept = edges.get(node.id)

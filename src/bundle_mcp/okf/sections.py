@@ -9,7 +9,7 @@ A section's ID is its *locator*, ``<percent-encoded path>#L<start>-L<end>``, wit
 physical line numbers of the whole file: search_sections returns it, expand_neighbors and
 query_subgraph use it as an entity ID, fetch_slice takes it back. A locator changes when its file
 is edited, and one whose range no longer spans exactly one section names nothing
-(:func:`section_at`).
+(:func:`section_number_at`).
 
 Nothing here is cached: every function is a pure function of its arguments, and the documents
 keep their own parse.
@@ -65,13 +65,14 @@ def parse_locator(value: str) -> LocatorParts | None:
     return LocatorParts(value[: match.start()], int(match.group(1)), int(match.group(2)))
 
 
-def section_at(doc: Document, line_start: int, line_end: int) -> Section | None:
-    """The section spanning exactly these lines (sections are sorted by start line)."""
-    sections = doc.sections
-    at = bisect.bisect_left(sections, line_start, key=lambda s: s.line_start)
-    if at < len(sections) and sections[at].line_start == line_start:
-        if sections[at].line_end == line_end:
-            return sections[at]
+def section_number_at(doc: Document, line_start: int, line_end: int) -> int | None:
+    """The place in ``doc.sections`` of the section spanning exactly these lines, read from
+    the sections' spans (sorted by start line), no section decoded."""
+    spans = doc.section_spans
+    starts = spans[0::2]
+    at = bisect.bisect_left(starts, line_start)
+    if at < len(starts) and starts[at] == line_start and spans[2 * at + 1] == line_end:
+        return at
     return None
 
 

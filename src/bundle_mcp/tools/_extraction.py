@@ -115,7 +115,7 @@ def relations(
                 source, target = other, entity.id
             yield Rel(source, target, step.relationship, step.kind, step.edge_from,
                       step.edge_to)
-    if not selection.community or entity.section is not None:
+    if not selection.community or entity.is_section:
         return
     mine = set(graph.tags_of(entity))
     others: dict[str, Entity] = {}
@@ -299,7 +299,7 @@ def seed_entity(graph: BundleGraph, seed: str, selection: Selection) -> Entity |
     entity = graph.resolve(seed, None)
     if entity is None or entity.id != seed:
         return None
-    if entity.section is not None and not selection.part_of:
+    if entity.is_section and not selection.part_of:
         return None
     return entity
 

@@ -70,7 +70,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
         return {**result, **_window_fields([passage], window, False, None, None, not cut, doc)}
 
     sections = doc.sections
-    anchor = entity.section.index if entity.section is not None else None
+    anchor = entity.section_number
     start = window_start(anchor, window, len(sections))
     selected = sections[start : start + window]
     passages = _passages(doc, selected, len(sections), budget, token)
