@@ -22,7 +22,7 @@ from bundle_mcp import packed_text
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.errors import FileMoved
-from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader import facts_codec, load_bundle
 from bundle_mcp.loader.document import parse_document
 from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.packed_text import MIN_PACKED, FileText, HeldText, PackedText
@@ -201,6 +201,16 @@ def test_a_call_decompresses_only_the_texts_its_answer_reads(
 
     for holder in (packed_text.PackedText, packed_text.FileText):
         monkeypatch.setattr(holder, "text", counting(holder.text))
+    # The facts are held by their own codec (as the parse cache stores them).
+    real_facts_text = facts_codec.facts_text
+
+    def facts_counted(data: str | bytes) -> str:
+        text = real_facts_text(data)
+        if threading.get_ident() == caller:
+            facts.append(text)
+        return text
+
+    monkeypatch.setattr(facts_codec, "facts_text", facts_counted)
     outcome = dispatcher.call("read_concept", arguments, token)
     assert not outcome.is_error
     assert read and set(read) == {"title: Page 7"}

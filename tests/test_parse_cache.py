@@ -15,6 +15,7 @@ import pytest
 
 from bundle_mcp.loader import document as document_module
 from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.facts_codec import facts_text, packed_facts
 from bundle_mcp.loader.parse_cache import FORMAT, ParseCache, encode_facts, markdown_from_cache
 from toolcall import every_document_built
 
@@ -148,11 +149,15 @@ def _damage_rows(database: Path, table: str, column: str, damage) -> None:
             lambda m: f'"layout":[{m[1]},{m[2]},{m[3]},{int(m[4]) + 1}]', text)),
         ("documents", "entry", lambda text: re.sub(
             r'"layout":\[(\d+),', lambda m: f'"layout":[{int(m[1]) + 1},', text)),
-        ("facts", "facts", lambda text: text.replace('"links":[', '"links":[["x"],', 1)),
-        ("facts", "facts", lambda text: "[not json"),
+        ("facts", "facts", lambda row: packed_facts(
+            facts_text(row).replace('"links":[', '"links":[["x"],', 1))),
+        ("facts", "facts", lambda row: "[not json"),
+        # A compressed row cut short, and one whose frame is not Zstandard's.
+        ("facts", "facts", lambda row: row[:-3] if isinstance(row, bytes) else row),
+        ("facts", "facts", lambda row: row[:8] + b"x" * 40 if isinstance(row, bytes) else row),
     ],
     ids=["garbage", "wrong-shape", "bad-relation", "other-hash", "body-line", "raw-start",
-         "bad-facts", "garbage-facts"],
+         "bad-facts", "garbage-facts", "cut-frame", "not-a-frame"],
 )
 def test_a_damaged_row_is_never_trusted(cache: ParseCache, table, column, damage) -> None:
     bundle = str(EXAMPLE)

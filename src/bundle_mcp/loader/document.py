@@ -47,9 +47,10 @@ OKF_RULES = FormatRules(markdown=parse_markdown, fold=fold, lines=LineView,
                         may_link_to=lambda doc, concept_ids: True)
 
 
-def document_rules(cached_facts: str | None = None, spans: bytes | None = None) -> FormatRules:
+def document_rules(cached_facts: str | bytes | None = None, spans: bytes | None = None
+                   ) -> FormatRules:
     """:data:`OKF_RULES` for one document, its Markdown facts kept packed once computed, or
-    read from ``cached_facts`` (the parse cache's JSON text of them) on each use; ``spans``:
+    read from ``cached_facts`` (the parse cache's row of them) on each use; ``spans``:
     the sections' line spans stored with that text (``facts_codec.spans_bytes``)."""
     return FormatRules(markdown=PackedFacts(cached_facts, spans), fold=fold, lines=LineView,
                        sections=packed_sections, anchors=packed_anchors,

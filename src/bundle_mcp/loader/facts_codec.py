@@ -4,14 +4,16 @@ The facts (links, sections, footnotes: :class:`~bundle_mcp.model.MarkdownFacts`)
 whole-bundle structures are built from, once per snapshot, and what a per-concept call reads of
 its own document. Kept as objects for the life of the process they were about 30 MiB at 10,000
 concepts, more than the texts they came from; kept as their JSON text, compressed
-(:class:`~bundle_mcp.packed_text.PackedText`), about 7 MiB. :class:`PackedFacts` is a
+(:func:`packed_facts`), about 7 MiB. :class:`PackedFacts` is a
 document's ``FormatRules.markdown``: it parses the body (or takes the parse cache's text) once,
 keeps the text, and decodes it on each use (about 30 µs for a page of the bench bundle).
 
-The same text is the parse cache's ``facts`` row, so a save writes what the holder keeps.
-Beside it the holder keeps, and the row stores, the sections' line spans as a few bytes
-(:func:`spans_bytes`): a walk needs only those of most concepts it passes (their section
-locators and count), and a restarted server then decodes no facts text for them.
+What the holder keeps (:func:`packed_facts`: the text, compressed past a length) is the parse
+cache's ``facts`` row as it is, so a save writes it and a restart adopts it without either
+compressing or decompressing. Beside it the holder keeps, and the row stores, the sections'
+line spans as a few bytes (:func:`spans_bytes`): a walk needs only those of most concepts it
+passes (their section locators and count), and a restarted server then decodes no facts text
+for them.
 """
 
 from __future__ import annotations
@@ -32,7 +34,9 @@ from ..model import (
     anchors_of,
 )
 from ..okf.markdown_facts import parse_markdown
-from ..packed_text import PackedText
+from ..packed_text import MIN_PACKED
+from ..zstd_frames import packed as packed_frame
+from ..zstd_frames import unpacked as unpacked_frame
 
 if TYPE_CHECKING:
     from ..model import Document
@@ -155,7 +159,24 @@ def _trusted_sections(rows: Any) -> tuple[Section, ...]:
     )
 
 
-DAMAGED = (KeyError, TypeError, ValueError, IndexError)  # what a damaged facts text raises
+# What damaged facts raise: a frame that does not decompress (zstd_frames.DamagedFrame) or
+# bytes that are not UTF-8 are ValueErrors too.
+DAMAGED = (KeyError, TypeError, ValueError, IndexError)
+
+
+def packed_facts(text: str) -> str | bytes:
+    """The facts' JSON text as a document holds it and the parse cache stores it: a short
+    text as it is, a longer one compressed (``zstd_frames``: its length, then one frame)."""
+    if len(text) < MIN_PACKED:
+        return text
+    return packed_frame(text.encode("utf-8", "surrogatepass"))
+
+
+def facts_text(data: str | bytes) -> str:
+    """The text :func:`packed_facts` held (``ValueError`` for bytes that are not such)."""
+    if isinstance(data, str):
+        return data
+    return unpacked_frame(data).decode("utf-8", "surrogatepass")
 
 
 class PackedFacts:
@@ -170,8 +191,9 @@ class PackedFacts:
     __slots__ = ("_packed", "_checked", "_sections_checked", "_spans", "_named", "from_cache",
                  "used")
 
-    def __init__(self, cached: str | None = None, spans: bytes | None = None) -> None:
-        self._packed = None if cached is None else PackedText(cached)
+    def __init__(self, cached: str | bytes | None = None, spans: bytes | None = None) -> None:
+        # The parse cache's row is kept as it is read: it is the form held here.
+        self._packed = cached
         # A text of our own making decodes; the parse cache's is checked by its first decode.
         self._checked = False
         self._sections_checked = False  # the text's sections decoded here (and so are good)
@@ -187,9 +209,9 @@ class PackedFacts:
         packed = self._packed
         if packed is not None:
             if self._checked:
-                return facts_of_json(packed.text(), known_good=True)
+                return facts_of_json(facts_text(packed), known_good=True)
             try:
-                facts = facts_of_json(packed.text())
+                facts = facts_of_json(facts_text(packed))
             except DAMAGED:
                 pass
             else:
@@ -198,7 +220,7 @@ class PackedFacts:
                     return facts
                 # The row's spans and text disagree (see sections()): the body is parsed.
         facts = parse_markdown(doc)
-        self._packed = PackedText(facts_json(facts))
+        self._packed = packed_facts(facts_json(facts))
         self._remember(facts)
         return facts
 
@@ -229,9 +251,9 @@ class PackedFacts:
         packed = self._packed
         if packed is not None:
             if self._checked or self._sections_checked:  # the sections decoded here before
-                return sections_of_json(packed.text(), known_good=True)
+                return sections_of_json(facts_text(packed), known_good=True)
             try:
-                sections = sections_of_json(packed.text())
+                sections = sections_of_json(facts_text(packed))
             except DAMAGED:
                 pass  # the whole facts are parsed again below
             else:
@@ -268,7 +290,7 @@ class PackedFacts:
         self.used = True
         packed = self._packed
         if packed is not None and self._checked:
-            return anchors_of_json(packed.text())
+            return anchors_of_json(facts_text(packed))
         return self(doc).anchors
 
     def section_count(self, doc: Document) -> int:
@@ -284,12 +306,17 @@ class PackedFacts:
 
     def text(self, doc: Document) -> str | None:
         """The facts' JSON text, checked, or ``None`` when they were never computed."""
+        packed = self.row(doc)
+        return None if packed is None else facts_text(packed)
+
+    def row(self, doc: Document) -> str | bytes | None:
+        """The facts as held (:func:`packed_facts`), checked: what a save stores, written as
+        held (no decompressing to store them, no compressing to read them back)."""
         if self._packed is None:
             return None
         if not self._checked:
             self(doc)  # decodes the cached text once, or replaces a damaged one
-        packed = self._packed
-        return None if packed is None else packed.text()
+        return self._packed
 
 
 def packed_section_spans(doc: Document) -> tuple[int, ...]:

@@ -90,7 +90,8 @@ log = logging.getLogger(__name__)
 # 9: a ``parts`` table: what a tool computed for one query term over a whole snapshot (context's
 #    stem parts of the scores, search_sections' postings), keyed by the snapshot's revision.
 # 10: ``derived`` and ``parts`` values compressed with Zstandard (``zstd_frames``), not zlib.
-# 11: a ``spans`` column beside ``facts``: the sections' line spans (facts_codec.spans_bytes).
+# 11: a ``spans`` column beside ``facts``: the sections' line spans (facts_codec.spans_bytes);
+#     ``facts`` as a document holds them (facts_codec.packed_facts: compressed past a length).
 FORMAT = "bundle-mcp-parse-cache/11"
 MAX_PACKS = 32  # databases kept in the folder, newest first (one per bundle path)
 # Rows of the ``parts`` table kept per database, the newest first: a common stem's part of
@@ -116,7 +117,7 @@ _SCHEMA = (
     # ``spans``: the sections' line spans as bytes, so a restarted server names a document's
     # sections (a walk's locators, its section count) without decoding ``facts``.
     "CREATE TABLE IF NOT EXISTS facts(path TEXT NOT NULL, sha256 TEXT NOT NULL,"
-    " facts TEXT NOT NULL, spans BLOB NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
+    " facts BLOB NOT NULL, spans BLOB NOT NULL, PRIMARY KEY (path, sha256)) WITHOUT ROWID",
     # The one table keyed by path alone, so its rows change: the stat a file had when its
     # bytes had the SHA-256 beside it, written only for settled stats (capture.StatKey).
     "CREATE TABLE IF NOT EXISTS stats(path TEXT PRIMARY KEY, sha256 TEXT NOT NULL,"
@@ -339,11 +340,11 @@ class ParseCache:
                 # holes they left kept the process that much larger.
                 with_new_facts: list[Document] = []
 
-                def new_facts() -> Iterator[tuple[str, str, str, bytes]]:
+                def new_facts() -> Iterator[tuple[str, str, str | bytes, bytes]]:
                     for doc in built:
                         if (doc.path, doc.record.sha256) in with_facts:
                             continue
-                        facts = encode_facts(doc)
+                        facts = facts_row(doc)
                         if facts is not None:
                             with_new_facts.append(doc)
                             yield doc.path, doc.record.sha256, facts, encode_spans(doc)
@@ -1123,6 +1124,12 @@ def encode_facts(doc: Document) -> str | None:
     return holder.text(doc) if isinstance(holder, PackedFacts) else None
 
 
+def facts_row(doc: Document) -> str | bytes | None:
+    """:func:`encode_facts` as the ``facts`` column stores it (``facts_codec.packed_facts``)."""
+    holder = doc.rules.markdown
+    return holder.row(doc) if isinstance(holder, PackedFacts) else None
+
+
 def encode_spans(doc: Document) -> bytes:
     """The sections' line spans stored beside :func:`encode_facts`' text (asked only of a
     document whose facts were computed)."""
@@ -1226,8 +1233,9 @@ def _broken_text(data: bytes) -> str:
 
 
 def _rules(text: Any, spans: Any, line_count: int) -> FormatRules:
-    """The loader's rules, with the Markdown facts read from the entry when it holds them, and
-    their sections' spans when those fit the file (else they are made from the facts)."""
-    if text is not None and not isinstance(text, str):
-        raise TypeError("markdown facts must be JSON text")
+    """The loader's rules, with the Markdown facts read from the entry when it holds them (as
+    ``facts_codec.packed_facts`` made them: checked when first decoded), and their sections'
+    spans when those fit the file (else they are made from the facts)."""
+    if text is not None and not isinstance(text, str | bytes):
+        raise TypeError("markdown facts must be JSON text or its frame")
     return document_rules(text, spans if spans_fit(spans, line_count) else None)
