@@ -45,8 +45,27 @@ def _spans_set(tmp_path: Path, path: str, value: object) -> None:
         assert changed.rowcount == 1
 
 
+def _read_back_with_spans(tmp_path: Path, spans: object) -> tuple[str, Snapshot, Snapshot]:
+    """The bundle, its parse, and its read back from a cache whose ``p1.md`` row holds
+    ``spans``."""
+    bundle, cache, first = _saved(tmp_path)
+    _spans_set(tmp_path, "p1.md", spans)
+    return bundle, first, load_bundle(bundle, cached=cache.load(bundle))[0]
+
+
 def _page(snapshot: Snapshot, path: str = "p1.md") -> Document:
     return snapshot.documents[path]
+
+
+def _answers_as_parsed(doc: Document, parsed: Document, *, sections_first: bool) -> None:
+    """``doc`` (read back) gives the parse's sections, spans, count and facts; asked for its
+    sections first (which decodes them), or for its spans and count first."""
+    if sections_first:
+        assert doc.sections == parsed.sections
+    assert doc.section_spans == _flat(parsed)
+    assert doc.section_count == len(parsed.sections) == 4
+    assert doc.sections == parsed.sections
+    assert doc.markdown == parsed.markdown
 
 
 def _flat(doc: Document) -> tuple[int, ...]:
@@ -79,13 +98,8 @@ def test_spans_are_stored_with_the_facts_and_read_back_without_decoding(
     "text, not bytes",
 ])
 def test_spans_that_cannot_be_the_files_are_not_used(tmp_path: Path, damage: object) -> None:
-    bundle, cache, first = _saved(tmp_path)
-    _spans_set(tmp_path, "p1.md", damage)
-    second, _ = load_bundle(bundle, cached=cache.load(bundle))
-    doc = _page(second)
-    assert doc.section_spans == _flat(_page(first))
-    assert doc.section_count == 4
-    assert doc.sections == _page(first).sections
+    _, first, second = _read_back_with_spans(tmp_path, damage)
+    _answers_as_parsed(_page(second), _page(first), sections_first=False)
 
 
 def test_spans_that_disagree_with_their_facts_send_the_file_to_the_parser(
@@ -93,14 +107,10 @@ def test_spans_that_disagree_with_their_facts_send_the_file_to_the_parser(
 ) -> None:
     """Spans that fit the file but not the facts text beside them: one of the two is damaged,
     so the body is parsed once the text is decoded, and the parse's spans replace them."""
-    bundle, cache, first = _saved(tmp_path)
-    _spans_set(tmp_path, "p1.md", facts_codec.spans_bytes(_page(first).sections[:2]))
-    second, _ = load_bundle(bundle, cached=cache.load(bundle))
-    doc = _page(second)
-    assert doc.sections == _page(first).sections
-    assert doc.section_spans == _flat(_page(first))
-    assert doc.section_count == 4
-    assert doc.markdown == _page(first).markdown
+    two = facts_codec.spans_bytes(load_bundle(_bundle(tmp_path / "x"))[0].documents[
+        "p1.md"].sections[:2])
+    _, first, second = _read_back_with_spans(tmp_path, two)
+    _answers_as_parsed(_page(second), _page(first), sections_first=True)
 
 
 def test_a_save_writes_the_spans_of_facts_read_back_whose_row_had_none(
@@ -108,9 +118,7 @@ def test_a_save_writes_the_spans_of_facts_read_back_whose_row_had_none(
 ) -> None:
     """Spans a row did not hold (damaged) are made from its facts, and the next save of a new
     database stores them."""
-    bundle, cache, first = _saved(tmp_path)
-    _spans_set(tmp_path, "p1.md", b"\x01")
-    second, _ = load_bundle(bundle, cached=cache.load(bundle))
+    bundle, first, second = _read_back_with_spans(tmp_path, b"\x01")
     other = ParseCache(tmp_path / "other")
     other.save(bundle, every_document_built(second.documents))
     third, _ = load_bundle(bundle, cached=other.load(bundle))
