@@ -277,14 +277,6 @@ class PackedFacts:
             assert spans is not None  # sections() keeps them, whichever way it made them
         return spans_of_bytes(spans)
 
-    def spans(self, doc: Document) -> bytes | None:
-        """The spans a save stores with the facts' text (:meth:`text`), made when unknown."""
-        if self._packed is None:
-            return None
-        if self._spans is None:
-            self.sections(doc)
-        return self._spans
-
     def anchors(self, doc: Document) -> Collection[str]:
         """``self(doc).anchors``, no section made once the text is known good."""
         self.used = True
@@ -306,17 +298,22 @@ class PackedFacts:
 
     def text(self, doc: Document) -> str | None:
         """The facts' JSON text, checked, or ``None`` when they were never computed."""
-        packed = self.row(doc)
-        return None if packed is None else facts_text(packed)
+        stored = self.stored(doc)
+        return None if stored is None else facts_text(stored[0])
 
-    def row(self, doc: Document) -> str | bytes | None:
-        """The facts as held (:func:`packed_facts`), checked: what a save stores, written as
-        held (no decompressing to store them, no compressing to read them back)."""
+    def stored(self, doc: Document) -> tuple[str | bytes, bytes] | None:
+        """What a save stores (``None`` when the facts were never computed): the facts as held
+        (:func:`packed_facts`), checked, written as held (no decompressing to store them, no
+        compressing to read them back), and their sections' spans, made when unknown."""
         if self._packed is None:
             return None
         if not self._checked:
             self(doc)  # decodes the cached text once, or replaces a damaged one
-        return self._packed
+        if self._spans is None:
+            self.sections(doc)
+        packed, spans = self._packed, self._spans
+        assert packed is not None and spans is not None  # both kept by the decode or parse
+        return packed, spans
 
 
 def packed_section_spans(doc: Document) -> tuple[int, ...]:

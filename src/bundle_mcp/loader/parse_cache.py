@@ -73,7 +73,6 @@ from .facts_codec import (
     as_str,
     interned_or_none,
     interned_str,
-    spans_bytes,
     spans_fit,
 )
 from .frontmatter import DELIMITER_LINE
@@ -344,10 +343,10 @@ class ParseCache:
                     for doc in built:
                         if (doc.path, doc.record.sha256) in with_facts:
                             continue
-                        facts = facts_row(doc)
-                        if facts is not None:
+                        stored = stored_facts(doc)
+                        if stored is not None:
                             with_new_facts.append(doc)
-                            yield doc.path, doc.record.sha256, facts, encode_spans(doc)
+                            yield doc.path, doc.record.sha256, *stored
 
                 db.executemany(
                     "INSERT OR IGNORE INTO facts(path, sha256, facts, spans)"
@@ -1118,24 +1117,17 @@ def encode_entry(doc: Document) -> dict[str, Any]:
 
 
 def encode_facts(doc: Document) -> str | None:
-    """The document's Markdown facts as JSON text, ``None`` when they have not been computed.
-    Kept as text in the entry a load returns, as the document itself keeps them."""
+    """The document's Markdown facts as JSON text (what :func:`stored_facts`' row decodes to),
+    ``None`` when they have not been computed."""
     holder = doc.rules.markdown
     return holder.text(doc) if isinstance(holder, PackedFacts) else None
 
 
-def facts_row(doc: Document) -> str | bytes | None:
-    """:func:`encode_facts` as the ``facts`` column stores it (``facts_codec.packed_facts``)."""
+def stored_facts(doc: Document) -> tuple[str | bytes, bytes] | None:
+    """The ``facts`` and ``spans`` columns of the document's row (``PackedFacts.stored``),
+    ``None`` when its facts have not been computed."""
     holder = doc.rules.markdown
-    return holder.row(doc) if isinstance(holder, PackedFacts) else None
-
-
-def encode_spans(doc: Document) -> bytes:
-    """The sections' line spans stored beside :func:`encode_facts`' text (asked only of a
-    document whose facts were computed)."""
-    holder = doc.rules.markdown
-    spans = holder.spans(doc) if isinstance(holder, PackedFacts) else None
-    return spans if spans is not None else spans_bytes(doc.markdown.sections)
+    return holder.stored(doc) if isinstance(holder, PackedFacts) else None
 
 
 def _layout_of(doc: Document) -> list[int]:

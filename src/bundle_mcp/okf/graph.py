@@ -557,9 +557,8 @@ class BundleGraph:
         names that concept, so such a section is left out). Made from the sections' line
         spans: no section is decoded until an entity's is asked for."""
         def build() -> tuple[Entity, ...]:
-            doc = self.snapshot.concepts[concept_id]
-            concepts = self.snapshot.concepts
-            return tuple(Entity(key[4], concept_id, concepts, number, doc)
+            concept = self.concept(concept_id)
+            return tuple(self.section_of(concept, number, key[4])
                          for key, number in self.section_arcs(concept_id))
 
         return _kept(self._sections, concept_id, build)
