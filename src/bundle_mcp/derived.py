@@ -81,7 +81,9 @@ class Slot(Generic[T]):
     until its successor has built its own (:func:`release`). ``early``: over a parse cache's
     rows the warm-up builds it before the documents (``readiness.warm_steps``): what the tool
     the server's instructions send an agent to first needs, which a restarted server reads
-    back without a document.
+    back without a document. ``after_save``: the warm-up builds it after its parse cache save,
+    on the whole capture (``readiness.saved_steps``): what writes into the database the save
+    makes on a cold start.
     """
 
     name: str
@@ -91,6 +93,7 @@ class Slot(Generic[T]):
     codec: Codec[T] | None = None  # a document slot kept in the parse cache (Codec)
     carried: bool = False
     early: bool = False
+    after_save: bool = False
 
 
 # The modules that declare slots, each in a module-level ``SLOTS`` tuple, in the order the

@@ -1136,6 +1136,19 @@ class InboundHint(Protocol):
         kept. The caller checks that they unpack whole."""
         ...
 
+    def section_words(self, version: str, records: Mapping[str, str], terms: Sequence[str]
+                      ) -> KeptSectionWords | None:
+        """Which of ``records``' documents (path → SHA-256) have their sections' words kept,
+        cut by the rules ``version`` names, and how often each term occurs in each column of
+        their sections, read at once; ``None`` when none can be read."""
+        ...
+
+    def keep_section_words(self, version: str,
+                           documents: Iterable[tuple[str, str, SectionRows]]) -> bool:
+        """Keep each document's sections' words (path, SHA-256 of the bytes, rows) for the
+        next call and process, unless kept already; ``False`` when they cannot be kept."""
+        ...
+
     def keep_bytes(self, revision: str, name: str, value: bytes | Iterable[bytes]) -> None:
         """Keep a packed value of a revision for the next process, in place of the value kept
         under ``name`` for another revision (only a process on the same files reads it). Given
@@ -1553,6 +1566,22 @@ class KeptEdgeColumns:
     numbers: array[int]
     starts: array[int]
     positions: array[int]
+
+
+# One document's sections as search_sections keeps their words (InboundHint.keep_section_words):
+# each section's (text, heading, title) as folded words, space-separated.
+SectionRows = Sequence[tuple[str, str, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class KeptSectionWords:
+    """What one read of the kept section words found (:meth:`InboundHint.section_words`): the
+    documents (path → SHA-256 of the bytes) whose sections are kept, and for each term asked,
+    (path, section number, column, occurrences) of each column of each kept section holding
+    it, the columns named ``text``, ``heading`` and ``title``."""
+
+    kept: Mapping[str, str]
+    counts: Mapping[str, list[tuple[str, int, str, int]]]
 
 
 class EdgeColumns:

@@ -70,7 +70,7 @@ from .readers import ALL_READER, Reader
 
 __all__ = ["ASIDE_POLL_SECONDS", "DOCUMENTS_PER_STEP", "GATE_POLL_SECONDS", "MAX_ASIDE_SECONDS",
            "RETRY_SECONDS", "STOP_WAIT_SECONDS", "Gate", "Readiness", "StepAside", "WarmStep",
-           "warm_steps"]
+           "saved_steps", "warm_steps"]
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +155,7 @@ def warm_steps(
 ) -> tuple[WarmStep, ...]:
     """The steps that warm one served view, in the order they run (module docstring)."""
     steps: list[WarmStep] = []
-    warmed = [slot for slot in derived.slots() if slot.warm is not None]
+    warmed = [slot for slot in derived.slots() if slot.warm is not None and not slot.after_save]
     # First only over a parse cache that kept rows for most files: without them (a cold start)
     # the early slots are the costliest steps, every document parsed and stemmed, and whatever
     # needs the documents would wait behind them.
@@ -175,6 +175,13 @@ def warm_steps(
                               functools.partial(_answer, dispatcher, name, bundle, reader),
                               aside=False))
     return tuple(steps)
+
+
+def saved_steps(snapshot: Snapshot) -> tuple[WarmStep, ...]:
+    """The steps that follow the warm-up's parse cache save, on the whole capture: the slots
+    that write into the database that save makes on a cold start (``Slot.after_save``)."""
+    return tuple(_slot_step(snapshot, slot) for slot in derived.slots()
+                 if slot.warm is not None and slot.after_save)
 
 
 def _slot_step(view: Snapshot, slot: derived.Slot[object]) -> WarmStep:
@@ -488,6 +495,10 @@ class Readiness:
         if snapshot is None:  # never once a view has loaded; the type says it could be
             return False
         self._dispatcher.save_parse_cache(bundle, snapshot)
+        for step in saved_steps(snapshot):
+            if not self._callers_done():
+                return False
+            self._run_step(bundle, step)
         if first:
             # Every tool's schemas (the steps called only the tools that keep answers);
             # otherwise the first call of each pays their compile (about 10 ms for all the

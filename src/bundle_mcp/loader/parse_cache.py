@@ -59,11 +59,14 @@ from ..model import (
     FileRecord,
     FormatRules,
     KeptEdgeColumns,
+    KeptSectionWords,
     Relation,
+    SectionRows,
     Unfrozen,
     thaw,
 )
 from ..packed_text import PackedText
+from . import section_rows
 from .capture import StatKey
 from .document import OKF_RULES, Hold, document_rules
 from .facts_codec import (
@@ -137,8 +140,13 @@ _SCHEMA = (
     # for it. A rowid table: the newest rows are kept (MAX_PARTS), the oldest dropped.
     "CREATE TABLE IF NOT EXISTS parts(revision TEXT NOT NULL, key TEXT NOT NULL,"
     " value BLOB NOT NULL, PRIMARY KEY (revision, key))",
+    # The documents whose sections' words are in the ``section_words`` FTS5 table
+    # (``section_rows``, which makes that table when it first writes), numbered once ever.
+    "CREATE TABLE IF NOT EXISTS section_docs(doc INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " path TEXT NOT NULL, sha256 TEXT NOT NULL, sections INTEGER NOT NULL,"
+    " UNIQUE (path, sha256))",
 )
-_TABLES = ("meta", "documents", "facts", "stats", "targets", "derived", "parts")
+_TABLES = ("meta", "documents", "facts", "stats", "targets", "derived", "parts", "section_docs")
 
 
 def default_directory() -> Path | None:
@@ -242,7 +250,7 @@ class ParseCache:
         ``keep_json``), which wait for the first save to make the database."""
         database = self.database(bundle_path)
         return None if database is None else CachedRows(
-            database, {}, parts=self.parts(bundle_path))
+            database, {}, parts=self.parts(bundle_path), bundle_path=bundle_path)
 
     def load(self, bundle_path: str) -> CachedRows | None:
         """The bundle's rows (``None`` when absent, unreadable, corrupt or foreign): every
@@ -257,7 +265,8 @@ class ParseCache:
                 rows = db.execute(_LOAD_ROWS).fetchall()
         except sqlite3.Error:
             return None
-        return CachedRows(database, *_rows_and_stats(rows), parts=self.parts(bundle_path))
+        return CachedRows(database, *_rows_and_stats(rows), parts=self.parts(bundle_path),
+                          bundle_path=bundle_path)
 
     def save(
         self, bundle_path: str, documents: Documents,
@@ -361,6 +370,10 @@ class ParseCache:
                 db.executemany(
                     "DELETE FROM targets WHERE path = ? AND sha256 = ?", with_facts - current)
                 _write_derived(db, built, current)
+                # Their words stay in the FTS5 table, never read again (section_rows).
+                db.executemany(
+                    "DELETE FROM section_docs WHERE path = ? AND sha256 = ?",
+                    set(db.execute("SELECT path, sha256 FROM section_docs")) - current)
                 for table, keys in (("documents", stored), ("facts", with_facts)):
                     db.executemany(
                         f"DELETE FROM {table} WHERE path = ? AND sha256 = ?",
@@ -741,8 +754,10 @@ class CachedRows(Mapping[str, Any]):
     def __init__(
         self, database: Path, rows: Mapping[str, Stored],
         stats: Mapping[str, StatKey] | None = None, *, parts: KeptParts | None = None,
+        bundle_path: str | None = None,
     ) -> None:
         self._database = database
+        self._bundle_path = bundle_path  # whose rows the database must hold to be written
         self._rows = rows
         self._stats = stats or {}
         # Where a revision's edges are kept (stored_edges, keep_edges); None: they are not.
@@ -854,6 +869,44 @@ class CachedRows(Mapping[str, Any]):
     def keep_bytes(self, revision: str, name: str, value: bytes | Iterable[bytes]) -> None:
         if self._parts is not None:
             self._parts.keep(revision, BYTES_PART + name, value, latest=True)
+
+    def section_words(self, version: str, records: Mapping[str, str], terms: Sequence[str]
+                      ) -> KeptSectionWords | None:
+        """:meth:`bundle_mcp.model.InboundHint.section_words`, in one read transaction on the
+        kept connection; ``None`` when nothing is kept by these rules or the database cannot be
+        read (the caller reads the documents)."""
+        try:
+            with self._lock:
+                return section_rows.read_counts(self._connection(), version, records, terms)
+        except sqlite3.Error as exc:
+            log.debug("kept section words not read: %s", exc)
+            return None
+
+    def keep_section_words(self, version: str,
+                           documents: Iterable[tuple[str, str, SectionRows]]) -> bool:
+        """:meth:`bundle_mcp.model.InboundHint.keep_section_words`: one write transaction, into
+        a database a save has made for this bundle only; ``False`` when nothing could be
+        written (no database yet, another bundle's, no FTS5 here, locked past the busy timeout,
+        a full disk)."""
+        if self._bundle_path is None or not self._database.exists():
+            return False
+        try:
+            with _connected(self._database, read_only=False) as db:
+                db.execute("BEGIN IMMEDIATE")
+                try:
+                    kept = (_is_ours(db, self._bundle_path)
+                            and section_rows.prepare(db, version))
+                    if kept:
+                        section_rows.write(db, version, documents)
+                    db.execute("COMMIT")
+                    return kept
+                except BaseException:
+                    if db.in_transaction:
+                        db.execute("ROLLBACK")
+                    raise
+        except (OSError, sqlite3.Error) as exc:
+            log.debug("section words not kept: %s", exc)
+            return False
 
     def kept(self, path: str, sha256: str) -> Callable[[str], Any]:
         """:meth:`derived` for these bytes, by key: a ``Document.stored``."""

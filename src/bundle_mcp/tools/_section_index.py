@@ -36,7 +36,15 @@ from ..derived import (
     stored_key,
 )
 from ..errors import BundleError, resource_limit
-from ..model import MIN_READ_AHEAD, READ_AHEAD_GROUP, Document, Snapshot, revision_value
+from ..model import (
+    MIN_READ_AHEAD,
+    READ_AHEAD_GROUP,
+    Concepts,
+    Document,
+    KeptSectionWords,
+    Snapshot,
+    revision_value,
+)
 from ..okf.folding import fold
 from ..okf.properties import text_field
 from ..toolspec import PartStore
@@ -106,7 +114,25 @@ SECTION_WORD_TOTALS: Slot[_Totals | _OverCap] = Slot(
 SECTION_POSTINGS: Slot[_PostingCache] = Slot(
     "section_postings", "snapshot", "per-term postings, filled as queries use terms",
 )
-SLOTS = (SECTION_WORDS, SECTION_WORD_TOTALS, SECTION_POSTINGS)
+SECTION_PLACES: Slot[_Places] = Slot(
+    "section_places", "snapshot",
+    "each concept's path → its place in the snapshot's order, and the SHA-256 of its bytes: "
+    "how the section words kept in the parse cache are matched to the snapshot",
+)
+
+
+def _warm_kept_words(snapshot: Snapshot, token: CancelToken) -> None:
+    _keep_section_words(snapshot, token)
+
+
+SECTION_WORDS_KEPT: Slot[None] = Slot(
+    "section_words_kept", "snapshot",
+    "every section's words written into the parse cache's FTS5 table (loader.section_rows) "
+    "for the documents whose bytes have none there; after the warm-up's save",
+    _warm_kept_words,
+    after_save=True,
+)
+SLOTS = (SECTION_WORDS, SECTION_WORD_TOTALS, SECTION_POSTINGS, SECTION_PLACES, SECTION_WORDS_KEPT)
 
 K1 = 1.2
 B = 0.75
@@ -130,6 +156,14 @@ POSTINGS_PART = "section-postings/1/" + hashlib.sha256(repr((
     __version__, RAW_WEIGHT, HEADING_WEIGHT, TITLE_WEIGHT)).encode()).hexdigest()[:16]
 # The name the bundle's section totals are kept under (InboundHint.keep_json).
 TOTALS_NAME = POSTINGS_PART.replace("section-postings/1/", "section-totals/2/", 1)
+# The rules the section words kept in the parse cache were cut by (InboundHint.section_words):
+# the number by hand with what a section's words are (the tokenizer, which sections are
+# indexed), the digest with the release.
+KEPT_WORDS_RULES = POSTINGS_PART.replace("section-postings/1/", "section-words/1/", 1)
+# Documents whose sections' words are written in one transaction (the warm-up's step).
+KEPT_WORDS_GROUP = 256
+# How the kept words' columns count (InboundHint.section_words): as the postings weigh them.
+_COLUMN_WEIGHTS = {"text": RAW_WEIGHT, "heading": HEADING_WEIGHT, "title": TITLE_WEIGHT}
 
 
 @functools.lru_cache(maxsize=1)
@@ -605,7 +639,11 @@ def _unpacked_postings(concepts: int, data: bytes) -> _Postings | None:
 def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[str, _Postings]:
     """Each term's postings, made in one pass over the concepts: a body is read and folded once
     for all the terms that may be in it (a restarted server's new question of three words read
-    every body three times), and each term's postings are what a pass for it alone makes."""
+    every body three times), and each term's postings are what a pass for it alone makes.
+
+    The documents whose sections' words the parse cache keeps (:func:`_kept_counts`) are not
+    read at all: their counts come from its FTS5 table, in one read with the others'."""
+    kept = _kept_counts(snapshot, terms, token)
     # search_concepts' body word index, when the warm-up built it, names the concepts whose
     # folded body holds a term as a substring (exactly, for a term that is one run of \w:
     # ``holders``; else a superset): only those bodies are folded (bodies are not kept folded)
@@ -619,7 +657,15 @@ def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[
         asked.append(_Asked(term, f"{_SEP}{term}{_SEP}",
                             _ascii_whole_word(term) if term.isascii() else None,
                             exact is not None, holding))
-    pairs = enumerate(snapshot.concepts.items())
+    pairs: Iterator[tuple[int, tuple[str, Document]]]
+    if kept is None:
+        pairs = enumerate(snapshot.concepts.items())
+    else:
+        places, found = kept
+        concepts = snapshot.concepts
+        pairs = ((place, (concept_id, concepts[concept_id]))
+                 for place, concept_id in enumerate(section_totals(snapshot, token).concept_ids)
+                 if places.paths[place] not in found.kept)
     while group := list(itertools.islice(pairs, READ_AHEAD_GROUP)):
         _read_ahead_words(snapshot, [doc for _, (_, doc) in group])
         for place, (concept_id, doc) in group:
@@ -640,7 +686,128 @@ def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[
                         continue
                 if ask.needle in index.title_words:
                     _post(ask, place, index, "", False)
-    return {ask.text: _Postings(ask.places, ask.numbers, ask.counts) for ask in asked}
+    if kept is None:
+        return {ask.text: _Postings(ask.places, ask.numbers, ask.counts) for ask in asked}
+    places, found = kept
+    return {ask.text: _with_kept(ask, found.counts[ask.text], places) for ask in asked}
+
+
+@dataclass(frozen=True, slots=True)
+class _Places:
+    """Each concept's path by its place in the snapshot's order, the place of each path, and
+    the SHA-256 of each path's bytes (what the kept section words are keyed by)."""
+
+    paths: tuple[str, ...]
+    place_of: Mapping[str, int]
+    records: Mapping[str, str]
+
+
+def _places(snapshot: Snapshot, token: CancelToken) -> _Places:
+    """Made from the concept IDs and the file records, no document built."""
+    def build() -> _Places:
+        ids = section_totals(snapshot, token).concept_ids
+        concepts = snapshot.concepts
+        if isinstance(concepts, Concepts):
+            named = concepts.paths
+            paths = tuple(named[concept_id] for concept_id in ids)
+        else:
+            paths = tuple(concepts[concept_id].path for concept_id in ids)
+        shas = {record.path: record.sha256 for record in snapshot.records}
+        return _Places(paths, {path: n for n, path in enumerate(paths)},
+                       {path: shas[path] for path in paths})
+
+    found: _Places = of_snapshot(snapshot, SECTION_PLACES, build, check=token.check)
+    return found
+
+
+def _kept_counts(snapshot: Snapshot, terms: list[str], token: CancelToken
+                 ) -> tuple[_Places, KeptSectionWords] | None:
+    """The terms' counts in the sections of the documents whose words the parse cache keeps
+    (``None`` when it keeps none). A count that cannot be the snapshot's (a section past the
+    document's, a column that is none of the three) is a damaged row: then none is used, and
+    every document is read."""
+    store = snapshot.inbound
+    if store is None:
+        return None
+    places = _places(snapshot, token)
+    found = store.section_words(KEPT_WORDS_RULES, places.records, terms)
+    if found is None or not found.kept:
+        return None
+    starts, place_of = section_totals(snapshot, token).starts, places.place_of
+    for term in terms:
+        for path, number, column, count in found.counts.get(term, ()):
+            place = place_of[path]
+            if (column not in _COLUMN_WEIGHTS or count <= 0
+                    or not 0 <= number < starts[place + 1] - starts[place]):
+                return None
+        if term not in found.counts:
+            return None
+    return places, found
+
+
+def _with_kept(ask: _Asked, counts: list[tuple[str, int, str, int]], places: _Places
+               ) -> _Postings:
+    """The postings a pass over every document makes: those of the documents read (``ask``'s)
+    with the kept counts of the others, weighted as the pass weighs them, in place order."""
+    weighted: dict[tuple[int, int], int] = {}
+    place_of = places.place_of
+    for path, number, column, count in counts:
+        at = (place_of[path], number)
+        weighted[at] = weighted.get(at, 0) + _COLUMN_WEIGHTS[column] * count
+    rows = sorted([*((place, number, tf) for (place, number), tf in weighted.items()),
+                   *zip(ask.places, ask.numbers, ask.counts, strict=True)])
+    return _Postings(array("i", [row[0] for row in rows]), array("i", [row[1] for row in rows]),
+                     array("i", [row[2] for row in rows]))
+
+
+def _keep_section_words(snapshot: Snapshot, token: CancelToken) -> None:
+    """Write the section words of every concept whose bytes have none kept (the warm-up's step
+    after its save: on a cold start the save makes the database), a group a transaction."""
+    store = snapshot.inbound
+    if store is None or isinstance(_totals_or_over(snapshot, token), _OverCap):
+        return
+    if not store.keep_section_words(KEPT_WORDS_RULES, ()):  # the tables made, or emptied
+        return
+    places = _places(snapshot, token)
+    found = store.section_words(KEPT_WORDS_RULES, places.records, ())
+    if found is None:
+        return
+    concepts = snapshot.concepts
+    missing = [concept_id for concept_id, path
+               in zip(section_totals(snapshot, token).concept_ids, places.paths, strict=True)
+               if path not in found.kept]
+    for start in range(0, len(missing), KEPT_WORDS_GROUP):
+        token.check()
+        group = [concepts[concept_id] for concept_id in missing[start:start + KEPT_WORDS_GROUP]]
+        _read_ahead_words(snapshot, group)
+        if not store.keep_section_words(KEPT_WORDS_RULES, [
+                (doc.path, doc.record.sha256, section_rows(doc)) for doc in group]):
+            return
+
+
+def section_rows(doc: Document) -> list[tuple[str, str, str]]:
+    """Each indexed section of a concept as the parse cache keeps its words: its text (the
+    folded body between its offsets, for an ASCII body; else its words), its heading's words
+    and its title's, each as text that FTS5's ``ascii`` tokenizer cuts into exactly the words
+    :func:`tokens` finds (only a run of ASCII letters and digits, or of other characters, is a
+    word to it, and words are separated by spaces or ASCII punctuation)."""
+    index = _document_index(doc)
+    title = index.title_words.replace(_SEP, " ")
+    body = doc.folded_body() if index.ascii_body else None
+    table, headings, words = index.table, index.heading_words, index.words
+    rows = []
+    heading_start = words_start = 0
+    for number in range(index.size):
+        at = number * _ROW
+        heading_end, words_end = table[at + _HEADING_END], table[at + _WORDS_END]
+        if body is not None:
+            text = body[table[at + _START]:table[at + _END]]
+        else:
+            assert words is not None  # kept for every body that is not ASCII
+            text = words[words_start:words_end].replace(_SEP, " ")
+        rows.append((text, headings[heading_start:heading_end].replace(_SEP, " "), title))
+        heading_start, words_start = heading_end, words_end
+    return rows
 
 
 def _read_ahead_words(snapshot: Snapshot, group: list[Document]) -> None:
