@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.loader import section_rows
-from bundle_mcp.model import Snapshot
+from bundle_mcp.model import SECTION_ROW_SHIFT, Snapshot
 from bundle_mcp.tools import _section_index
 from bundle_mcp.tools._section_index import _postings, query_terms, tokens
 from test_stored_edges import pages, process
@@ -63,11 +63,11 @@ def flat(postings: dict[str, _section_index._Postings]) -> dict[str, tuple[list[
 
 def kept_words(snapshot: Snapshot) -> frozenset[str]:
     """The paths whose words the parse cache keeps for the snapshot's bytes."""
-    assert snapshot.inbound is not None
-    found = snapshot.inbound.section_words(
-        _section_index.KEPT_WORDS_RULES, _section_index._places(snapshot, CancelToken()).records,
-        ())
-    return frozenset() if found is None else frozenset(found.kept)
+    found = _section_index._kept_counts(snapshot, [], CancelToken())
+    if found is None:
+        return frozenset()
+    paths = _section_index._places(snapshot, CancelToken()).paths
+    return frozenset(paths[place] for place in found[0].places)
 
 
 def database(cache: Path) -> Path:
@@ -151,11 +151,20 @@ def test_kept_words_that_cannot_be_the_snapshots_are_not_used(
         (number,) = db.execute(
             "SELECT doc FROM section_docs WHERE path = 'a/ascii.md'").fetchone()
         db.execute("INSERT INTO section_words(rowid, text, heading, title) VALUES (?, ?, '', '')",
-                   (number << section_rows.NUMBER_SHIFT | 999, "retry"))
+                   (number << SECTION_ROW_SHIFT | 999, "retry"))
     _, _, restarted = process(bundle, cache)
-    assert _section_index._kept_counts(restarted, terms, CancelToken()) is None
-    assert flat(_postings(restarted, terms, CancelToken())) == scanned(
-        restarted, terms, monkeypatch)
+    merged: list[object] = []
+    real = _section_index._with_kept
+
+    def recorded(*args: Any) -> object:
+        merged.append(real(*args))
+        return merged[-1]
+
+    with monkeypatch.context() as patch:
+        patch.setattr(_section_index, "_with_kept", recorded)
+        found = flat(_postings(restarted, terms, CancelToken()))
+    assert None in merged  # the damaged count seen, and nothing kept used
+    assert found == scanned(restarted, terms, monkeypatch)
     with sqlite3.connect(database(cache)) as db:
         db.execute("DROP TABLE section_terms")
     _, _, restarted = process(bundle, cache)

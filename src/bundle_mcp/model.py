@@ -1136,11 +1136,12 @@ class InboundHint(Protocol):
         kept. The caller checks that they unpack whole."""
         ...
 
-    def section_words(self, version: str, records: Mapping[str, str], terms: Sequence[str]
+    def section_words(self, version: str, terms: Sequence[str], weights: tuple[int, int, int]
                       ) -> KeptSectionWords | None:
-        """Which of ``records``' documents (path → SHA-256) have their sections' words kept,
-        cut by the rules ``version`` names, and how often each term occurs in each column of
-        their sections, read at once; ``None`` when none can be read."""
+        """The documents whose sections' words are kept, cut by the rules ``version`` names,
+        and each term's count in each of their sections holding it (its occurrences in the
+        section's text, heading and title weighted by ``weights``), read at once; ``None``
+        when none can be read."""
         ...
 
     def keep_section_words(self, version: str,
@@ -1575,13 +1576,19 @@ SectionRows = Sequence[tuple[str, str, str]]
 
 @dataclass(frozen=True, slots=True)
 class KeptSectionWords:
-    """What one read of the kept section words found (:meth:`InboundHint.section_words`): the
-    documents (path → SHA-256 of the bytes) whose sections are kept, and for each term asked,
-    (path, section number, column, occurrences) of each column of each kept section holding
-    it, the columns named ``text``, ``heading`` and ``title``."""
+    """What one read of the kept section words found (:meth:`InboundHint.section_words`): each
+    document whose sections' words are kept, by its number (path, SHA-256 of the bytes, how
+    many sections), and for each term asked, (row, weighted count) of each section holding it
+    in row order, a section's row being its document's number shifted left by
+    :data:`SECTION_ROW_SHIFT` plus its number in the document. ``docs`` is the same object from
+    read to read while no document is added (a caller may keep what it derived from it)."""
 
-    kept: Mapping[str, str]
-    counts: Mapping[str, list[tuple[str, int, str, int]]]
+    docs: Mapping[int, tuple[str, str, int]]
+    counts: Mapping[str, list[tuple[int, int]]]
+
+
+# A section's row in the kept section words: its document's number past any section number.
+SECTION_ROW_SHIFT = 32
 
 
 class EdgeColumns:

@@ -11,9 +11,12 @@ chunk of :data:`DOCUMENTS_PER_STEP` a step) and the snapshot's edges; then every
 registered slot that has a ``warm`` builder (:func:`bundle_mcp.derived.slots`: the list
 entries, the section word index and its totals, context's words and index on a cold start,
 the validation findings, the field edges and the graph, the
-summary counts), each by its owner's own builder; last the kept answers of the tools that keep
+summary counts), each by its owner's own builder; then the kept answers of the tools that keep
 them (``ToolSpec.cache_results``), whose builder is the tool itself run through the dispatcher
-with its default arguments. Over HTTP ``/readyz`` answers 200 only then.
+with its default arguments; then it saves the parse cache and builds the slots marked
+``after_save`` on the whole capture (:func:`saved_steps`: search_sections' section words,
+written into the database that save makes on a cold start). Over HTTP ``/readyz`` answers
+200 only then.
 
 Calls come first. The dispatcher holds a gate around every caller's call
 (:class:`~bundle_mcp.dispatch.CallGate`); before each step the warm-up waits while any call is

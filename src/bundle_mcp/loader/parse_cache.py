@@ -18,6 +18,9 @@ embedded index (docs/DECISIONS.md, "The parse cache is an embedded SQLite index"
   second process that saw another revision: a cache miss at worst).
 - WAL mode and a busy timeout let the ``--workers`` processes and two servers of one user share
   one database; every write is one transaction.
+- Every section's words are kept in an FTS5 table of the same database (``section_rows``),
+  written by the warm-up after its save, so search_sections counts a new term without reading
+  the documents.
 - It is a cache, never the truth. An entry is used only when its path and the SHA-256 of the
   file's current bytes match and it decodes into exactly the expected shapes. A database that
   is corrupt, foreign (another format or bundle) or unwritable (a full disk, a read-only mount)
@@ -771,6 +774,8 @@ class CachedRows(Mapping[str, Any]):
         # The (path, sha256) of every file with facts (so with targets), and the database's
         # data_version it was read at: read again after any other connection's commit.
         self._indexed: tuple[int, frozenset[tuple[str, str]]] | None = None
+        # The documents whose section words the kept connection read last (section_rows).
+        self._section_docs: section_rows.KeptDocs | None = None
 
     def stored(self, path: str) -> Stored | None:
         return self._rows.get(path)
@@ -870,14 +875,20 @@ class CachedRows(Mapping[str, Any]):
         if self._parts is not None:
             self._parts.keep(revision, BYTES_PART + name, value, latest=True)
 
-    def section_words(self, version: str, records: Mapping[str, str], terms: Sequence[str]
+    def section_words(self, version: str, terms: Sequence[str], weights: tuple[int, int, int]
                       ) -> KeptSectionWords | None:
         """:meth:`bundle_mcp.model.InboundHint.section_words`, in one read transaction on the
-        kept connection; ``None`` when nothing is kept by these rules or the database cannot be
-        read (the caller reads the documents)."""
+        kept connection (the documents read before are read again only past the last one);
+        ``None`` when nothing is kept by these rules or the database cannot be read (the
+        caller reads the documents)."""
         try:
             with self._lock:
-                return section_rows.read_counts(self._connection(), version, records, terms)
+                found = section_rows.read_counts(self._connection(), version, terms, weights,
+                                                 self._section_docs)
+                if found is None:
+                    return None
+                self._section_docs, words = found
+                return words
         except sqlite3.Error as exc:
             log.debug("kept section words not read: %s", exc)
             return None

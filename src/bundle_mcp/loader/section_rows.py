@@ -28,22 +28,24 @@ index's, with its release): other rules, and the table is emptied first.
 
 from __future__ import annotations
 
+import secrets
 import sqlite3
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
-from ..model import KeptSectionWords, SectionRows
+from ..model import SECTION_ROW_SHIFT, KeptSectionWords, SectionRows
 
-__all__ = ["NUMBER_SHIFT", "STALE_SLACK", "prepare", "read_counts", "write"]
+__all__ = ["STALE_SLACK", "KeptDocs", "prepare", "read_counts", "write"]
 
-# A section's row number: its document's number shifted past any section number a file within
-# the caps can have.
-NUMBER_SHIFT = 32
 # Rows written since the table was emptied, past twice the current documents' and this many
 # more, and it is emptied again (the words of bytes no longer current are never read, only
 # skipped by the reader's map).
 STALE_SLACK = 1000
 _VERSION_KEY = "section-words"
 _WRITTEN_KEY = "section-words-written"
+# A new one at each emptying (random: a database emptied and made again never repeats one), so
+# that a reader knows the documents it read before still have their words.
+_EPOCH_KEY = "section-words-epoch"
 _TABLES = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS section_words USING fts5("
     "text, heading, title, tokenize = 'ascii', content = '', columnsize = 0)",
@@ -51,36 +53,54 @@ _TABLES = (
 )
 
 
-def read_counts(db: sqlite3.Connection, version: str, records: Mapping[str, str],
-                terms: Sequence[str]) -> KeptSectionWords | None:
-    """The kept documents among ``records`` (path → SHA-256) and each term's occurrences in
-    their sections, in one read transaction; ``None`` when the words were cut by other rules or
-    the tables are missing (never written, or no FTS5 here)."""
+@dataclass(frozen=True, slots=True)
+class KeptDocs:
+    """The ``section_docs`` rows a connection read last, under the reset that made their words
+    (``epoch``), up to the highest number read: a later read adds the rows past it only. A row
+    the save deleted since (bytes no longer current) may stay here, harmless: a number is never
+    given twice and its words are those bytes' until a reset, which makes a new epoch."""
+
+    epoch: str
+    last: int
+    docs: Mapping[int, tuple[str, str, int]]
+
+
+def read_counts(db: sqlite3.Connection, version: str, terms: Sequence[str],
+                weights: tuple[int, int, int], known: KeptDocs | None
+                ) -> tuple[KeptDocs, KeptSectionWords] | None:
+    """The kept documents and each term's weighted count in each section holding it, in one
+    read transaction (``known``: the documents an earlier read found, read again only past
+    them); ``None`` when the words were cut by other rules or the tables are missing (never
+    written, or no FTS5 here)."""
     db.execute("BEGIN")
     try:
         if _meta(db, _VERSION_KEY) != version:
             return None
-        numbers: dict[int, str] = {}
-        for number, path, sha256 in db.execute("SELECT doc, path, sha256 FROM section_docs"):
-            if records.get(path) == sha256:
-                numbers[number] = path
-        counts: dict[str, list[tuple[str, int, str, int]]] = {}
-        mask = (1 << NUMBER_SHIFT) - 1
-        for term in terms:
-            found = counts[term] = []
-            for row, column, n in db.execute(
-                    "SELECT doc, col, count(*) FROM section_terms WHERE term = ?"
-                    " GROUP BY doc, col", (term,)):
-                path = numbers.get(row >> NUMBER_SHIFT)
-                if path is not None:  # else the words of bytes no longer current
-                    found.append((path, row & mask, column, n))
-        return KeptSectionWords({path: records[path] for path in numbers.values()}, counts)
+        epoch = _meta(db, _EPOCH_KEY) or ""
+        if known is None or known.epoch != epoch:
+            known = KeptDocs(epoch, 0, {})
+        last = db.execute("SELECT max(doc) FROM section_docs").fetchone()[0] or 0
+        if last > known.last:
+            docs = dict(known.docs)
+            for number, path, sha256, sections in db.execute(
+                    "SELECT doc, path, sha256, sections FROM section_docs WHERE doc > ?",
+                    (known.last,)):
+                docs[number] = (path, sha256, sections)
+            known = KeptDocs(epoch, last, docs)
+        counts = {term: db.execute(_COUNTS, (*weights, term)).fetchall() for term in terms}
+        return known, KeptSectionWords(known.docs, counts)
     except sqlite3.OperationalError as exc:
         if "no such table" in str(exc):
             return None
         raise
     finally:
         db.execute("COMMIT")
+
+
+# Each section holding the term: its row and the term's occurrences weighted by column, in row
+# order (fts5vocab's ``instance`` rows: one an occurrence, by term, row and column).
+_COUNTS = ("SELECT doc, sum(CASE col WHEN 'text' THEN ? WHEN 'heading' THEN ? WHEN 'title'"
+           " THEN ? END) FROM section_terms WHERE term = ? GROUP BY doc ORDER BY doc")
 
 
 def prepare(db: sqlite3.Connection, version: str) -> bool:
@@ -102,6 +122,7 @@ def prepare(db: sqlite3.Connection, version: str) -> bool:
         db.execute("DELETE FROM section_docs")
         _set_meta(db, _VERSION_KEY, version)
         _set_meta(db, _WRITTEN_KEY, "0")
+        _set_meta(db, _EPOCH_KEY, secrets.token_hex(8))
     return True
 
 
@@ -124,7 +145,7 @@ def write(db: sqlite3.Connection, version: str,
         assert number is not None  # an INSERT's row
         db.executemany(
             "INSERT INTO section_words(rowid, text, heading, title) VALUES (?, ?, ?, ?)",
-            ((number << NUMBER_SHIFT | n, *row) for n, row in enumerate(rows)))
+            ((number << SECTION_ROW_SHIFT | n, *row) for n, row in enumerate(rows)))
         written += 1
     total = int(_meta(db, _WRITTEN_KEY) or 0) + written
     _set_meta(db, _WRITTEN_KEY, str(total))

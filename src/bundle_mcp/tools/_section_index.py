@@ -22,7 +22,7 @@ from array import array
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any
+from typing import Any, cast
 
 from .._version import __version__
 from ..cancel import CancelToken
@@ -39,6 +39,7 @@ from ..errors import BundleError, resource_limit
 from ..model import (
     MIN_READ_AHEAD,
     READ_AHEAD_GROUP,
+    SECTION_ROW_SHIFT,
     Concepts,
     Document,
     KeptSectionWords,
@@ -121,6 +122,13 @@ SECTION_PLACES: Slot[_Places] = Slot(
 )
 
 
+SECTION_KEPT_DOCS: Slot[_LastUsable] = Slot(
+    "section_kept_docs", "snapshot",
+    "which documents' section words the parse cache keeps for this snapshot's bytes, as last "
+    "read (matched again when the kept documents change)",
+)
+
+
 def _warm_kept_words(snapshot: Snapshot, token: CancelToken) -> None:
     _keep_section_words(snapshot, token)
 
@@ -132,7 +140,8 @@ SECTION_WORDS_KEPT: Slot[None] = Slot(
     _warm_kept_words,
     after_save=True,
 )
-SLOTS = (SECTION_WORDS, SECTION_WORD_TOTALS, SECTION_POSTINGS, SECTION_PLACES, SECTION_WORDS_KEPT)
+SLOTS = (SECTION_WORDS, SECTION_WORD_TOTALS, SECTION_POSTINGS, SECTION_PLACES, SECTION_KEPT_DOCS,
+         SECTION_WORDS_KEPT)
 
 K1 = 1.2
 B = 0.75
@@ -162,8 +171,9 @@ TOTALS_NAME = POSTINGS_PART.replace("section-postings/1/", "section-totals/2/", 
 KEPT_WORDS_RULES = POSTINGS_PART.replace("section-postings/1/", "section-words/1/", 1)
 # Documents whose sections' words are written in one transaction (the warm-up's step).
 KEPT_WORDS_GROUP = 256
-# How the kept words' columns count (InboundHint.section_words): as the postings weigh them.
-_COLUMN_WEIGHTS = {"text": RAW_WEIGHT, "heading": HEADING_WEIGHT, "title": TITLE_WEIGHT}
+# How the kept words' columns count (InboundHint.section_words: text, heading, title): as the
+# postings weigh them.
+_COLUMN_WEIGHTS = (RAW_WEIGHT, HEADING_WEIGHT, TITLE_WEIGHT)
 
 
 @functools.lru_cache(maxsize=1)
@@ -636,14 +646,15 @@ def _unpacked_postings(concepts: int, data: bytes) -> _Postings | None:
     return _Postings(places, numbers, tf)  # type: ignore[arg-type]
 
 
-def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[str, _Postings]:
+def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken, *,
+              use_kept: bool = True) -> dict[str, _Postings]:
     """Each term's postings, made in one pass over the concepts: a body is read and folded once
     for all the terms that may be in it (a restarted server's new question of three words read
     every body three times), and each term's postings are what a pass for it alone makes.
 
     The documents whose sections' words the parse cache keeps (:func:`_kept_counts`) are not
     read at all: their counts come from its FTS5 table, in one read with the others'."""
-    kept = _kept_counts(snapshot, terms, token)
+    kept = _kept_counts(snapshot, terms, token) if use_kept else None
     # search_concepts' body word index, when the warm-up built it, names the concepts whose
     # folded body holds a term as a substring (exactly, for a term that is one run of \w:
     # ``holders``; else a superset): only those bodies are folded (bodies are not kept folded)
@@ -661,11 +672,10 @@ def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[
     if kept is None:
         pairs = enumerate(snapshot.concepts.items())
     else:
-        places, found = kept
-        concepts = snapshot.concepts
+        concepts, covered = snapshot.concepts, kept[0].places
         pairs = ((place, (concept_id, concepts[concept_id]))
                  for place, concept_id in enumerate(section_totals(snapshot, token).concept_ids)
-                 if places.paths[place] not in found.kept)
+                 if place not in covered)
     while group := list(itertools.islice(pairs, READ_AHEAD_GROUP)):
         _read_ahead_words(snapshot, [doc for _, (_, doc) in group])
         for place, (concept_id, doc) in group:
@@ -688,8 +698,12 @@ def _postings(snapshot: Snapshot, terms: list[str], token: CancelToken) -> dict[
                     _post(ask, place, index, "", False)
     if kept is None:
         return {ask.text: _Postings(ask.places, ask.numbers, ask.counts) for ask in asked}
-    places, found = kept
-    return {ask.text: _with_kept(ask, found.counts[ask.text], places) for ask in asked}
+    usable, found = kept
+    merged = {ask.text: _with_kept(ask, found.counts.get(ask.text), usable) for ask in asked}
+    if any(postings is None for postings in merged.values()):
+        # A kept count that cannot be the snapshot's: a damaged table, never used.
+        return _postings(snapshot, terms, token, use_kept=False)
+    return cast(dict[str, _Postings], merged)
 
 
 @dataclass(frozen=True, slots=True)
@@ -720,42 +734,84 @@ def _places(snapshot: Snapshot, token: CancelToken) -> _Places:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _Usable:
+    """The kept documents that are this snapshot's concepts, as they are now (the same bytes,
+    as many indexed sections): number → (place, sections); and their places."""
+
+    docs: Mapping[int, tuple[str, str, int]]  # what they were found in (the loader's object)
+    by_number: Mapping[int, tuple[int, int]]
+    places: frozenset[int]
+
+
+def _usable(snapshot: Snapshot, docs: Mapping[int, tuple[str, str, int]], token: CancelToken
+            ) -> _Usable:
+    """Kept with the snapshot while the kept documents stay the same object (no document
+    written meanwhile): the match is a pass over every concept."""
+    holder: _LastUsable = of_snapshot(snapshot, SECTION_KEPT_DOCS, _LastUsable)
+    kept = holder.last
+    if kept is not None and kept.docs is docs:
+        return kept
+    places = _places(snapshot, token)
+    starts, place_of, records = section_totals(snapshot, token).starts, places.place_of, \
+        places.records
+    by_number = {}
+    for number, (path, sha256, sections) in docs.items():
+        place = place_of.get(path)
+        if (place is not None and records[path] == sha256
+                and starts[place + 1] - starts[place] == sections):
+            by_number[number] = (place, sections)
+    usable = holder.last = _Usable(docs, by_number,
+                                   frozenset(place for place, _ in by_number.values()))
+    return usable
+
+
+class _LastUsable:
+    """The last :class:`_Usable` of a snapshot (one reference, replaced whole)."""
+
+    __slots__ = ("last",)
+
+    def __init__(self) -> None:
+        self.last: _Usable | None = None
+
+
 def _kept_counts(snapshot: Snapshot, terms: list[str], token: CancelToken
-                 ) -> tuple[_Places, KeptSectionWords] | None:
+                 ) -> tuple[_Usable, KeptSectionWords] | None:
     """The terms' counts in the sections of the documents whose words the parse cache keeps
-    (``None`` when it keeps none). A count that cannot be the snapshot's (a section past the
-    document's, a column that is none of the three) is a damaged row: then none is used, and
-    every document is read."""
+    for these bytes (``None`` when it keeps none of them)."""
     store = snapshot.inbound
     if store is None:
         return None
-    places = _places(snapshot, token)
-    found = store.section_words(KEPT_WORDS_RULES, places.records, terms)
-    if found is None or not found.kept:
+    found = store.section_words(KEPT_WORDS_RULES, terms, _COLUMN_WEIGHTS)
+    if found is None:
         return None
-    starts, place_of = section_totals(snapshot, token).starts, places.place_of
-    for term in terms:
-        for path, number, column, count in found.counts.get(term, ()):
-            place = place_of[path]
-            if (column not in _COLUMN_WEIGHTS or count <= 0
-                    or not 0 <= number < starts[place + 1] - starts[place]):
-                return None
-        if term not in found.counts:
-            return None
-    return places, found
+    usable = _usable(snapshot, found.docs, token)
+    return (usable, found) if usable.places else None
 
 
-def _with_kept(ask: _Asked, counts: list[tuple[str, int, str, int]], places: _Places
-               ) -> _Postings:
+_ROW_MASK = (1 << SECTION_ROW_SHIFT) - 1
+
+
+def _with_kept(ask: _Asked, counts: list[tuple[int, int]] | None, usable: _Usable
+               ) -> _Postings | None:
     """The postings a pass over every document makes: those of the documents read (``ask``'s)
-    with the kept counts of the others, weighted as the pass weighs them, in place order."""
-    weighted: dict[tuple[int, int], int] = {}
-    place_of = places.place_of
-    for path, number, column, count in counts:
-        at = (place_of[path], number)
-        weighted[at] = weighted.get(at, 0) + _COLUMN_WEIGHTS[column] * count
-    rows = sorted([*((place, number, tf) for (place, number), tf in weighted.items()),
-                   *zip(ask.places, ask.numbers, ask.counts, strict=True)])
+    with the kept counts of the others, in place order; ``None`` when a kept count cannot be
+    the snapshot's (a section past its document's, a count that is not positive)."""
+    if counts is None:
+        return None
+    rows: list[tuple[int, int, int]] = []
+    by_number = usable.by_number
+    for row, tf in counts:
+        doc = by_number.get(row >> SECTION_ROW_SHIFT)
+        if doc is None:
+            continue  # the words of bytes that are not this snapshot's
+        number = row & _ROW_MASK
+        if number >= doc[1] or type(tf) is not int or tf <= 0:
+            return None
+        rows.append((doc[0], number, tf))
+    if ask.places:
+        rows.extend(zip(ask.places, ask.numbers, ask.counts, strict=True))
+        rows.sort()
     return _Postings(array("i", [row[0] for row in rows]), array("i", [row[1] for row in rows]),
                      array("i", [row[2] for row in rows]))
 
@@ -768,14 +824,13 @@ def _keep_section_words(snapshot: Snapshot, token: CancelToken) -> None:
         return
     if not store.keep_section_words(KEPT_WORDS_RULES, ()):  # the tables made, or emptied
         return
-    places = _places(snapshot, token)
-    found = store.section_words(KEPT_WORDS_RULES, places.records, ())
+    found = store.section_words(KEPT_WORDS_RULES, (), _COLUMN_WEIGHTS)
     if found is None:
         return
+    covered = _usable(snapshot, found.docs, token).places
     concepts = snapshot.concepts
-    missing = [concept_id for concept_id, path
-               in zip(section_totals(snapshot, token).concept_ids, places.paths, strict=True)
-               if path not in found.kept]
+    missing = [concept_id for place, concept_id
+               in enumerate(section_totals(snapshot, token).concept_ids) if place not in covered]
     for start in range(0, len(missing), KEPT_WORDS_GROUP):
         token.check()
         group = [concepts[concept_id] for concept_id in missing[start:start + KEPT_WORDS_GROUP]]
