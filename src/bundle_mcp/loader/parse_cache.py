@@ -774,7 +774,11 @@ class CachedRows(Mapping[str, Any]):
         # The (path, sha256) of every file with facts (so with targets), and the database's
         # data_version it was read at: read again after any other connection's commit.
         self._indexed: tuple[int, frozenset[tuple[str, str]]] | None = None
-        # The documents whose section words the kept connection read last (section_rows).
+        # The section words' own read connection (a count of a common word takes tens of
+        # milliseconds, which a document's row read on the kept one never waits behind), and
+        # the documents it read last (section_rows).
+        self._words_lock = threading.Lock()
+        self._words_db: sqlite3.Connection | None = None
         self._section_docs: section_rows.KeptDocs | None = None
 
     def stored(self, path: str) -> Stored | None:
@@ -882,8 +886,10 @@ class CachedRows(Mapping[str, Any]):
         ``None`` when nothing is kept by these rules or the database cannot be read (the
         caller reads the documents)."""
         try:
-            with self._lock:
-                found = section_rows.read_counts(self._connection(), version, terms, weights,
+            with self._words_lock:
+                if self._words_db is None:
+                    self._words_db = self._read_only()
+                found = section_rows.read_counts(self._words_db, version, terms, weights,
                                                  self._section_docs)
                 if found is None:
                     return None
@@ -989,12 +995,17 @@ class CachedRows(Mapping[str, Any]):
     def _connection(self) -> sqlite3.Connection:
         """The kept read-only connection (the caller holds the lock)."""
         if self._db is None:
-            self._db = sqlite3.connect(
-                f"{self._database.as_uri()}?mode=ro", uri=True, isolation_level=None,
-                timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
-            )
-            weakref.finalize(self, self._db.close)
+            self._db = self._read_only()
         return self._db
+
+    def _read_only(self) -> sqlite3.Connection:
+        """A read-only connection, closed when these rows go."""
+        db = sqlite3.connect(
+            f"{self._database.as_uri()}?mode=ro", uri=True, isolation_level=None,
+            timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+        )
+        weakref.finalize(self, db.close)
+        return db
 
     def read_ahead_entries(self, paths: Sequence[str]) -> None:
         """:meth:`bundle_mcp.model.InboundHint.read_ahead_entries`: the rows of these files'

@@ -94,7 +94,8 @@ def read_counts(db: sqlite3.Connection, version: str, terms: Sequence[str],
             return None
         raise
     finally:
-        db.execute("COMMIT")
+        if db.in_transaction:  # not when BEGIN itself failed
+            db.execute("COMMIT")
 
 
 # Each section holding the term: its row and the term's occurrences weighted by column, in row
