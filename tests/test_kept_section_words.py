@@ -18,7 +18,7 @@ from bundle_mcp.loader import section_rows
 from bundle_mcp.model import SECTION_ROW_SHIFT, Snapshot
 from bundle_mcp.tools import _section_index
 from bundle_mcp.tools._section_index import _postings, query_terms, tokens
-from test_stored_edges import pages, process
+from test_stored_edges import pages, process, restarted_search_builds_only_what_it_shows
 
 if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
@@ -103,15 +103,8 @@ def test_a_restarted_new_word_search_builds_only_the_documents_it_shows(
     for them) builds the documents of the hits it shows and no other: the kept words answer
     for every document, where the scan built each one."""
     bundle, cache = tmp_bundle(pages(40)), tmp_path / "cache"
-    process(bundle, cache, warm=True)
-    served, _, restarted = process(bundle, cache)
-    arguments = {"query": "page the", "limit": 3}
-    answer = served.call("search_sections", arguments)
-    shown = {hit["path"] for hit in answer.structured["hits"]}
-    assert answer.structured["total"] > len(shown) == 3
-    assert {doc.path for doc in restarted.documents.built()} == shown
-    fresh, _, _ = process(bundle, None)
-    assert answer.text == fresh.call("search_sections", arguments).text
+    process(bundle, cache, warm=True)  # no search: no term's postings kept
+    restarted_search_builds_only_what_it_shows(bundle, cache, {"query": "page the", "limit": 3})
 
 
 def test_a_changed_file_is_read_and_the_rest_counted_from_the_kept_words(

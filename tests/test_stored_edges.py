@@ -366,6 +366,13 @@ def test_a_restarted_section_search_builds_only_the_documents_it_shows(
     cold, parse, _ = process(bundle, cache, warm=True)
     cold.call("search_sections", arguments)  # keeps the terms' postings
     parse.settle_parts()
+    restarted_search_builds_only_what_it_shows(bundle, cache, arguments)
+
+
+def restarted_search_builds_only_what_it_shows(bundle: str, cache: Path,
+                                               arguments: dict[str, Any]) -> None:
+    """A restarted server's search_sections builds the documents of the hits it shows and no
+    other, and answers as a server with no cache does."""
     served, _, restarted = process(bundle, cache)
     answer = served.call("search_sections", arguments)
     shown = {hit["path"] for hit in answer.structured["hits"]}
