@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from bundle_mcp.cancel import CancelToken
-from bundle_mcp.loader import section_rows
-from bundle_mcp.model import SECTION_ROW_SHIFT, Snapshot
+from bundle_mcp.loader import parse_cache, section_rows
+from bundle_mcp.model import SECTION_ROW_SHIFT, KeptSectionWords, Snapshot
 from bundle_mcp.tools import _section_index
 from bundle_mcp.tools._section_index import _postings, query_terms, tokens
 from test_stored_edges import pages, process, restarted_search_builds_only_what_it_shows
@@ -239,3 +239,42 @@ def test_query_terms_are_single_words_of_the_table() -> None:
     run of ASCII letters and digits, or of letters of other scripts (with their marks)."""
     assert query_terms("Retry_after x2y 安装依赖, Größe e\u0301te") == [
         "retry", "after", "x2y", "安装依赖", "grösse", "éte"]
+
+
+def test_bytes_written_again_are_counted_once(tmp_path: Path) -> None:
+    """Bytes whose row the save deleted (the file changed) and that were written again later
+    (the file changed back) have two numbers' words in the table; a reader that kept the
+    documents it read before counts the newer number only."""
+    db = sqlite3.connect(tmp_path / "words.sqlite3", isolation_level=None)
+    for statement in parse_cache._SCHEMA:
+        db.execute(statement)
+    rules, weights = "section-words/test", (1, 3, 2)
+    rows = [("retry twice retry", "retry", "policy")]
+
+    def written(*documents: tuple[str, str]) -> None:
+        db.execute("BEGIN IMMEDIATE")
+        assert section_rows.prepare(db, rules)
+        section_rows.write(db, rules, [(path, sha, rows) for path, sha in documents])
+        db.execute("COMMIT")
+
+    written(("a.md", "x"))
+    known, first = read(db, rules, weights, None)
+    assert [tf for _, tf in first.counts["retry"]] == [2 + 3]
+    db.execute("DELETE FROM section_docs WHERE path = 'a.md'")  # the save, after an edit
+    written(("a.md", "y"))
+    db.execute("DELETE FROM section_docs WHERE sha256 = 'y'")  # and the edit undone
+    written(("a.md", "x"))
+    known, again = read(db, rules, weights, known)
+    assert len(again.counts["retry"]) == 3  # every number's words are still in the table
+    (number,) = again.docs  # the first number it had read for these bytes is gone from it
+    assert again.docs[number] == ("a.md", "x", 1)
+    assert number > max(row >> SECTION_ROW_SHIFT for row, _ in first.counts["retry"])
+    assert list(read(db, rules, weights, None)[1].docs) == [number]  # as a new reader finds
+
+
+def read(db: sqlite3.Connection, rules: str, weights: tuple[int, int, int],
+         known: section_rows.KeptDocs | None
+         ) -> tuple[section_rows.KeptDocs, KeptSectionWords]:
+    found = section_rows.read_counts(db, rules, ["retry"], weights, known)
+    assert found is not None
+    return found

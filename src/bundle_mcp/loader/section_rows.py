@@ -5,14 +5,15 @@ it (search_sections' postings, ``tools/_section_index.py``).
 What a section's words are is the section index's business: it hands each document's rows here
 already as words (three texts a section: its own text, its heading and its concept's title,
 each of folded words that FTS5's ``ascii`` tokenizer cuts exactly where the section index
-does), and reads back, for a term, how often it occurs in each column of each section. The
-tables:
+does), and reads back, for a term, its count in each section holding it, each column's
+occurrences weighted as the caller says. The tables:
 
 - ``section_docs`` (in the parse cache's schema): one row per document whose sections are
   written, keyed by path and the SHA-256 of its bytes, numbered by SQLite with
   ``AUTOINCREMENT`` so that a number is never given twice: a section's row in the FTS5 table is
-  ``number << 32 | its number in the document``. A reader maps numbers back to documents in the
-  same read transaction as its counts, so rows written or deleted meanwhile never mismatch.
+  ``number << 32 | its number in the document``. A reader reads the documents and the counts in
+  one read transaction, and keeps the documents it read (:class:`KeptDocs`) to read only the
+  rows past them next time.
 - ``section_words`` (FTS5, contentless: the words are indexed, not stored) and
   ``section_terms`` (``fts5vocab``, ``instance``: each occurrence of each term, by row and
   column). Made when first written, and not at all where SQLite has no FTS5: then nothing is
@@ -58,11 +59,15 @@ class KeptDocs:
     """The ``section_docs`` rows a connection read last, under the reset that made their words
     (``epoch``), up to the highest number read: a later read adds the rows past it only. A row
     the save deleted since (bytes no longer current) may stay here, harmless: a number is never
-    given twice and its words are those bytes' until a reset, which makes a new epoch."""
+    given twice and its words are those bytes' until a reset, which makes a new epoch. One
+    number for the same bytes (``numbers``): written again after the save deleted its row, the
+    bytes' newer number replaces the older (both rows' words are in the table; counting both
+    would count the document twice)."""
 
     epoch: str
     last: int
     docs: Mapping[int, tuple[str, str, int]]
+    numbers: Mapping[tuple[str, str], int]
 
 
 def read_counts(db: sqlite3.Connection, version: str, terms: Sequence[str],
@@ -78,15 +83,19 @@ def read_counts(db: sqlite3.Connection, version: str, terms: Sequence[str],
             return None
         epoch = _meta(db, _EPOCH_KEY) or ""
         if known is None or known.epoch != epoch:
-            known = KeptDocs(epoch, 0, {})
+            known = KeptDocs(epoch, 0, {}, {})
         last = db.execute("SELECT max(doc) FROM section_docs").fetchone()[0] or 0
         if last > known.last:
-            docs = dict(known.docs)
+            docs, numbers = dict(known.docs), dict(known.numbers)
             for number, path, sha256, sections in db.execute(
-                    "SELECT doc, path, sha256, sections FROM section_docs WHERE doc > ?",
-                    (known.last,)):
+                    "SELECT doc, path, sha256, sections FROM section_docs WHERE doc > ?"
+                    " ORDER BY doc", (known.last,)):
+                older = numbers.get((path, sha256))
+                if older is not None:
+                    del docs[older]
                 docs[number] = (path, sha256, sections)
-            known = KeptDocs(epoch, last, docs)
+                numbers[(path, sha256)] = number
+            known = KeptDocs(epoch, last, docs, numbers)
         counts = {term: db.execute(_COUNTS, (*weights, term)).fetchall() for term in terms}
         return known, KeptSectionWords(known.docs, counts)
     except sqlite3.OperationalError as exc:
