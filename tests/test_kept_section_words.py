@@ -24,6 +24,20 @@ if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
     from conftest import BundleFactory
 
 
+def _has_fts5() -> bool:
+    try:
+        sqlite3.connect(":memory:").execute("CREATE VIRTUAL TABLE t USING fts5(x)")
+    except sqlite3.OperationalError:
+        return False
+    return True
+
+
+# What needs the table: skipped, saying why, where this Python's SQLite has no FTS5 (then no
+# words are kept, and the last tests here hold that search reads the documents instead).
+needs_fts5 = pytest.mark.skipif(
+    not _has_fts5(), reason="this Python's SQLite has no FTS5: no section words are kept")
+
+
 def mixed() -> dict[str, str]:
     """Pages of every kind the section index cuts differently: ASCII bodies (counted by offset)
     and others (their words kept), titles that hold words the body lacks, snake_case and digits,
@@ -75,6 +89,7 @@ def database(cache: Path) -> Path:
     return found
 
 
+@needs_fts5
 def test_kept_words_give_the_scans_postings_for_every_word(
     tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -96,6 +111,7 @@ def test_kept_words_give_the_scans_postings_for_every_word(
     assert kept["retry"][0]  # not all empty: the words are there
 
 
+@needs_fts5
 def test_a_restarted_new_word_search_builds_only_the_documents_it_shows(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
@@ -107,6 +123,7 @@ def test_a_restarted_new_word_search_builds_only_the_documents_it_shows(
     restarted_search_builds_only_what_it_shows(bundle, cache, {"query": "page the", "limit": 3})
 
 
+@needs_fts5
 def test_a_changed_file_is_read_and_the_rest_counted_from_the_kept_words(
     tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,6 +147,7 @@ def test_a_changed_file_is_read_and_the_rest_counted_from_the_kept_words(
     assert kept_words(again) == {doc.path for doc in again.concepts.values()}
 
 
+@needs_fts5
 def test_kept_words_that_cannot_be_the_snapshots_are_not_used(
     tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -169,6 +187,7 @@ def test_kept_words_that_cannot_be_the_snapshots_are_not_used(
     assert kept_words(restarted) == frozenset()
 
 
+@needs_fts5
 def test_the_table_is_emptied_for_other_rules_and_when_mostly_stale(
     tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -198,6 +217,7 @@ def test_the_table_is_emptied_for_other_rules_and_when_mostly_stale(
         assert written <= 2 * current  # emptied once on the way, not grown by every edit
 
 
+@needs_fts5
 def test_writing_the_same_bytes_twice_keeps_one_copy(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
@@ -241,6 +261,7 @@ def test_query_terms_are_single_words_of_the_table() -> None:
         "retry", "after", "x2y", "安装依赖", "grösse", "éte"]
 
 
+@needs_fts5
 def test_bytes_written_again_are_counted_once(tmp_path: Path) -> None:
     """Bytes whose row the save deleted (the file changed) and that were written again later
     (the file changed back) have two numbers' words in the table; a reader that kept the
