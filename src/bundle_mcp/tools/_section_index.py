@@ -6,6 +6,11 @@ bundle's BM25 statistics and each queried term's postings are kept with the snap
 asks :func:`rank_sections` for the scored sections of some terms, optionally only those of the
 concepts a filter admits: the corpus statistics (idf, average length) stay those of the whole
 bundle, so a filter never changes how two sections that both pass it compare.
+
+A term no query asked before is counted, for the documents whose sections' words the parse
+cache keeps for their current bytes (an FTS5 table the warm-up writes after its save,
+:mod:`bundle_mcp.loader.section_rows`), from that table; the other documents are read. Both give
+the same postings (``tests/test_kept_section_words.py``).
 """
 
 from __future__ import annotations
