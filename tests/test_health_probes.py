@@ -26,7 +26,7 @@ from bundle_mcp import derived
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.readers import ALL_READER
-from bundle_mcp.readiness import Readiness, warm_steps
+from bundle_mcp.readiness import Readiness, saved_steps, warm_steps
 from bundle_mcp.server import BearerTokenMiddleware, public_paths
 from bundle_mcp.tools._section_index import SECTION_WORD_TOTALS
 from bundle_mcp.validation import BUNDLE_FINDINGS, ORPHAN_FINDINGS
@@ -125,8 +125,10 @@ def test_the_warm_up_builds_what_the_first_calls_would(tmp_bundle: Callable[...,
     counts = derived.built(snapshot)
     for slot in (SECTION_WORD_TOTALS, ORPHAN_FINDINGS, BUNDLE_FINDINGS):
         assert counts[slot.name] > 0, f"the warm-up should have built {slot.name}"
-    # It built them by their owners' builders: every slot that has one is a step of its own.
-    steps = {step.name for step in warm_steps(dispatcher, bundle, ALL_READER, snapshot)}
+    # It built them by their owners' builders: every slot that has one is a step of its own
+    # (those built after the parse cache's save included).
+    steps = {step.name for step in (*warm_steps(dispatcher, bundle, ALL_READER, snapshot),
+                                    *saved_steps(snapshot))}
     assert {slot.name for slot in derived.slots() if slot.warm is not None} <= steps
     assert {f"answers {name}" for name in dispatcher.kept_answer_tools()} <= steps
 
