@@ -124,9 +124,9 @@ def prepare(db: sqlite3.Connection, version: str) -> bool:
         if "no such module" in str(exc):
             return False
         raise
-    written = _meta(db, _WRITTEN_KEY)
+    written = _meta(db, _WRITTEN_KEY) or ""
     current = db.execute("SELECT count(*) FROM section_docs").fetchone()[0]
-    stale = not (written or "").isdigit() or int(written or 0) > 2 * current + STALE_SLACK
+    stale = not written.isdigit() or int(written) > 2 * current + STALE_SLACK
     if _meta(db, _VERSION_KEY) != version or stale:
         db.execute("INSERT INTO section_words(section_words) VALUES ('delete-all')")
         db.execute("DELETE FROM section_docs")

@@ -827,18 +827,29 @@ def _keep_section_words(snapshot: Snapshot, token: CancelToken) -> None:
     store = snapshot.inbound
     if store is None or isinstance(_totals_or_over(snapshot, token), _OverCap):
         return
-    if not store.keep_section_words(KEPT_WORDS_RULES, ()):  # the tables made, or emptied
+    ids = section_totals(snapshot, token).concept_ids
+
+    def missing() -> list[str] | None:
+        found = store.section_words(KEPT_WORDS_RULES, (), _COLUMN_WEIGHTS)
+        if found is None:
+            return None
+        covered = _usable(snapshot, found.docs, token).places
+        return [concept_id for place, concept_id in enumerate(ids) if place not in covered]
+
+    # Before any is written, the tables are made, or emptied (other rules' words, or mostly
+    # stale ones), and what is kept is read again; a restart whose words are all kept opens no
+    # write transaction.
+    unkept = missing()
+    if unkept != []:
+        if not store.keep_section_words(KEPT_WORDS_RULES, ()):
+            return
+        unkept = missing()
+    if not unkept:
         return
-    found = store.section_words(KEPT_WORDS_RULES, (), _COLUMN_WEIGHTS)
-    if found is None:
-        return
-    covered = _usable(snapshot, found.docs, token).places
     concepts = snapshot.concepts
-    missing = [concept_id for place, concept_id
-               in enumerate(section_totals(snapshot, token).concept_ids) if place not in covered]
-    for start in range(0, len(missing), KEPT_WORDS_GROUP):
+    for start in range(0, len(unkept), KEPT_WORDS_GROUP):
         token.check()
-        group = [concepts[concept_id] for concept_id in missing[start:start + KEPT_WORDS_GROUP]]
+        group = [concepts[concept_id] for concept_id in unkept[start:start + KEPT_WORDS_GROUP]]
         _read_ahead_words(snapshot, group)
         if not store.keep_section_words(KEPT_WORDS_RULES, [
                 (doc.path, doc.record.sha256, section_rows(doc)) for doc in group]):
