@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 from array import array
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -345,3 +346,114 @@ def test_a_part_is_added_one_addition_a_key_and_refused_unaligned() -> None:
     assert list(total) == [0.1 + 0.2, 0.0, 0.3 + 0.7, 1e-17]
     with pytest.raises(ValueError, match="not aligned"):
         index._added(total, array("i", [1]), array("d"))
+
+
+def _every_stem_part_agrees(snapshot: Snapshot, step: int = 1) -> int:
+    """Every ``step``-th stem's part from the columns equals the loop's, array for array and
+    float for float; how many stems were compared."""
+    token = CancelToken()
+    found = index.columns(snapshot, token)
+    assert found is not None
+    compared = 0
+    for term in list(index.stem_holders(snapshot, token))[::step]:
+        code = _context_words.narrow_code(term)
+        assert code is not None
+        looped = index._looped_term_scores(snapshot, term, token)
+        assert index._column_term_scores(snapshot, term, token, found, code) == looped, term
+        compared += 1
+    return compared
+
+
+def test_a_stem_part_from_the_columns_is_the_loops_part(
+    served: tuple[Dispatcher, Snapshot]
+) -> None:
+    # Every stem of pages with words in each field, headings with nothing below, link lists,
+    # tables, code and accented words: rare stems (one holder) and common ones alike.
+    _, snapshot = served
+    assert _every_stem_part_agrees(snapshot) > 20
+
+
+@pytest.mark.slow
+def test_a_stem_part_from_the_columns_is_the_loops_part_on_a_real_corpus() -> None:
+    root = Path(__file__).resolve().parents[2] / "shared" / "corpora" / "pnpm-docs"
+    if not root.is_dir():
+        pytest.skip(f"the shared corpus is not at {root} (../shared beside the checkout)")
+    # Translations (CJK, Hangul, Cyrillic), tables of flags, code, real headings.
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(root),)))
+    snapshot = dispatcher.served_snapshot(str(root), CancelToken())
+    assert _every_stem_part_agrees(snapshot, step=13) > 250
+
+
+def test_a_common_stem_is_scored_from_the_columns_and_a_rare_one_holder_by_holder(
+    served: tuple[Dispatcher, Snapshot], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, snapshot = served
+    routes: list[tuple[str, str]] = []
+    for name in ("_column_term_scores", "_looped_term_scores"):
+        real = getattr(index, name)
+
+        def spied(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            routes.append((_name, args[1]))
+            return _real(*args)
+
+        monkeypatch.setattr(index, name, spied)
+    holders = index.stem_holders(snapshot, CancelToken())
+    rare = next(t for t in holders if len(holders[t]) == 1)
+    common = stem("cache")
+    assert len(holders[common]) * index.COLUMNS_FROM_SHARE >= len(snapshot.concepts)
+    assert len(holders[rare]) * index.COLUMNS_FROM_SHARE < len(snapshot.concepts)
+    terms = [common, rare]
+    assert kept(snapshot, terms) == reference(snapshot, terms)
+    assert routes == [("_column_term_scores", common), ("_looped_term_scores", rare)]
+
+
+def test_finds_outside_the_stems_holders_leave_the_part_to_the_loop(
+    served: tuple[Dispatcher, Snapshot]
+) -> None:
+    # The holders are made from the same words, so this never happens; if it did, the
+    # columns' part would name concepts the holders do not, and is refused.
+    _, snapshot = served
+    token = CancelToken()
+    found = index.columns(snapshot, token)
+    assert found is not None
+    term = stem("cache")
+    held = index.stem_holders(snapshot, token)[term]
+    fewer = {term: held[1:]}
+    real = index.stem_holders
+    try:
+        index.stem_holders = lambda *_: fewer  # type: ignore[assignment]
+        code = _context_words.narrow_code(term)
+        assert code is not None
+        assert index._column_term_scores(snapshot, term, token, found, code) is None
+    finally:
+        index.stem_holders = real  # type: ignore[assignment]
+
+
+@pytest.mark.parametrize("question", ["prune the download cache", "café mirror"])
+def test_codes_past_the_basic_plane_leave_every_part_to_the_loop(
+    tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch, question: str
+) -> None:
+    # A stem numbered from 0xF800 has a code of two UTF-16 units: the columns are not made,
+    # and the answer is the one a table of low numbers gives.
+    root = tmp_bundle(varied_files())
+
+    def served() -> tuple[Any, Snapshot]:
+        dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
+        outcome = dispatcher.call("context", {"question": question})
+        assert not outcome.is_error, outcome.structured
+        return outcome.structured, dispatcher.served_snapshot(root, CancelToken())
+
+    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")  # as in the wide documents' test
+    for thread in threading.enumerate():
+        if thread.name == "bundle-mcp-parse-cache":
+            thread.join(timeout=60)
+    low, snapshot = served()
+    assert index.columns(snapshot, CancelToken()) is not None
+    codes = StemCodes()
+    codes.numbers(f"padding{n}" for n in range(0xF800))
+    monkeypatch.setattr(_context_words, "CODES", codes)
+    high, snapshot = served()
+    assert high == low
+    assert index.columns(snapshot, CancelToken()) is None
+    terms = list(dict.fromkeys(stem(w) for w in question.split()))
+    assert kept(snapshot, terms) == reference(snapshot, terms)

@@ -124,6 +124,11 @@ class SectionTable(Sequence[SectionWords]):
         return zip(numbers[2::step], numbers[4::step], numbers[6::step], self._junk,
                    strict=True)
 
+    def offsets(self) -> tuple[array[int], array[int]]:
+        """Each section's start in the body's codes, and its heading's in ``headings``."""
+        numbers, step = self._numbers, self._FIELDS
+        return numbers[2::step], numbers[5::step]
+
     def heading_words(self, k: int) -> str:
         """The codes of section ``k``'s heading (``self[k].heading_words``, nothing else made)."""
         at = self._FIELDS * k
