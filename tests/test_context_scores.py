@@ -429,12 +429,14 @@ def test_finds_outside_the_stems_holders_leave_the_part_to_the_loop(
         index.stem_holders = real  # type: ignore[assignment]
 
 
-@pytest.mark.parametrize("question", ["prune the download cache", "café mirror"])
-def test_codes_past_the_basic_plane_leave_every_part_to_the_loop(
+@pytest.mark.parametrize("question", ["prune the download cache", "café mirror binary"])
+def test_codes_past_the_basic_plane_are_looped_and_the_others_placed_by_character(
     tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch, question: str
 ) -> None:
-    # A stem numbered from 0xF800 has a code of two UTF-16 units: the columns are not made,
-    # and the answer is the one a table of low numbers gives.
+    # A stem numbered from 0xF800 has a code past U+FFFF. A table that numbers the bundle's
+    # first stems below that and the rest past it makes pages hold both: the columns keep a
+    # unit a character (a code past the plane as a surrogate), a stem whose code is past it
+    # is looped, and the answer is the one a table of low numbers gives.
     root = tmp_bundle(varied_files())
 
     def served() -> tuple[Any, Snapshot]:
@@ -447,13 +449,26 @@ def test_codes_past_the_basic_plane_leave_every_part_to_the_loop(
     for thread in threading.enumerate():
         if thread.name == "bundle-mcp-parse-cache":
             thread.join(timeout=60)
-    low, snapshot = served()
-    assert index.columns(snapshot, CancelToken()) is not None
+    low, _ = served()
     codes = StemCodes()
-    codes.numbers(f"padding{n}" for n in range(0xF800))
+    codes.numbers(f"padding{n}" for n in range(0xF800 - 12))
     monkeypatch.setattr(_context_words, "CODES", codes)
     high, snapshot = served()
     assert high == low
-    assert index.columns(snapshot, CancelToken()) is None
+    token = CancelToken()
+    found = index.columns(snapshot, token)
+    assert found is not None and (found.body == index._PAST_PLANE).any()
+    paired = compared = 0
+    for term in index.stem_holders(snapshot, token):
+        code = _context_words.narrow_code(term)
+        assert code is not None
+        part = index._column_term_scores(snapshot, term, token, found, code)
+        if ord(code) >= 0x10000:
+            assert part is None
+            paired += 1
+        else:
+            assert part == index._looped_term_scores(snapshot, term, token), term
+            compared += 1
+    assert paired > 0 and compared > 0
     terms = list(dict.fromkeys(stem(w) for w in question.split()))
     assert kept(snapshot, terms) == reference(snapshot, terms)

@@ -202,6 +202,7 @@ TERMS_KEPT_BYTES = 32 << 20
 # many holds it, else holder by holder (about 10 us a holder; 0.1 ms for a rare stem).
 COLUMNS_FROM_SHARE = 32
 COLUMNS_GROUP = 1024  # concepts whose words are put in the columns between two checks
+_PAST_PLANE = 0xD800  # a code past U+FFFF in the columns: a surrogate, which no code is
 # The names the sections' layout and the bundle statistics are kept under in the parse cache
 # (InboundHint.keep_json), for a restarted server on the same files.
 LAYOUT_NAME = "context-layout/1"
@@ -863,14 +864,14 @@ def _looped_term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> Te
 
 @dataclass(frozen=True, slots=True)
 class _Columns:
-    """Every concept's coded fields end to end, one numpy array a field (UTF-16 code units: one
-    a stem in a narrow document), with where each concept's title and description and each
-    section's heading and words start in them: what lets :func:`_column_term_scores` find a
-    stem in every holder at once, in C, instead of a holder at a time.
+    """Every concept's coded fields end to end, one numpy ``uint16`` array a field, a unit a
+    character (a narrow document's stem is one), with where each concept's title and
+    description and each section's heading and words start in them: what lets
+    :func:`_column_term_scores` find a stem in every holder at once, in C, instead of a
+    holder at a time. A code past U+FFFF (a stem numbered from 63,488) is :data:`_PAST_PLANE`
+    there, a surrogate no code is: such a stem is looped (:func:`_looped_term_scores`).
 
-    Made only when every document is narrow and no code is past the Basic Multilingual Plane
-    (a stem numbered from 63,488 takes two units): else ``None``, and each stem's part is made
-    holder by holder (:func:`_looped_term_scores`)."""
+    Made only when every document is narrow: else ``None``, and every stem is looped."""
 
     title: Any  # numpy.ndarray of uint16: every concept's title codes, in order
     title_start: Any  # int64, one a concept: where its title starts in ``title``
@@ -884,9 +885,8 @@ class _Columns:
 
 
 def _columns(snapshot: Snapshot, token: CancelToken) -> _Columns | None:
-    """:class:`_Columns` of the snapshot, or ``None`` (a wide document, or a code past the
-    Basic Multilingual Plane). 15.3 MiB at 9,978 concepts of the bench bundle, made in about
-    60 ms."""
+    """:class:`_Columns` of the snapshot, or ``None`` (a wide document). 15.3 MiB at 9,978
+    concepts of the bench bundle, made in about 60 ms."""
     import numpy  # the numeric path: imported by its first question
 
     every = every_words(snapshot, token)
@@ -898,17 +898,7 @@ def _columns(snapshot: Snapshot, token: CancelToken) -> _Columns | None:
     for name in ("title", "description", "headings", "body"):
         texts = [getattr(words, name) for words in every]
         at = numpy.cumsum([0, *map(len, texts)], dtype=numpy.int64)
-        joined = numpy.empty(int(at[-1]), dtype=numpy.uint16)
-        # A group of concepts at a time, checking between (a call may be waiting on the
-        # warm-up), into the array: no second copy of the whole field, even for a moment.
-        for first in range(0, len(texts), COLUMNS_GROUP):
-            token.check()
-            last = min(first + COLUMNS_GROUP, len(texts))
-            units = "".join(texts[first:last]).encode("utf-16-le")
-            if len(units) != 2 * int(at[last] - at[first]):  # a code took two units
-                return None
-            joined[at[first]:at[last]] = numpy.frombuffer(units, dtype=numpy.uint16)
-        fields.append(joined)
+        fields.append(_joined(texts, at, token))
         starts.append(at)
     token.check()
     owner = numpy.frombuffer(index.owner, dtype=numpy.int32)
@@ -921,6 +911,23 @@ def _columns(snapshot: Snapshot, token: CancelToken) -> _Columns | None:
     return _Columns(fields[0], starts[0][:-1], fields[1], starts[1][:-1], fields[2],
                     heading_at + starts[2][:-1][owner], fields[3],
                     body_at + starts[3][:-1][owner], owner)
+
+
+def _joined(texts: list[str], at: Any, token: CancelToken) -> Any:
+    """``texts`` end to end, a ``uint16`` a character (``at``: where each starts), a code past
+    U+FFFF made :data:`_PAST_PLANE`. A group of texts at a time, checking between (a call may
+    be waiting on the warm-up), into one array: no second copy of the whole field, even for a
+    moment (UTF-32 for a group only: four bytes a character, each one code point)."""
+    import numpy
+
+    units = numpy.empty(int(at[-1]), dtype=numpy.uint16)
+    for first in range(0, len(texts), COLUMNS_GROUP):
+        token.check()
+        last = min(first + COLUMNS_GROUP, len(texts))
+        points = numpy.frombuffer(
+            "".join(texts[first:last]).encode("utf-32-le"), dtype=numpy.uint32)
+        units[at[first]:at[last]] = numpy.where(points < 0x10000, points, _PAST_PLANE)
+    return units
 
 
 def columns(snapshot: Snapshot, token: CancelToken) -> _Columns | None:
@@ -936,8 +943,9 @@ def _column_term_scores(snapshot: Snapshot, term: str, token: CancelToken,
     ``searchsorted`` over where each starts, counted by ``bincount``. The same floats (each
     formula's operations in the same order on the same doubles: a field that does not hold
     the stem adds an exact 0.0 where the loop skipped it), the same arrays in the same order.
-    ``None`` when the finds name a concept the stem's holders do not (never so: the holders
-    were made from these words); the loop then decides."""
+    ``None`` for a stem whose code is past U+FFFF (numbered from 63,488), and when the
+    finds name a concept the stem's holders do not (never so: the holders were made from these
+    words); the loop then decides."""
     import numpy  # the numeric path: imported by its first question
 
     index = holders(snapshot, token)
@@ -946,6 +954,8 @@ def _column_term_scores(snapshot: Snapshot, term: str, token: CancelToken,
     held_array = stem_holders(snapshot, token).get(term, array("i"))
     held = numpy.frombuffer(held_array, dtype=held_array.typecode).astype(numpy.intp)
     concepts, value = len(index.concepts), ord(code)
+    if value >= 0x10000:  # not in the columns (_PAST_PLANE): looped
+        return None
 
     def concept_counts(field: Any, starts: Any) -> Any:
         at = numpy.flatnonzero(field == value)
