@@ -214,6 +214,25 @@ def test_a_warm_question_reads_the_words_of_its_candidates_only(
 LIMIT = 40
 
 
+def _without_parse_cache(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test that numbers stems with a table of its own: a save runs a second later in a
+    thread, and would encode one server's documents with the other table (the test's, or the
+    process's once it is put back). The saves earlier tests' servers set off are let finish
+    first, for the same reason."""
+    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")
+    for thread in threading.enumerate():
+        if thread.name == "bundle-mcp-parse-cache":
+            thread.join(timeout=60)
+
+
+def _answered(root: str, question: str) -> tuple[Any, Snapshot]:
+    """A new server's answer to ``question`` on ``root``, and the snapshot it served."""
+    dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
+    outcome = dispatcher.call("context", {"question": question})
+    assert not outcome.is_error, outcome.structured
+    return outcome.structured, dispatcher.served_snapshot(root, CancelToken())
+
+
 @pytest.mark.parametrize("question", [
     "prune the download cache", "binary mirror folder", "caching install page", "café",
 ])
@@ -223,23 +242,10 @@ def test_wide_documents_score_and_answer_as_narrow_ones(
     # Past a million distinct stems a document's words take two characters each; a table
     # with room for LIMIT single characters makes the first pages narrow and the rest wide.
     root = tmp_bundle(varied_files())
-
-    def served() -> tuple[Any, Snapshot]:
-        dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
-        outcome = dispatcher.call("context", {"question": question})
-        assert not outcome.is_error, outcome.structured
-        return outcome.structured, dispatcher.served_snapshot(root, CancelToken())
-
-    # No parse cache: a save runs a second later in a thread, and would encode one server's
-    # documents with the other table (the test's, or the process's once it is put back). The
-    # saves earlier tests' servers set off are let finish first, for the same reason.
-    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")
-    for thread in threading.enumerate():
-        if thread.name == "bundle-mcp-parse-cache":
-            thread.join(timeout=60)
-    narrow, _ = served()
+    _without_parse_cache(monkeypatch)
+    narrow, _ = _answered(root, question)
     monkeypatch.setattr(_context_words, "CODES", StemCodes(single_limit=LIMIT))
-    wide, snapshot = served()
+    wide, snapshot = _answered(root, question)
     assert wide == narrow
     widths = [document_words(doc).width for doc in snapshot.concepts.values()]
     assert 1 in widths and 2 in widths
@@ -438,22 +444,12 @@ def test_codes_past_the_basic_plane_are_looped_and_the_others_placed_by_characte
     # unit a character (a code past the plane as a surrogate), a stem whose code is past it
     # is looped, and the answer is the one a table of low numbers gives.
     root = tmp_bundle(varied_files())
-
-    def served() -> tuple[Any, Snapshot]:
-        dispatcher = Dispatcher(ServeConfig(bundles=(root,)))
-        outcome = dispatcher.call("context", {"question": question})
-        assert not outcome.is_error, outcome.structured
-        return outcome.structured, dispatcher.served_snapshot(root, CancelToken())
-
-    monkeypatch.setenv("BUNDLE_MCP_CACHE_DIR", "off")  # as in the wide documents' test
-    for thread in threading.enumerate():
-        if thread.name == "bundle-mcp-parse-cache":
-            thread.join(timeout=60)
-    low, _ = served()
+    _without_parse_cache(monkeypatch)
+    low, _ = _answered(root, question)
     codes = StemCodes()
     codes.numbers(f"padding{n}" for n in range(0xF800 - 12))
     monkeypatch.setattr(_context_words, "CODES", codes)
-    high, snapshot = served()
+    high, snapshot = _answered(root, question)
     assert high == low
     token = CancelToken()
     found = index.columns(snapshot, token)
