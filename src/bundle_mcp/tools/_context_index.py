@@ -994,9 +994,10 @@ def _column_term_scores(snapshot: Snapshot, term: str, token: CancelToken,
     # Finds are in order, so each section's are side by side: its tf is the run's length.
     sections, tf = numpy.unique(body_sections, return_counts=True)
     section_norm = numpy.frombuffer(norm.section, dtype=numpy.float64)
-    counted = sections[section_norm[sections] != 0.0]
+    scoring = section_norm[sections] != 0.0  # a heading with nothing under it never scores
+    counted = sections[scoring]
     heading_tf = numpy.bincount(heading_sections, minlength=len(section_norm))[counted]
-    tf = tf[section_norm[sections] != 0.0] + (HEADING_WEIGHT - 1) * heading_tf
+    tf = tf[scoring] + (HEADING_WEIGHT - 1) * heading_tf
     tf = tf.astype(numpy.float64)
     section_idf = _idf(stats.sections, len(sections))
     junk = numpy.frombuffer(norm.junk, dtype=numpy.float64)[counted]
