@@ -1,7 +1,8 @@
 """A validation's whole-bundle findings (each variant's walk over every file, the orphans, the
 bundle's own findings) are kept by revision in the parse cache: a restarted server reads them
-back, builds no document for them (the stale-capable concepts aside, whose staleness each call
-decides) and gives what building them gives. Work counters and equality, no timing.
+back, builds no document for them (not even the concepts that may be stale: the walk keeps
+their ``stale_after`` and its line, and each call decides their staleness from those) and gives
+what building them gives. Work counters and equality, no timing.
 """
 
 from __future__ import annotations
@@ -87,10 +88,9 @@ def test_a_restart_reads_every_variants_findings_back(
     restarted, _ = process(bundle, cache)
     again = snapshot_of(restarted, bundle)
     assert reports(again) == made
-    # Only the concepts that may be stale are built (their staleness depends on as_of), and
-    # the root index.md, whose okf_version decides the rules.
-    assert sorted(doc.path for doc in again.documents.built()) == [
-        "a/p0.md", "a/p3.md", "a/p6.md", "index.md"]
+    # Only the root index.md is built, whose okf_version decides the rules: the concepts that
+    # may be stale are judged at each as_of from the date and line the walk kept.
+    assert sorted(doc.path for doc in again.documents.built()) == ["index.md"]
     assert not any(markdown_used(doc) for doc in again.documents.built())
     # Each document's link findings are back in their places, for the edit that follows.
     assert derived.built(again)["link_findings"] == len(again.documents)
@@ -114,17 +114,20 @@ def test_findings_kept_for_other_assets_or_folders_are_not_read(
     assert reports(again) == uncached != made
 
 
-@pytest.mark.parametrize("damage", ["garbage", "a row of another shape", "an unknown file"])
+@pytest.mark.parametrize("damage", ["garbage", "a row of another shape", "an unknown file",
+                                    "a date of another shape"])
 def test_damaged_kept_findings_are_made_again(
     tmp_bundle: BundleFactory, tmp_path: Path, damage: str
 ) -> None:
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
     made = kept_by(bundle, cache)
     replacement = {"garbage": "[1,", "a row of another shape": "[[[[1,2]],null,[]]],{}]",
-                   "an unknown file": '[[[[], "a/ghost.md", []]], {}]'}[damage]
+                   "an unknown file": '[[[[], ["a/ghost.md", "2026-01-01", 4], []]], {}]',
+                   "a date of another shape": '[[[[], ["a/p0.md", 20260101, 4], []]], {}]',
+                   }[damage]
     (database,) = (cache / "parse").glob("*.sqlite3")
     with sqlite3.connect(database) as db:
-        rows = db.execute("SELECT rowid, key FROM parts WHERE key LIKE '%findings/1/%'").fetchall()
+        rows = db.execute("SELECT rowid, key FROM parts WHERE key LIKE '%findings/_/%'").fetchall()
         assert len(rows) == 3 + 2  # three walks, the orphans, the bundle's own
         for rowid, _ in rows:
             db.execute("UPDATE parts SET value = ? WHERE rowid = ?",

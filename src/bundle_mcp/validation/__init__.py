@@ -23,6 +23,7 @@ from ..derived import (
 )
 from ..errors import ERROR, INFO, WARN, Diagnostic
 from ..model import Document, Snapshot, revision_value
+from ..okf.ids import concept_id_for_path
 from ..okf.temporal import DATE_PROFILE, Reference
 from ..okf.versions import resolve_version, version_declaration
 from . import bundle, computations, concepts, fields, links, reserved
@@ -59,6 +60,10 @@ def _decode_findings(rows: Any) -> Findings:
     if not isinstance(rows, list):
         raise TypeError("a list of findings")
     return tuple(Diagnostic.from_row(row) for row in rows)
+
+
+def _encode_stale(date: concepts.StaleDate | None) -> list[Any] | None:
+    return None if date is None else [date.path, date.value, date.line]
 
 
 DOCUMENT_FINDINGS: Slot[Findings] = Slot(
@@ -109,7 +114,7 @@ class WalkStep:
     staleness is checked there (``None``: it cannot be stale at any ``as_of``), then the rest."""
 
     before: Findings
-    stale: Document | None
+    stale: concepts.StaleDate | None
     after: Findings
 
 
@@ -238,7 +243,7 @@ def _kept_walk(
                 and isinstance(kept[1], dict)):
             return None
         try:
-            steps = tuple(WalkStep(_decode_findings(before), _stale_at(stale),
+            steps = tuple(WalkStep(_decode_findings(before), _stale_date(stale),
                                    _decode_findings(after)) for before, stale, after in kept[0])
             found = {path: _decode_findings(rows) for path, rows in kept[1].items()}
         except (TypeError, ValueError):
@@ -250,13 +255,18 @@ def _kept_walk(
                 keep_of_snapshot(snapshot, LINK_FINDINGS, found.get(path, ()), path)
         return steps
 
-    def _stale_at(path: Any) -> Document | None:
-        if path is None:
+    def _stale_date(kept: Any) -> concepts.StaleDate | None:
+        if kept is None:
             return None
-        doc = documents.get(path) if isinstance(path, str) else None
-        if doc is None or doc.concept_id is None:
+        if not (isinstance(kept, list) and len(kept) == 3):
+            raise ValueError("a stale date of another shape")
+        path, value, line = kept
+        # Checked without building the document: building it is what keeping the date spares.
+        if not (isinstance(path, str) and concept_id_for_path(path) in snapshot.concepts):
             raise ValueError("a stale concept not in the snapshot")
-        return doc
+        if not (isinstance(value, str) and (line is None or type(line) is int)):
+            raise ValueError("a stale date of another shape")
+        return concepts.StaleDate(path, value, line)
 
     def build() -> Walk:
         walk = _walk(snapshot, strict, rules, check_links, token)
@@ -268,11 +278,11 @@ def _kept_walk(
         return walk
 
     def encode(walk: Walk) -> list[Any]:
-        return [[[_encode_findings(step.before), None if step.stale is None else step.stale.path,
+        return [[[_encode_findings(step.before), _encode_stale(step.stale),
                   _encode_findings(step.after)] for step in walk],
                 {path: _encode_findings(found) for path, found in made_links.items()}]
 
-    name = unrevised_name(snapshot, "findings/1/walk",
+    name = unrevised_name(snapshot, "findings/2/walk",
                           [strict, rules.effective, rules.chosen, check_links])
     return revision_value(snapshot, name, read, build, encode)
 
@@ -306,9 +316,9 @@ def _walk(
             (strict, rules),
         )
         after: list[Diagnostic] = []
-        stale: Document | None = None
+        stale: concepts.StaleDate | None = None
         if doc.concept_id is not None:
-            stale = doc if concepts.may_be_stale(doc) else None
+            stale = concepts.stale_date(doc)
             found: Findings = of_snapshot(
                 snapshot,
                 FIELD_FINDINGS,
