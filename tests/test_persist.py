@@ -121,3 +121,54 @@ def test_a_background_save_overtaken_by_a_save_of_the_same_bodies_saves_nothing(
     assert cache.finished == 1
     assert set(cache.load(str(root))) == {f"c{n}.md" for n in range(40)}
     # A save of more bodies than the last one still runs (the test above: the held one).
+
+
+class _CountedSaves(ParseCache):
+    """A parse cache that counts the saves it was asked for."""
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(directory)
+        self.saves = 0
+
+    def save(self, *args: Any, **kwargs: Any) -> None:
+        self.saves += 1
+        super().save(*args, **kwargs)
+
+
+def _background_saves_done() -> None:
+    for timer in [t for t in threading.enumerate() if t.name == "bundle-mcp-parse-cache"]:
+        timer.join(30)
+
+
+def test_a_restart_whose_documents_come_from_rows_starts_no_background_save(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Its first save would only look for rows to find none, holding the interpreter lock
+    # against the calls a client makes right after a restart (about a second at 9,978 files).
+    monkeypatch.setattr(snapshots, "PERSIST_DELAY_SECONDS", 0.0)
+    root = _notes(tmp_path, 40)
+    first = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"))
+    snapshot = first.get(str(root), CancelToken())
+    every_document_built(snapshot.documents)
+    first.persist(str(root), snapshot, now=True)
+
+    cache = _CountedSaves(tmp_path / "cache")
+    restarted = SnapshotCache(parse_cache=cache)
+    again = restarted.get(str(root), CancelToken())
+    every_document_built(again.documents)  # every one from its row
+    assert again.documents.work()["decoded"] == 40
+    restarted.persist(str(root), again)
+    _background_saves_done()
+    assert cache.saves == 0
+    # The warm-up's save still runs, and a document built from its file is saved at once.
+    restarted.persist(str(root), again, now=True)
+    assert cache.saves == 1
+
+    (root / "c0.md").write_text("---\ntype: Note\ntitle: Changed\n---\n# C0\n")
+    counted = _CountedSaves(tmp_path / "cache")
+    changed = SnapshotCache(parse_cache=counted)
+    edited = changed.get(str(root), CancelToken())
+    assert edited.documents["c0.md"].fm["title"] == "Changed"
+    changed.persist(str(root), edited)
+    _background_saves_done()
+    assert counted.saves == 1

@@ -25,7 +25,7 @@ from .loader.capture import StatKey
 from .loader.parse_cache import KeptParts, ParseCache, has_markdown
 from .loader.precheck import Precheck
 from .loader.watch import FolderWatch
-from .model import Snapshot
+from .model import GIVEN, PARSED, Snapshot
 from .storage.handles import pin_root
 
 __all__ = ["SnapshotCache", "Loader"]
@@ -210,7 +210,12 @@ class SnapshotCache:
         """Save what this snapshot has parsed to the persistent cache, in the background.
 
         Called after each call. A save is started only when it would gain a lot: the first
-        time, and when the parsed bodies grew by a twentieth of the bundle (at least 32 files).
+        time a document was built from its file (or over no rows), and when the parsed bodies grew by a
+        twentieth of the bundle (at least 32 files). A restart whose documents all came back
+        from the cache's rows has no row to write, and its first save only looked for rows to
+        find none: at 9,978 files that held the interpreter lock for about a second, against
+        the calls a client makes right after starting the server. The warm-up's save writes
+        what that one would have (the values derived since, the stats).
         The save itself writes only the rows the cache lacks, but finding them and encoding
         them holds the interpreter lock while the next calls wait; an entry the cache misses
         only costs that one file's parse at the next start. Counting the parsed bodies is
@@ -247,6 +252,8 @@ class SnapshotCache:
             if slot.saving and not now:
                 return
             if slot.persisted is not None and parsed - slot.persisted[1] < threshold:
+                return
+            if slot.persisted is None and not now and _nothing_to_save(snapshot):
                 return
             slot.saving = True
 
@@ -359,3 +366,14 @@ def _same_capture(old: Snapshot, new: Snapshot) -> bool:
         and old.directories == new.directories
         and old.skipped == new.skipped
     )
+
+
+def _nothing_to_save(snapshot: Snapshot) -> bool:
+    """Whether ``snapshot`` was loaded over a parse cache that holds rows (so its database
+    exists: the parts kept meanwhile need not wait for a save to make it) and every document
+    built so far came from its row, none from its file's bytes: a save would write no row."""
+    inbound = snapshot.inbound
+    if inbound is None or inbound.kept_rows() == 0:
+        return False
+    work = snapshot.documents.work()
+    return work[PARSED] + work[GIVEN] == 0
