@@ -210,12 +210,13 @@ class SnapshotCache:
         """Save what this snapshot has parsed to the persistent cache, in the background.
 
         Called after each call. A save is started only when it would gain a lot: the first
-        time a document was built from its file (or over no rows), and when the parsed bodies grew by a
-        twentieth of the bundle (at least 32 files). A restart whose documents all came back
-        from the cache's rows has no row to write, and its first save only looked for rows to
-        find none: at 9,978 files that held the interpreter lock for about a second, against
-        the calls a client makes right after starting the server. The warm-up's save writes
-        what that one would have (the values derived since, the stats).
+        time a document was built from its file (or over no rows), and when the parsed bodies
+        grew by a twentieth of the bundle (at least 32 files). A restart whose documents all
+        came back from the cache's rows has no row to write, and its first save only looked
+        for rows to find none: at 9,978 files that held the interpreter lock for about a
+        second, against the calls a client makes right after starting the server. The
+        warm-up's save writes what that one would have (the values derived since, the stats).
+
         The save itself writes only the rows the cache lacks, but finding them and encoding
         them holds the interpreter lock while the next calls wait; an entry the cache misses
         only costs that one file's parse at the next start. Counting the parsed bodies is
