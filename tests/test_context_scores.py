@@ -275,7 +275,8 @@ def test_the_ranking_shortcuts_choose_as_the_plain_ways_do(
     tmp_bundle: BundleFactory, question: str
 ) -> None:
     # context reads the dense scores through shortcuts, each argued exact in its docstring:
-    # a heading's or description's match compared as codes, the best concepts taken from the
+    # a heading's or description's match compared as codes (read from the columns or from the
+    # concept's words: the same characters), the best concepts taken from the
     # dense array, the best sections looked for only in the concepts whose best section is
     # among the best. Each must give what the plain way gives, to the bit, on a bundle with
     # more concepts and sections than either list keeps.
@@ -287,6 +288,8 @@ def test_the_ranking_shortcuts_choose_as_the_plain_ways_do(
     scores = score(snapshot, stems, token)
     idf = index.idfs(snapshot, stems, token)
     matcher = context._Matcher(stems, idf)
+    labels = index.label_codes(snapshot, token)
+    assert labels is not None
     compared = 0
     for g in scores.headed:
         position, n = scores.index.place(g)
@@ -294,13 +297,19 @@ def test_the_ranking_shortcuts_choose_as_the_plain_ways_do(
         heading = words.sections.heading_words(n)
         assert matcher.match(words, heading, words.title) == context._match(
             words.field_stems(heading), stems, idf, words.field_stems(words.title))
+        # The columns' codes are the words' own.
+        assert (labels.heading(g), labels.title(position)) == (heading, words.title)
         compared += 1
     for position in scores.described:
         words = scores.words(position)
         assert matcher.match(words, words.description) == context._match(
             words.field_stems(words.description), stems, idf)
+        assert labels.description(position) == words.description
         compared += 1
-    raised, _ = context._with_label_matches(scores, stems, idf)
+    every = frozenset(snapshot.concepts)
+    raised, matches = context._with_label_matches(scores, stems, idf, labels, every)
+    from_words = context._with_label_matches(scores, stems, idf, None, every)
+    assert (raised, matches) == from_words
     best = raised.best_section()
     positive = {p: v for p, v in enumerate(best) if v}
     assert context._best_positions(best, 10, lambda p: (-best[p], p)) == context._best(

@@ -15,16 +15,21 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy
 import pytest
 
 from bundle_mcp import zstd_frames
 from bundle_mcp.cancel import CancelToken
+from bundle_mcp.derived import built_value
 from bundle_mcp.errors import BundleError
 from bundle_mcp.loader.parse_cache import BYTES_PART, CachedRows
 from bundle_mcp.model import Snapshot
-from bundle_mcp.tools import _context_index, _context_words
+from bundle_mcp.tools import _context_index, _context_words, context
 from bundle_mcp.tools._context_index import (
+    COLUMNS_NAME,
+    CONTEXT_INDEX,
     HOLDERS_NAME,
+    NORMS_NAME,
     _build,
     every_words,
     stem_holders,
@@ -187,10 +192,14 @@ def test_stem_holders_read_back_or_built(tmp_bundle: BundleFactory, tmp_path: Pa
     assert stem_holders(restarted, CancelToken()) == expected
 
 
-def test_a_restarted_question_decodes_no_row_of_words(
+def test_a_restarted_question_reads_the_words_of_its_candidates_only(
     tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    """The index is read back whole (statistics, holders, norms, columns): a restarted
+    server's question with new stems reads every concept's words neither whole nor one by one,
+    only the rows of the concepts it ranks (at most MAX_CANDIDATE_CONCEPTS for phrases, as
+    many for sections: test_context_scores.py's warm question)."""
+    bundle, cache = tmp_bundle(pages(150)), tmp_path / "cache"
     arguments = {"question": "which page depends on the next one"}
     process(bundle, cache, warm=True)
     served, _, restarted = process(bundle, cache)
@@ -204,12 +213,15 @@ def test_a_restarted_question_decodes_no_row_of_words(
     monkeypatch.setattr(CachedRows, "derived", counted)
     answer = served.call("context", arguments)
     assert not answer.is_error, answer.structured
-    assert not [key for key in read if key.startswith("context_words/")]
-    # The documents built for the pack took the words read back whole.
+    assert built_value(restarted, CONTEXT_INDEX, "words") is None
+    rows = [key for key in read if key.startswith("context_words/")]
+    assert 0 < len(rows) <= 2 * context.MAX_CANDIDATE_CONCEPTS < len(restarted.concepts)
+    # Every concept's words read back whole later share the objects the question read.
+    every = every_words(restarted, CancelToken())
     for doc in restarted.documents.built():
         if doc.concept_id is not None:
-            assert _context_index.document_words(doc) is every_words(
-                restarted, CancelToken())[list(restarted.concepts).index(doc.concept_id)]
+            assert _context_index.document_words(doc) is every[
+                list(restarted.concepts).index(doc.concept_id)]
     fresh, _, _ = process(bundle, None)
     assert answer.text == fresh.call("context", arguments).text
 
@@ -270,3 +282,96 @@ def test_reading_the_words_back_checks_between_groups_and_documents(
     token.cancel()
     with pytest.raises(BundleError):
         unpacked_words(parts.get, ids, token.check)
+
+
+def _same_columns(kept: object, made: object) -> bool:
+    return all(numpy.array_equal(getattr(kept, name), getattr(made, name))
+               for name, _ in _context_index._COLUMN_ARRAYS)
+
+
+def test_the_norms_and_columns_read_back_are_the_ones_made(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    _, _, fresh = process(bundle, None)
+    token = CancelToken()
+    made_norms, made = _context_index.norms(fresh, token), _context_index.columns(fresh, token)
+    _, _, restarted = process(bundle, cache)
+    kept = _context_index.columns(restarted, token)
+    assert _context_index.norms(restarted, token) == made_norms
+    assert kept is not None and made is not None and _same_columns(kept, made)
+    assert kept.coded is not None and made.coded is None
+    # Read back, no concept's words: views of the bytes kept, numbered as the writer did.
+    assert built_value(restarted, CONTEXT_INDEX, "words") is None
+    assert not kept.body.flags.writeable
+
+
+def test_damaged_norms_or_columns_are_made_again(tmp_bundle: BundleFactory, tmp_path: Path
+                                                 ) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    _, _, fresh = process(bundle, None)
+    token = CancelToken()
+    layout = _context_index.holders(fresh, token)
+    concepts, owner = len(fresh.concepts), layout.owner
+    data, norms = kept_bytes(cache, COLUMNS_NAME), kept_bytes(cache, NORMS_NAME)
+    assert _context_index._unpacked_columns(data, concepts, owner) is not None
+    assert _context_index._unpacked_norms(norms, concepts, len(owner)) is not None
+    # The second title starts past the titles' end: a start out of its field.
+    head = len(_context_index._COLUMNS_MAGIC)
+    title_units = int.from_bytes(data[head:head + 8], "little")
+    at = head + 8 * (len(_context_index._COLUMN_ARRAYS) + 1) + 2 * title_units + 8
+    out_of_field = data[:at] + (title_units + 1).to_bytes(8, "little") + data[at + 8:]
+    for broken in (data[:-1], data + b"\x00", b"nope" + data[4:], out_of_field,
+                   data[:-2] + b"[1", data.replace(b'"next"', b'"page"')):
+        assert _context_index._unpacked_columns(broken, concepts, owner) is None
+    assert _context_index._unpacked_columns(data, concepts + 1, owner) is None
+    for broken in (norms[:-1], norms + b"\x00"):
+        assert _context_index._unpacked_norms(broken, concepts, len(owner)) is None
+    assert _context_index._unpacked_norms(norms, concepts + 1, len(owner)) is None
+    # A restart over damaged parts makes them again, the same.
+    (database,) = (cache / "parse").glob("*.sqlite3")
+    with sqlite3.connect(database) as db:
+        for name, broken in ((COLUMNS_NAME, out_of_field), (NORMS_NAME, norms[:-8])):
+            db.execute("UPDATE parts SET value = ? WHERE key = ?",
+                       (zstd_frames.packed(broken), BYTES_PART + name))
+    _, _, restarted = process(bundle, cache)
+    again = _context_index.columns(restarted, token)
+    assert again is not None and again.coded is None  # made from the words
+    assert _same_columns(again, _context_index.columns(fresh, token))
+    assert _context_index.norms(restarted, token) == _context_index.norms(fresh, token)
+
+
+@pytest.mark.parametrize("others", [7, 0xF800 - 12])
+def test_columns_kept_under_another_numbering_give_the_same_parts(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, others: int
+) -> None:
+    """The kept units are the writer's codes: a reader that numbered other stems first maps
+    them to its own (and with most stems numbered past U+FFFF by then, loops those)."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    questions = ["which page depends on the next one", "straße größe", "page 7 next"]
+    fresh, _, _ = process(bundle, None)
+    expected = [fresh.call("context", {"question": q}).text for q in questions]
+    codes = StemCodes()
+    codes.numbers(f"other{n}" for n in range(others))
+    monkeypatch.setattr(_context_words, "CODES", codes)
+    served, _, restarted = process(bundle, cache)
+    token = CancelToken()
+    found = _context_index.columns(restarted, token)
+    assert found is not None and found.coded is not None
+    assert built_value(restarted, CONTEXT_INDEX, "words") is None
+    assert [served.call("context", {"question": q}).text for q in questions] == expected
+    looped = columned = 0
+    for term in stem_holders(restarted, token):
+        code = _context_words.narrow_code(term)
+        assert code is not None
+        part = _context_index._column_term_scores(restarted, term, token, found, code)
+        if found.value(code) is None:
+            assert part is None
+            looped += 1
+        else:
+            assert part == _context_index._looped_term_scores(restarted, term, token), term
+            columned += 1
+    assert columned > 0 and (looped > 0) == (others > 7)

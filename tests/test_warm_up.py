@@ -20,6 +20,7 @@ from bundle_mcp import derived
 from bundle_mcp import readiness as readiness_module
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.contracts.files import INPUT_SUFFIX
+from bundle_mcp.derived import built_value
 from bundle_mcp.dispatch import ANSWERS, CallGate, Dispatcher, ServeConfig
 from bundle_mcp.errors import BundleError, resource_limit
 from bundle_mcp.loader.parse_cache import ParseCache
@@ -29,7 +30,7 @@ from bundle_mcp.okf.scopes import NOTHING, Access, FolderScope
 from bundle_mcp.readers import ALL_READER, Reader
 from bundle_mcp.readiness import Readiness, StepAside, WarmStep, warm_steps
 from bundle_mcp.snapshots import SnapshotCache
-from bundle_mcp.tools._context_index import stop_stems
+from bundle_mcp.tools._context_index import CONTEXT_INDEX, stop_stems
 from bundle_mcp.tools._section_index import SECTION_WORD_TOTALS
 from bundle_mcp.validation import ORPHAN_FINDINGS
 from conftest import FakeTools, fake_spec
@@ -795,10 +796,11 @@ def _restarted_after_a_warm_up(
 def test_a_restarted_warm_up_makes_contexts_structures_first_without_a_document(
     tmp_bundle: Callable[..., str], tmp_path: Path
 ) -> None:
-    """Over a parse cache's rows the early steps (context's words and index) come before the
-    documents, and build none: what they need is read back. Then a question is answered
-    building only documents its pack shows, not all of them. On a cold start they keep their
-    place after the documents (``test_each_warm_up_step_first_waits_for_the_callers``)."""
+    """Over a parse cache's rows the early step (context's index) comes before the documents,
+    and builds none, nor reads any concept's words: what it needs is read back. Then a
+    question is answered building only documents its pack shows, not all of them. On a cold
+    start it keeps its place after the documents
+    (``test_each_warm_up_step_first_waits_for_the_callers``)."""
     pages = {"index.md": INDEX}
     for n in range(24):
         pages[f"f{n % 3}/p{n}.md"] = (f"---\ntitle: Page {n}\n---\n# Page {n}\n\n"
@@ -808,10 +810,11 @@ def test_a_restarted_warm_up_makes_contexts_structures_first_without_a_document(
     steps = warm_steps(dispatcher, bundle, ALL_READER, snapshot)
     early = list(itertools.takewhile(lambda step: step.slot is not None and step.slot.early,
                                      steps))
-    assert [step.name for step in early] == ["context_words", "context_index"]
+    assert [step.name for step in early] == ["context_index"]
     for step in early:
         step.build(CancelToken())
     assert list(snapshot.documents.built()) == []  # type: ignore[attr-defined]
+    assert built_value(snapshot, CONTEXT_INDEX, "words") is None
     outcome = dispatcher.call("context",
                               {"bundle_path": bundle, "question": "how are returns made"})
     assert not outcome.is_error

@@ -4,19 +4,19 @@
 loads each bundle named on the command line through the dispatcher's snapshot cache (the same
 allow-list, no-symlink loader and parse policy as a tool call), then builds what the first calls
 would otherwise build, step by step (:func:`warm_steps`), in a fixed order: over a parse
-cache that kept rows for most files, the slots marked ``early`` (context's words and index:
-the server's instructions send an agent to ``context`` first, and a restarted server reads
-them back without a document); the documents (their Markdown facts and frozen frontmatter, a
-chunk of :data:`DOCUMENTS_PER_STEP` a step) and the snapshot's edges; then every other
-registered slot that has a ``warm`` builder (:func:`bundle_mcp.derived.slots`: the list
-entries, the section word index and its totals, context's words and index on a cold start,
-the validation findings, the field edges and the graph, the
-summary counts), each by its owner's own builder; then the kept answers of the tools that keep
-them (``ToolSpec.cache_results``), whose builder is the tool itself run through the dispatcher
-with its default arguments; then it saves the parse cache and builds the slots marked
-``after_save`` on the whole capture (:func:`saved_steps`: search_sections' section words,
-written into the database that save makes on a cold start). Over HTTP ``/readyz`` answers
-200 only then.
+cache that kept rows for most files, the slots marked ``early`` (context's index: the
+server's instructions send an agent to ``context`` first, and a restarted server reads it
+back without a document or a concept's words); the documents (their Markdown facts and
+frozen frontmatter, a chunk of :data:`DOCUMENTS_PER_STEP` a step) and the snapshot's edges;
+then every other registered slot that has a ``warm`` builder
+(:func:`bundle_mcp.derived.slots`: the list entries, the section word index and its totals,
+context's words (and its index on a cold start), the validation findings, the field edges
+and the graph, the summary counts), each by its owner's own builder; then the kept answers
+of the tools that keep them (``ToolSpec.cache_results``), whose builder is the tool itself
+run through the dispatcher with its default arguments; then it saves the parse cache and
+builds the slots marked ``after_save`` on the whole capture (:func:`saved_steps`:
+search_sections' section words, written into the database that save makes on a cold start).
+Over HTTP ``/readyz`` answers 200 only then.
 
 Calls come first. The dispatcher holds a gate around every caller's call
 (:class:`~bundle_mcp.dispatch.CallGate`); before each step the warm-up waits while any call is

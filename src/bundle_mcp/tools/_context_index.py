@@ -22,7 +22,9 @@ the copy groups are kept with the snapshot (``CONTEXT_INDEX``), and so are every
 words end to end in numpy arrays (:func:`columns`), from which a stem many concepts hold has
 its part made in one pass in C. The warm-up builds all but the stems' parts; the first question
 with a stem builds its part, and a question adds up its stems' parts (:func:`score`) without
-reading a document. An edit to
+reading a document. The bundle statistics, the holders, the length norms and the columns are
+kept whole for the next process: a restarted server answers a question with new stems from
+them, reading no concept's words but those of the concepts it packs. An edit to
 one file rebuilds only that file's words and the snapshot-level parts. Everything is a function
 of the bundle: no clock, no randomness, orderings end in IDs and line numbers.
 """
@@ -79,6 +81,7 @@ from ._stem_codes import (
     encoder,
     finds,
     holds,
+    single_number,
 )
 from ._stem_codes import count as count_in
 
@@ -93,7 +96,8 @@ def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
 def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
     """The parts every question reads (a stem's part of the scores is kept as it is asked),
     the stop words' stems, which a restarted warm-up makes nowhere else, and numpy, which a
-    question's sums are added with (about 55 ms to import, once)."""
+    question's sums are added with (about 55 ms to import, once). After a restart on the
+    same files every part is read back, and no concept's words are read."""
     totals(snapshot, token)
     stem_holders(snapshot, token)
     norms(snapshot, token)
@@ -158,7 +162,8 @@ CONTEXT_WORDS: Slot[DocumentWords] = Slot(
     "parse cache",
     _warm_words,
     Codec(3, _encode_words, _decode_words),
-    early=True,
+    # Not early: a restarted server's questions need the index (CONTEXT_INDEX, read back
+    # whole), not every concept's words, which are read back after the documents.
 )
 # One slot, several parts (the variant names the part: totals, holders, norms, columns, copies,
 # terms), each of its own type: the accessors below (totals, holders, norms, columns,
@@ -208,6 +213,20 @@ _PAST_PLANE = 0xD800  # a code past U+FFFF in the columns: a surrogate, which no
 LAYOUT_NAME = "context-layout/1"
 HOLDERS_NAME = "context-holders/1"  # and the stems' holders (InboundHint.keep_bytes)
 TOTALS_NAME = "context-totals/1"
+# The length norms and the columns, kept whole (InboundHint.keep_bytes): with the holders and
+# the totals, all a question's new stem needs, so a restarted server reads no concept's words
+# to answer one (docs/decisions/restart-calls.md).
+NORMS_NAME = "context-norms/1"
+COLUMNS_NAME = "context-columns/1"
+_COLUMNS_MAGIC = b"bmc1"
+# The columns' arrays as kept, in order, each with its type (little-endian).
+_COLUMN_ARRAYS = (("title", "<u2"), ("title_start", "<i8"), ("description", "<u2"),
+                  ("description_start", "<i8"), ("headings", "<u2"), ("heading_start", "<i8"),
+                  ("body", "<u2"), ("section_start", "<i8"))
+_COLUMN_PIECE = 1 << 20  # items of an array written in one piece (its bytes copied for it)
+# Stem numbers whose narrow code is below U+10000 (the surrogates skipped): what a column's
+# uint16 unit can hold.
+_NARROW_NUMBERS = 0x10000 - 0x800
 
 _SEP = "\x00"  # what a digest's text puts around each stem (_digest)
 _LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)|<https?://[^>]*>|https?://\S+")
@@ -751,19 +770,53 @@ def _norms(snapshot: Snapshot, token: CancelToken) -> _Norms:
 
 
 def norms(snapshot: Snapshot, token: CancelToken) -> _Norms:
-    found: _Norms = _index_part(snapshot, "norms", lambda: _norms(snapshot, token), token)
+    found: _Norms = _index_part(snapshot, "norms", lambda: _kept_norms(snapshot, token), token)
     return found
+
+
+def _kept_norms(snapshot: Snapshot, token: CancelToken) -> _Norms:
+    """:func:`_norms`, or what an earlier process on the same files kept of them (read back,
+    no concept's words are read for them); kept for the next process when made."""
+    store = snapshot.inbound
+    index = holders(snapshot, token)
+    if store is not None:
+        kept = _unpacked_norms(store.stored_bytes(snapshot.revision, NORMS_NAME),
+                               len(index.concepts), len(index.owner))
+        if kept is not None:
+            return kept
+    made = _norms(snapshot, token)
+    if store is not None and snapshot.loaded:
+        store.keep_bytes(snapshot.revision, NORMS_NAME, packed(
+            [], [made.field, made.label, made.section_start, made.section, made.junk]))
+    return made
+
+
+def _unpacked_norms(data: bytes | None, concepts: int, sections: int) -> _Norms | None:
+    """What :func:`_kept_norms` kept, when its arrays have this snapshot's sizes."""
+    found = None if data is None else unpacked(data, "ddidd")
+    if found is None:
+        return None
+    field, label, section_start, section, junk = cast("list[Any]", found[1])
+    if not (len(field) == 4 * concepts and len(label) == concepts
+            and len(section_start) == len(section) == len(junk) == sections):
+        return None
+    return _Norms(field, label, section_start, section, junk)
 
 
 def _term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> TermScores:
     """The stem's part of each score (:func:`score` sums them), from the snapshot's columns
     (:func:`_column_term_scores`) when it has them, else holder by holder."""
-    code = narrow_code(term)
     held = stem_holders(snapshot, token).get(term, ())
-    if code is not None and len(held) * COLUMNS_FROM_SHARE >= len(snapshot.concepts):
+    # A rare stem is looped over its holders' words while every concept's are held; before
+    # that (a restart read the columns back, and no concept's words) the columns serve it too,
+    # a few milliseconds where the loop would read every concept's words first.
+    words_held = built_value(snapshot, CONTEXT_INDEX, "words") is not None
+    if not words_held or len(held) * COLUMNS_FROM_SHARE >= len(snapshot.concepts):
         found = columns(snapshot, token)
-        part = None if found is None else _column_term_scores(snapshot, term, token, found,
-                                                               code)
+        # After the columns: read back, they number the stems they hold in this process.
+        code = narrow_code(term)
+        part = None if found is None or code is None else _column_term_scores(
+            snapshot, term, token, found, code)
         if part is not None:
             return part
     return _looped_term_scores(snapshot, term, token)
@@ -781,7 +834,9 @@ def _looped_term_scores(snapshot: Snapshot, term: str, token: CancelToken) -> Te
     field_norm, label_norm = norm.field, norm.label
     starts, section_norm, junk = norm.section_start, norm.section, norm.junk
     held = stem_holders(snapshot, token).get(term, array("i"))
-    every = every_words(snapshot, token)  # the norms were made from them
+    # The norms were made from them. A stem no concept holds (a question's word the bundle
+    # never uses) reads none: its part is empty.
+    every = every_words(snapshot, token) if held else ()
     doc_idf = _idf(stats.concepts, len(held))
     first_section = index.first_section
     w0, w1, w2, w3 = _WEIGHTS
@@ -882,11 +937,218 @@ class _Columns:
     body: Any
     section_start: Any  # int64, one a section: where its words start in ``body``
     owner: Any  # int32 view of _Holders.owner: a section's concept
+    # Read back: which of this process's stem numbers the columns code (a bool array by
+    # number; the writer's stems coded below U+10000). None when made here: every stem the
+    # process numbers below 0xF800 (a code below U+10000) is in them.
+    coded: Any = None
+
+    def value(self, code: str) -> int | None:
+        """The unit that stands for the stem of ``code`` (its narrow code) in the columns, or
+        ``None`` when they cannot tell it (coded past U+FFFF, or unknown to the process that
+        kept them): its part is then looped."""
+        point = ord(code)
+        if point >= 0x10000:
+            return None
+        if self.coded is not None:
+            number = single_number(code)
+            if number >= len(self.coded) or not self.coded[number]:
+                return None
+        return point
 
 
 def _columns(snapshot: Snapshot, token: CancelToken) -> _Columns | None:
-    """:class:`_Columns` of the snapshot, or ``None`` (a wide document). 15.3 MiB at 9,978
-    concepts of the bench bundle, made in about 60 ms."""
+    """:class:`_Columns` of the snapshot, or ``None`` (a wide document): read back when an
+    earlier process on the same files kept them (views of the bytes read: no copy, and no
+    concept's words read), else made from every concept's words and kept for the next
+    process."""
+    index = holders(snapshot, token)
+    store = snapshot.inbound
+    if store is not None:
+        kept = _unpacked_columns(store.stored_bytes(snapshot.revision, COLUMNS_NAME),
+                                 len(index.concepts), index.owner)
+        if kept is not None:
+            return kept
+    made = _made_columns(snapshot, token)
+    if made is not None and store is not None and snapshot.loaded:
+        store.keep_bytes(snapshot.revision, COLUMNS_NAME, _packed_columns(made))
+    return made
+
+
+@dataclass(frozen=True, slots=True)
+class LabelCodes:
+    """Every concept's coded title and description and every section's coded heading, from
+    the columns (:class:`_Columns`) as text: what context weighs a heading or a description
+    that says what was asked by, without reading the concept's words (a restarted server holds
+    none until its warm-up reads them, and a stem common in headings read a thousand
+    concepts'). The same characters the concepts' words hold; ``None`` for a field holding a
+    code past U+FFFF (the columns' marker), whose words are read instead."""
+
+    titles: str
+    title_start: array[int]
+    descriptions: str
+    description_start: array[int]
+    headings: str
+    heading_start: array[int]  # by snapshot section number
+
+    def title(self, position: int) -> str | None:
+        return _field_codes(self.titles, self.title_start, position)
+
+    def description(self, position: int) -> str | None:
+        return _field_codes(self.descriptions, self.description_start, position)
+
+    def heading(self, section: int) -> str | None:
+        """The heading's codes of snapshot section ``section``: the headings field holds every
+        section's heading codes end to end, in order (``SectionTable``)."""
+        return _field_codes(self.headings, self.heading_start, section)
+
+
+_MARKER = chr(_PAST_PLANE)
+
+
+def _field_codes(text: str, starts: array[int], n: int) -> str | None:
+    end = starts[n + 1] if n + 1 < len(starts) else len(text)
+    codes = text[starts[n]:end]
+    return None if _MARKER in codes else codes
+
+
+def label_codes(snapshot: Snapshot, token: CancelToken) -> LabelCodes | None:
+    """:class:`LabelCodes` of the snapshot (made once), ``None`` without columns (a wide
+    document)."""
+    found: LabelCodes | None = _index_part(snapshot, "labels",
+                                           lambda: _label_codes(snapshot, token), token)
+    return found
+
+
+def _label_codes(snapshot: Snapshot, token: CancelToken) -> LabelCodes | None:
+    found = columns(snapshot, token)
+    if found is None:
+        return None
+
+    def text(units: Any) -> str:
+        # No unit is a surrogate but the marker (codes skip them), so none pairs with another.
+        decoded: str = units.astype("<u2", copy=False).tobytes().decode("utf-16-le",
+                                                                          "surrogatepass")
+        return decoded
+
+    def starts(values: Any) -> array[int]:
+        kept = array("q")
+        kept.frombytes(values.astype("=i8", copy=False).tobytes())
+        return kept
+
+    return LabelCodes(text(found.title), starts(found.title_start),
+                      text(found.description), starts(found.description_start),
+                      text(found.headings), starts(found.heading_start))
+
+
+def _packed_columns(found: _Columns) -> Iterator[bytes]:
+    """The columns as kept: a header (the magic, each array's length, the length of the stems
+    list), then each array's little-endian bytes, a piece of at most :data:`_COLUMN_PIECE`
+    items at a time (made by the thread that writes them: the whole is never copied at once),
+    then this process's stems by number, as JSON, as far as a code below U+10000 goes: the
+    units are codes of this process's numbering, which the reader's may not be."""
+    arrays = [getattr(found, name).astype(kind, copy=False) for name, kind in _COLUMN_ARRAYS]
+    stems = json.dumps(list(_context_words.CODES.stems(range(
+        min(len(_context_words.CODES), _NARROW_NUMBERS)))), ensure_ascii=False,
+        separators=(",", ":")).encode("utf-8")
+    yield _COLUMNS_MAGIC + b"".join(
+        len(values).to_bytes(8, "little") for values in (*arrays, stems))
+    for values in arrays:
+        for start in range(0, len(values), _COLUMN_PIECE):
+            yield values[start:start + _COLUMN_PIECE].tobytes()
+    yield stems
+
+
+def _unpacked_columns(data: bytes | None, concepts: int, owner: array[int]) -> _Columns | None:
+    """What :func:`_packed_columns` kept, as read-only views of ``data``; ``None`` unless the
+    sizes are this snapshot's and every start lies in its field, in order (a damaged part is
+    made again)."""
+    if data is None or not data.startswith(_COLUMNS_MAGIC):
+        return None
+    import numpy
+
+    head = len(_COLUMNS_MAGIC)
+    at = head + 8 * (len(_COLUMN_ARRAYS) + 1)
+    if len(data) < at:
+        return None
+    counts = [int.from_bytes(data[head + 8 * n:head + 8 * n + 8], "little")
+              for n in range(len(_COLUMN_ARRAYS) + 1)]
+    views: list[Any] = []
+    for count, (_, kind) in zip(counts, _COLUMN_ARRAYS, strict=False):
+        size = numpy.dtype(kind).itemsize * count
+        if at + size > len(data):
+            return None
+        views.append(numpy.frombuffer(data, dtype=kind, count=count, offset=at))
+        at += size
+    if at + counts[-1] != len(data):
+        return None
+    try:
+        stems = json.loads(data[at:])
+    except (UnicodeDecodeError, ValueError):
+        return None
+    if not (isinstance(stems, list) and len(stems) <= _NARROW_NUMBERS
+            and all(type(s) is str for s in stems)):
+        return None
+    numbered = _renumbered(views, stems)
+    if numbered is None:
+        return None
+    views, coded = numbered
+    title, title_start, description, description_start, headings, heading_start, body, \
+        section_start = views
+    sections = len(owner)
+    for starts, field, count in ((title_start, title, concepts),
+                                 (description_start, description, concepts),
+                                 (heading_start, headings, sections),
+                                 (section_start, body, sections)):
+        if len(starts) != count:
+            return None
+        if count and (starts[0] < 0 or starts[-1] > len(field)
+                      or bool(numpy.any(starts[1:] < starts[:-1]))):
+            return None
+    return _Columns(title, title_start, description, description_start, headings,
+                    heading_start, body, section_start,
+                    numpy.frombuffer(owner, dtype=numpy.int32), coded)
+
+
+def _renumbered(views: list[Any], stems: list[str]) -> tuple[list[Any], Any] | None:
+    """The kept columns' units (``views``, in the writer's numbering of ``stems``) in this
+    process's, and which of this process's numbers they code; ``None`` for a list that names
+    a stem twice. The stems are numbered here first (:meth:`StemCodes.numbers`): a restarted
+    process numbers them as the writer did, unless it met other stems first, and then the
+    columns stay views of the bytes read; otherwise each code field is mapped through a
+    table, in C (a copy of each)."""
+    import numpy
+
+    numbers = _context_words.CODES.numbers(stems)
+    if len(numbers) != len(stems):
+        return None
+    mine = numpy.fromiter(numbers.values(), dtype=numpy.int64, count=len(stems))
+    coded = numpy.zeros(max(len(_context_words.CODES), 1), dtype=bool)
+    # A stem is in the columns when the writer coded it below U+10000 (every one listed) and
+    # this process does too: else its units are the marker, or another stem's code.
+    coded[mine[mine < _NARROW_NUMBERS]] = True
+    if numpy.array_equal(mine, numpy.arange(len(stems))):
+        return views, coded
+    table = numpy.full(0x10000, _PAST_PLANE, dtype=numpy.uint16)
+    theirs = numpy.arange(len(stems), dtype=numpy.int64)
+    table[_narrow_points(theirs)] = numpy.where(mine < _NARROW_NUMBERS, _narrow_points(mine),
+                                                _PAST_PLANE)
+    mapped = list(views)
+    for n, (name, _) in enumerate(_COLUMN_ARRAYS):
+        if not name.endswith("_start"):
+            mapped[n] = table[views[n]]
+    return mapped, coded
+
+
+def _narrow_points(numbers: Any) -> Any:
+    """The code points of stem numbers below :data:`_NARROW_NUMBERS` (numpy)."""
+    import numpy
+
+    return numpy.where(numbers < 0xD800, numbers, numbers + 0x800)
+
+
+def _made_columns(snapshot: Snapshot, token: CancelToken) -> _Columns | None:
+    """:class:`_Columns` made from every concept's words, or ``None`` (a wide document).
+    15.3 MiB at 9,978 concepts of the bench bundle, made in about 60 ms."""
     import numpy  # the numeric path: imported by its first question
 
     every = every_words(snapshot, token)
@@ -953,8 +1215,8 @@ def _column_term_scores(snapshot: Snapshot, term: str, token: CancelToken,
     norm = norms(snapshot, token)
     held_array = stem_holders(snapshot, token).get(term, array("i"))
     held = numpy.frombuffer(held_array, dtype=held_array.typecode).astype(numpy.intp)
-    concepts, value = len(index.concepts), ord(code)
-    if value >= 0x10000:  # not in the columns (_PAST_PLANE): looped
+    concepts, value = len(index.concepts), found.value(code)
+    if value is None:  # not in the columns (_PAST_PLANE, or unknown to them): looped
         return None
 
     def concept_counts(field: Any, starts: Any) -> Any:

@@ -19,7 +19,7 @@ import math
 import operator
 import re
 from array import array
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -34,11 +34,13 @@ from ._common import MIB, invalid_field
 from ._context_index import (
     STOPWORDS,
     CopyGroups,
+    LabelCodes,
     Scores,
     concept_path,
     concept_words,
     copy_groups,
     idfs,
+    label_codes,
     phrases,
     score,
     stem,
@@ -148,9 +150,11 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     stemmed = list(dict.fromkeys(stem(t) for t in terms))
     scores = score(snapshot, stemmed, token, admitted, call.parts) if stemmed else None
     heading_match: dict[tuple[str, int], float] = {}  # (concept, line_start) -> its match
+    dated = dated_pages(snapshot, token)
     if scores is not None:
         scores, heading_match = _with_label_matches(
-            scores, stemmed, idfs(snapshot, stemmed, token, call.parts))
+            scores, stemmed, idfs(snapshot, stemmed, token, call.parts),
+            label_codes(snapshot, token), dated)
     sections_of: dict[str, dict[int, float]] = {}
     concept_score: dict[str, float] = {}
     if scores is not None:
@@ -219,7 +223,6 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
             )
     candidates.extend(_linked(snapshot, candidates, admitted, token))
     copies = copy_groups(snapshot, token)
-    dated = dated_pages(snapshot, token)
     # One weight a concept (a concept's sections and its linked item share it).
     weight = {cid: _weight(snapshot, cid, ref) for cid in {c.concept_id for c in candidates}}
     weighted = [replace(c, score=round(
@@ -296,6 +299,10 @@ class _Matcher:
         if words.width != 1:
             return _match(words.field_stems(field), self._query, self._idf,
                           words.field_stems(context))
+        return self.match_codes(field, context)
+
+    def match_codes(self, field: str, context: str = "") -> float:
+        """:meth:`match` of a narrow document's field, given as its codes alone."""
         chars = set(field)
         if not chars or self._total <= 0:
             return 0.0
@@ -311,13 +318,16 @@ def _dated_factor(match: float) -> float:
     return DATED_FACTOR + (1.0 - DATED_FACTOR) * match
 
 
-def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, float]
+def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, float],
+                        labels: LabelCodes | None, dated: Collection[str]
                         ) -> tuple[Scores, dict[tuple[str, int], float]]:
     """The scores, each section's raised by how well its heading says what was asked and each
     page's by how well its description does: a reader who asks with a heading's own words
     (a known item) wants that section, whatever the wider pages around it hold. Only a heading
     or a description holding a question word can say it (any other's match is 0, its factor
-    1), so only those are read. Also each such section's match, by (concept, line_start)."""
+    1), so only those are read, from the columns' codes (``labels``) where they have them,
+    else from the concept's words. Also the match of each such section of a ``dated`` page,
+    by (concept, line_start): what only those pages' items weigh."""
     section = scores.section
     raised = array("d", section)
     matches: dict[tuple[str, int], float] = {}
@@ -327,19 +337,29 @@ def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, floa
         if not value:
             continue  # a heading whose section does not score
         position, n = scores.index.place(g)
-        words = scores.words(position)
-        match = matcher.match(words, words.sections.heading_words(n), words.title)
+        heading = None if labels is None else labels.heading(g)
+        title = None if heading is None or labels is None else labels.title(position)
+        if heading is None or title is None:
+            words = scores.words(position)
+            match = matcher.match(words, words.sections.heading_words(n), words.title)
+        else:
+            match = matcher.match_codes(heading, title)
         raised[g] = value * (1.0 + HEADING_BONUS * match)
-        if match:
-            matches[(scores.concept_id(position), words.sections[n].line_start)] = match
+        concept_id = scores.concept_id(position)
+        if match and concept_id in dated:
+            matches[(concept_id, scores.words(position).sections[n].line_start)] = match
     concept = scores.concept
     described = array("d", concept)
     for position in scores.described:
         value = concept[position]
         if value:  # always: a described concept holds a stem
-            words = scores.words(position)
-            described[position] = value * (1.0 + DESCRIPTION_BONUS * matcher.match(
-                words, words.description))
+            description = None if labels is None else labels.description(position)
+            if description is None:
+                words = scores.words(position)
+                match = matcher.match(words, words.description)
+            else:
+                match = matcher.match_codes(description)
+            described[position] = value * (1.0 + DESCRIPTION_BONUS * match)
     return replace(scores, concept=described, section=raised), matches
 
 
