@@ -73,5 +73,13 @@ def test_an_edit_takes_the_findings_of_documents_that_do_not_link_to_it() -> Non
     report = _report(after)
     assert report == _report(assembled(dict(cells)))
     assert any(d["code"] == "missing_anchor" for d in report["diagnostics"])
-    assert kept(after, validation.LINK_FINDINGS, "c.md") is found["c.md"]
+    c = after.documents["c.md"]
+    if c.rules.may_link_to(c, {"b"}):
+        # The bits a document keeps of the IDs it names hash them, and a process's string
+        # hashes vary (PYTHONHASHSEED): "may" was a false positive in this process, and c's
+        # findings were made again (one process in 256, PYTHONHASHSEED=41 for one: this
+        # assertion failed there before this branch).
+        assert kept(after, validation.LINK_FINDINGS, "c.md") == found["c.md"]
+    else:
+        assert kept(after, validation.LINK_FINDINGS, "c.md") is found["c.md"]
     assert kept(after, validation.LINK_FINDINGS, "a.md") is not found["a.md"]
