@@ -615,3 +615,29 @@ def test_validate_is_delegated(capsys: pytest.CaptureFixture[str], simple_bundle
 )
 def test_http_address_forms(value: str, expected: tuple[str, int]) -> None:
     assert _host_port(value) == expected
+
+
+def test_a_call_advertises_no_contract_until_the_tools_are_listed(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Advertising every tool's contracts cost a restarted server's first call about 100 ms
+    before it could answer: a call checks its arguments against the contract, and the
+    advertised forms are made when ``tools/list`` first asks."""
+    (tmp_path / "orders.md").write_text("---\ntype: Table\ntitle: Orders\n---\n# Orders\n",
+                                        encoding="utf-8")
+    advertised: list[str] = []
+    real = ContractSet.advertised_input_schema
+
+    def counted(contracts: ContractSet, name: str) -> Any:
+        advertised.append(name)
+        return real(contracts, name)
+
+    monkeypatch.setattr(ContractSet, "advertised_input_schema", counted)
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(tmp_path),)))
+    outcome = dispatcher.call("read_concept", {"concept_id": "orders"})
+    assert not outcome.is_error, outcome.structured
+    assert advertised == []
+    listed = dispatcher.tools()
+    assert sorted(advertised) == [tool.name for tool in listed]
+    assert dispatcher.tools() == listed  # made once
+    assert len(advertised) == len(listed)

@@ -9,6 +9,7 @@ This is also the one place (with the server boundary) that catches every excepti
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -322,8 +323,23 @@ class UnknownTool(BundleMcpError, KeyError):
 
 @dataclass(frozen=True)
 class _Tool:
-    served: ServedTool
+    name: str
     spec: ToolSpec
+    contracts: ContractSet
+
+    @functools.cached_property
+    def served(self) -> ServedTool:
+        """What is advertised, made when first listed: advertising the 28 contracts cost a
+        restarted server's first call about 100 ms before it could answer (a call checks its
+        arguments against the contract itself, not against this)."""
+        return ServedTool(
+            name=self.name,
+            title=self.spec.title,
+            description=self.spec.description,
+            read_only=self.spec.read_only,
+            input_schema=self.contracts.advertised_input_schema(self.name),
+            output_schema=self.contracts.advertised_output_schema(self.name),
+        )
 
 
 def to_json(value: Any) -> str:
@@ -470,6 +486,20 @@ class Dispatcher:
         """The served tools, sorted by name (the selected toolsets, less writes when read-only,
         less search_semantic when the semantic extra is not installed)."""
         return [tool.served for tool in self._tools.values()]
+
+    def tool_names(self) -> tuple[str, ...]:
+        """The served tools' names, sorted (:meth:`tools` without making what they
+        advertise)."""
+        return tuple(self._tools)
+
+    def read_only_tools(self) -> frozenset[str]:
+        """The names of the served tools that write nothing: :meth:`tools`' read-only ones,
+        without making what they advertise (the first call's path asks this)."""
+        return frozenset(name for name, tool in self._tools.items() if tool.spec.read_only)
+
+    def all_read_only(self) -> bool:
+        """Whether every served tool writes nothing (``--read-only``, or no write tool)."""
+        return all(tool.spec.read_only for tool in self._tools.values())
 
     def needs_extra(self, name: str) -> bool:
         """Whether ``name`` is left out only because the semantic extra is not installed."""
@@ -782,17 +812,7 @@ class Dispatcher:
     def _bind(self, name: str, spec: ToolSpec) -> _Tool:
         if name not in self.contracts.tool_names():
             raise ValueError(f"tool {name} has no input/output contract pair")
-        return _Tool(
-            served=ServedTool(
-                name=name,
-                title=spec.title,
-                description=spec.description,
-                read_only=spec.read_only,
-                input_schema=self.contracts.advertised_input_schema(name),
-                output_schema=self.contracts.advertised_output_schema(name),
-            ),
-            spec=spec,
-        )
+        return _Tool(name, spec, self.contracts)
 
 
 def _selected(spec: ToolSpec, config: ServeConfig) -> bool:

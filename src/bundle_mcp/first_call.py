@@ -211,7 +211,7 @@ def answer_first_call(opening: Opening, lines: WireLines, wire_out: BinaryIO,
         if not lines.has_line(WAIT_SECONDS):
             return opening
         line = lines.readline()
-    answerable = frozenset(tool.name for tool in dispatcher.tools() if tool.read_only)
+    answerable = dispatcher.read_only_tools()
     call = first_call(line, answerable)
     if call is None:
         lines.push_back(line)

@@ -508,10 +508,10 @@ class Readiness:
             # contracts since they are no longer checked against the metaschema as they
             # compile; 0.3-0.4 s before). One tool's at a time, each when no call is in
             # flight, as a step is.
-            for spec in self._dispatcher.tools():
+            for name in self._dispatcher.tool_names():
                 if not self._callers_done():
                     return False
-                self._dispatcher.contracts.compile((spec.name,))
+                self._dispatcher.contracts.compile((name,))
         if self._freeze_memory and freeze:
             del steps  # its release steps hold the replaced view
             # A replaced view that nothing holds any more went with its last reference (its
@@ -560,7 +560,7 @@ class Readiness:
             log.debug("warm-up %s on %s: %s", step.name, bundle, outcome.text)
 
     def _note_read_only(self, bundle: str) -> None:
-        if all(spec.read_only for spec in self._dispatcher.tools()):
+        if self._dispatcher.all_read_only():
             return
         try:
             read_only = bool(os.statvfs(bundle).f_flag & os.ST_RDONLY)
