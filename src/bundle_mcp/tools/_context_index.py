@@ -42,9 +42,9 @@ import operator
 import re
 import sys
 from array import array
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeGuard, cast, overload
+from typing import Any, TypeGuard, TypeVar, cast, overload
 
 from .._version import __version__
 from ..cancel import CancelToken
@@ -84,6 +84,8 @@ from ._stem_codes import (
     single_number,
 )
 from ._stem_codes import count as count_in
+
+_T = TypeVar("_T")
 
 # BM25F over a concept's fields: (weight, length normalisation b). A title and a description
 # name and sum up the page; headings outline it; the body is the evidence. Tuned on the tune
@@ -774,21 +776,36 @@ def norms(snapshot: Snapshot, token: CancelToken) -> _Norms:
     return found
 
 
+def _kept_whole(snapshot: Snapshot, name: str, read: Callable[[bytes | None], _T | None],
+                make: Callable[[], _T | None],
+                pack: Callable[[_T], bytes | Iterable[bytes]]) -> _T | None:
+    """What an earlier process on the same files kept under ``name`` (``read`` of its bytes,
+    ``None`` when there are none or they do not fit), else ``make()``, kept for the next
+    process when this snapshot was loaded from the files (``model.revision_value`` for
+    bytes: a changed snapshot's whole values are not written again)."""
+    store = snapshot.inbound
+    if store is not None:
+        kept = read(store.stored_bytes(snapshot.revision, name))
+        if kept is not None:
+            return kept
+    made = make()
+    if made is not None and store is not None and snapshot.loaded:
+        store.keep_bytes(snapshot.revision, name, pack(made))
+    return made
+
+
 def _kept_norms(snapshot: Snapshot, token: CancelToken) -> _Norms:
     """:func:`_norms`, or what an earlier process on the same files kept of them (read back,
     no concept's words are read for them); kept for the next process when made."""
-    store = snapshot.inbound
     index = holders(snapshot, token)
-    if store is not None:
-        kept = _unpacked_norms(store.stored_bytes(snapshot.revision, NORMS_NAME),
-                               len(index.concepts), len(index.owner))
-        if kept is not None:
-            return kept
-    made = _norms(snapshot, token)
-    if store is not None and snapshot.loaded:
-        store.keep_bytes(snapshot.revision, NORMS_NAME, packed(
-            [], [made.field, made.label, made.section_start, made.section, made.junk]))
-    return made
+    found = _kept_whole(
+        snapshot, NORMS_NAME,
+        lambda data: _unpacked_norms(data, len(index.concepts), len(index.owner)),
+        lambda: _norms(snapshot, token),
+        lambda made: packed([], [made.field, made.label, made.section_start, made.section,
+                                 made.junk]))
+    assert found is not None  # _norms always makes them
+    return found
 
 
 def _unpacked_norms(data: bytes | None, concepts: int, sections: int) -> _Norms | None:
@@ -962,16 +979,10 @@ def _columns(snapshot: Snapshot, token: CancelToken) -> _Columns | None:
     concept's words read), else made from every concept's words and kept for the next
     process."""
     index = holders(snapshot, token)
-    store = snapshot.inbound
-    if store is not None:
-        kept = _unpacked_columns(store.stored_bytes(snapshot.revision, COLUMNS_NAME),
-                                 len(index.concepts), index.owner)
-        if kept is not None:
-            return kept
-    made = _made_columns(snapshot, token)
-    if made is not None and store is not None and snapshot.loaded:
-        store.keep_bytes(snapshot.revision, COLUMNS_NAME, _packed_columns(made))
-    return made
+    return _kept_whole(
+        snapshot, COLUMNS_NAME,
+        lambda data: _unpacked_columns(data, len(index.concepts), index.owner),
+        lambda: _made_columns(snapshot, token), _packed_columns)
 
 
 @dataclass(frozen=True, slots=True)

@@ -337,8 +337,10 @@ def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, floa
         if not value:
             continue  # a heading whose section does not score
         position, n = scores.index.place(g)
-        heading = None if labels is None else labels.heading(g)
-        title = None if heading is None or labels is None else labels.title(position)
+        heading = title = None
+        if labels is not None:
+            heading = labels.heading(g)
+            title = None if heading is None else labels.title(position)
         if heading is None or title is None:
             words = scores.words(position)
             match = matcher.match(words, words.sections.heading_words(n), words.title)
