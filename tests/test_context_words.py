@@ -199,6 +199,9 @@ def test_a_restarted_question_reads_the_words_of_its_candidates_only(
     server's question with new stems reads every concept's words neither whole nor one by one,
     only the rows of the concepts it ranks (at most MAX_CANDIDATE_CONCEPTS for phrases, as
     many for sections: test_context_scores.py's warm question)."""
+    # A table of its own: past 0xF800 stems numbered by earlier tests in this process, the
+    # columns would hold none of this bundle's stems.
+    monkeypatch.setattr(_context_words, "CODES", StemCodes())
     bundle, cache = tmp_bundle(pages(150)), tmp_path / "cache"
     arguments = {"question": "which page depends on the next one"}
     process(bundle, cache, warm=True)
@@ -307,8 +310,12 @@ def test_the_norms_and_columns_read_back_are_the_ones_made(
     assert not kept.body.flags.writeable
 
 
-def test_damaged_norms_or_columns_are_made_again(tmp_bundle: BundleFactory, tmp_path: Path
-                                                 ) -> None:
+def test_damaged_norms_or_columns_are_made_again(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A table of its own: past 0xF800 stems numbered by earlier tests in this process, the
+    # columns would hold none of this bundle's stems.
+    monkeypatch.setattr(_context_words, "CODES", StemCodes())
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
     process(bundle, cache, warm=True)
     _, _, fresh = process(bundle, None)
@@ -350,6 +357,9 @@ def test_columns_kept_under_another_numbering_give_the_same_parts(
     """The kept units are the writer's codes: a reader that numbered other stems first maps
     them to its own (and with most stems numbered past U+FFFF by then, loops those)."""
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    # The writer numbers the bundle's stems first, whatever earlier tests numbered in this
+    # process's table (past 0xF800 of them, none of the bundle's would be in its columns).
+    monkeypatch.setattr(_context_words, "CODES", StemCodes())
     process(bundle, cache, warm=True)
     questions = ["which page depends on the next one", "straße größe", "page 7 next"]
     fresh, _, _ = process(bundle, None)
