@@ -31,6 +31,7 @@ from bundle_mcp.loader.parse_cache import (
 from bundle_mcp.model import Edge, EdgeColumns, Snapshot
 from bundle_mcp.okf.folding import fold
 from bundle_mcp.okf.graph import field_edges, graph_of
+from bundle_mcp.okf.kept_spans import span_order
 from bundle_mcp.readers import ALL_READER
 from bundle_mcp.readiness import Readiness
 from bundle_mcp.snapshots import SnapshotCache
@@ -102,7 +103,12 @@ def searched(snapshot: Snapshot) -> tuple[Any, ...]:
 
 def whole_bundle(snapshot: Snapshot) -> tuple[Any, ...]:
     token = CancelToken()
-    return (snapshot.edges, dict(field_edges(snapshot, token)),
+    graph = graph_of(snapshot)
+    # First, while a restart has built no document: each concept's spans and tags, read from
+    # what was kept when it was (okf.kept_spans, the tag members).
+    ids = [c for c in span_order(snapshot.concepts) if c in snapshot.concepts]
+    spans_and_tags = [(graph.spans(c), graph.tags_of(graph.concept(c))) for c in ids]
+    return (spans_and_tags, snapshot.edges, dict(field_edges(snapshot, token)),
             dict(graph_of(snapshot).tag_members(None, token)),
             dict(graph_of(snapshot).tag_members("f1", token)),
             section_totals(snapshot, token), context_totals(snapshot, token),
@@ -265,8 +271,8 @@ def test_damaged_kept_edges_are_built_again(tmp_bundle: BundleFactory, tmp_path:
             "SELECT rowid, key, value FROM parts WHERE key LIKE ? OR key LIKE ? OR key LIKE ?",
             (f"{EDGES_PART}%", f"{JSON_PART}%", f"{BYTES_PART}%")))
         # findings (two walks, orphans, the bundle's), summary counts, the graph's nodes, the
-        # list's entries, the 'did you mean' index, context's norms and columns
-        assert len(rows) == 23
+        # list's entries, the 'did you mean' index, context's norms and columns, the sections' spans
+        assert len(rows) == 24
         for rowid, key, value in rows:
             data = zstd_frames.unpacked(value)
             # Out of order, or not the shape it is read as: each caller checks.

@@ -382,17 +382,27 @@ class Unfrozen:
         assert kept is not None
         return kept
 
-    def get(self, key: str) -> Any:
-        """``frozen().get(key)``, without freezing the rest of the mapping while it is not."""
+    def get(self, key: str, default: Any = None) -> Any:
+        """``frozen().get(key, default)``, without freezing the rest of the mapping while it
+        is not."""
         frozen = self._frozen
         if frozen is None:
             data = self._data
             if data is not None:
-                item = data.get(key)
+                item = data.get(key, default)
                 return freeze(item) if type(item) in _CONTAINERS else item
             frozen = self._frozen  # frozen meanwhile: set before the data was dropped
             assert frozen is not None
-        return frozen.get(key)
+        return frozen.get(key, default)
+
+    def names(self) -> tuple[str, ...]:
+        """The keys, in order, without freezing."""
+        data = self._data
+        if data is not None:
+            return tuple(data)
+        frozen = self._frozen  # frozen meanwhile: set before the data was dropped
+        assert frozen is not None
+        return tuple(frozen)
 
     def is_frozen(self) -> bool:
         return self._frozen is not None
@@ -415,6 +425,32 @@ class Unfrozen:
         if data is not None:
             return data
         return thaw(self._frozen)
+
+
+class _Fields(Mapping[str, Any]):
+    """:attr:`Document.fields` of a frontmatter the parse cache gave and nothing froze yet:
+    each value is frozen as it is read (the one :meth:`Unfrozen.frozen` would hold, equal to
+    it), and the rest of the mapping is not."""
+
+    __slots__ = ("_held",)
+
+    def __init__(self, held: Unfrozen) -> None:
+        self._held = held
+
+    def __getitem__(self, key: str) -> Any:
+        found = self._held.get(key, _ABSENT)
+        if found is _ABSENT:
+            raise KeyError(key)
+        return found
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._held.names())
+
+    def __len__(self) -> int:
+        return len(self._held.names())
+
+
+_ABSENT: Any = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -540,6 +576,17 @@ class Document:
         if isinstance(value, Unfrozen):
             return value.get(key)
         return self.fm.get(key)
+
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        """:attr:`fm` for reading a few keys: equal to it key by key, but a frontmatter the
+        parse cache gave is not frozen whole for them (a card or a name of each of a thousand
+        documents read back froze every field of each, most of a restarted server's first
+        walk or neighbour list)."""
+        value = self.frontmatter_value
+        if isinstance(value, Unfrozen) and not value.is_frozen():
+            return _Fields(value)
+        return self.fm
 
     @property
     def is_concept(self) -> bool:

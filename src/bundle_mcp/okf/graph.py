@@ -76,10 +76,11 @@ from .field_paths import (
     path_fields,
 )
 from .ids import concept_id_for_path
+from .kept_spans import SPANS_NAME, KeptSpans, packed_spans, span_order, unpacked_spans
 from .names import concept_name
 from .properties import tags as concept_tags
 from .properties import text_field
-from .sections import is_sliced, locator, parse_locator, section_name, section_number_at
+from .sections import locator, parse_locator, section_name, section_number_at
 
 # Relationship names, as tools report and filter them (a typed relation goes by its own name;
 # a link's, LINKS_TO, is the edge model's).
@@ -135,6 +136,7 @@ def _warm_graph(snapshot: Snapshot, token: CancelToken) -> None:
     graph.inbound_counts(None, token)
     graph.tag_members(None, token)
     graph.known_types(token)
+    graph.keep_spans(token)
 
 
 def _warm_field_edges(snapshot: Snapshot, token: CancelToken) -> None:
@@ -447,6 +449,15 @@ def field_edges(
     )
 
 
+# The memo key of every concept's tag members (BundleGraph.tag_members with no project).
+_EVERY_TAG = ("tag-members", None)
+
+
+def _tag_members_name(project: str | None) -> str:
+    """The name a project's tag members are kept under (``InboundHint.keep_json``)."""
+    return f"tag-members/{json.dumps(project)}"
+
+
 def _tag_members_read(value: Any) -> Mapping[str, tuple[str, ...]] | None:
     """Kept tag members read back: a tag → sorted member IDs mapping, or ``None``."""
     if not isinstance(value, dict) or not all(
@@ -626,10 +637,42 @@ class BundleGraph:
             return ()
         found = self._tags.get(entity.id)
         if found is None:
-            found = self._tags.setdefault(
-                entity.id, tuple(sorted(set(concept_tags(entity.doc.fm))))
-            )
+            kept = None if self._built(entity.id) else self._kept_tags()
+            if kept is not None:
+                found = kept.get(entity.id, ())
+            else:
+                found = tuple(sorted(set(concept_tags(entity.doc.fields))))
+            found = self._tags.setdefault(entity.id, found)
         return found
+
+    def _built(self, concept_id: str) -> bool:
+        """Whether the concept's document is built (a plain mapping's always are)."""
+        concepts = self.snapshot.concepts
+        if not isinstance(concepts, Concepts):
+            return True
+        return self.snapshot.documents.cells[concepts.paths[concept_id]].peek() is not None
+
+    def _kept_tags(self) -> Mapping[str, tuple[str, ...]] | None:
+        """Each concept's :meth:`tags_of`, from the tag members an earlier process kept for
+        this revision (``None`` when it kept none): a restarted server's walk offers the
+        concepts sharing a tag with each node it expands, and reading the node's tags from its
+        document built hundreds of documents for them."""
+        def read() -> Mapping[str, tuple[str, ...]] | None:
+            found, members = self._memo.peek(_EVERY_TAG)
+            if not found:
+                store = self.snapshot.inbound
+                kept = None if store is None else _tag_members_read(
+                    store.stored_json(self.snapshot.revision, _tag_members_name(None)))
+                if kept is None:
+                    return None
+                members = self._memo.put(_EVERY_TAG, kept)
+            by_concept: dict[str, list[str]] = {}
+            for tag in sorted(members):  # so each concept's tags come sorted
+                for concept_id in members[tag]:
+                    by_concept.setdefault(concept_id, []).append(tag)
+            return {concept_id: tuple(tags) for concept_id, tags in by_concept.items()}
+
+        return self._memo.get("kept tags", read)
 
     def shared_tags(self, a: Entity, b: Entity) -> list[str]:
         """The tags two concepts have in common, sorted."""
@@ -653,7 +696,7 @@ class BundleGraph:
 
         # Kept by an earlier process on the same files, they need no concept's frontmatter.
         return self._memo.get(("tag-members", project), lambda: revision_value(
-            self.snapshot, f"tag-members/{json.dumps(project)}", _tag_members_read, build,
+            self.snapshot, _tag_members_name(project), _tag_members_read, build,
             lambda members: {k: list(v) for k, v in members.items()}))
 
     def inbound_counts(self, project: str | None, token: CancelToken) -> Mapping[str, int]:
@@ -717,11 +760,10 @@ class BundleGraph:
         spans: a walk passes every section of hundreds of concepts and renders a few, so no
         section is decoded and no entity made here."""
         def build() -> tuple[SectionArc, ...]:
-            doc = self.snapshot.concepts[concept_id]
             concepts = self.snapshot.concepts
-            spans = doc.section_spans
+            spans = self.spans(concept_id)
             # locator() of each span, the path encoded once.
-            prefix = locator(doc.path, 1, 1).removesuffix("L1-L1")
+            prefix = locator(self._path(concept_id), 1, 1).removesuffix("L1-L1")
             # Only an ID with '#' can be a locator; most bundles have none, and their sections
             # are then never looked up among the concepts.
             check = self._ids_with_hash()
@@ -735,6 +777,54 @@ class BundleGraph:
             return tuple(arcs)
 
         return _kept(self._section_arcs, concept_id, build)
+
+    def spans(self, concept_id: str) -> tuple[int, ...]:
+        """The concept's ``Document.section_spans``: its document's when it is built, else
+        what an earlier process on the same files kept of every concept's (``okf.kept_spans``),
+        else from its document, built now."""
+        concepts = self.snapshot.concepts
+        if isinstance(concepts, Concepts):
+            cell = self.snapshot.documents.cells[concepts.paths[concept_id]]
+            if cell.peek() is None:
+                kept = self._kept_spans()
+                found = None if kept is None else kept.of(concept_id)
+                if found is not None:
+                    return found
+        return concepts[concept_id].section_spans
+
+    def sliced(self, concept_id: str) -> bool:
+        """``Document.sliced`` of the concept (cut into two sections or more), from
+        :meth:`spans`: a walk asks it of every concept it expands."""
+        return len(self.spans(concept_id)) > 2
+
+    def _path(self, concept_id: str) -> str:
+        concepts = self.snapshot.concepts
+        if isinstance(concepts, Concepts):
+            return concepts.paths[concept_id]
+        return concepts[concept_id].path
+
+    def _kept_spans(self) -> KeptSpans | None:
+        """Every concept's spans as an earlier process kept them for this revision, read
+        once; ``None`` when none were kept (or they do not fit)."""
+        def read() -> KeptSpans | None:
+            snapshot = self.snapshot
+            store = snapshot.inbound
+            if store is None:
+                return None
+            return unpacked_spans(store.stored_bytes(snapshot.revision, SPANS_NAME),
+                                  span_order(snapshot.concepts))
+
+        return self._memo.get("kept spans", read)
+
+    def keep_spans(self, token: CancelToken) -> None:
+        """Keep every concept's spans for the next process on the same files, unless they are
+        kept already or this snapshot was not loaded from the files (after a change this
+        process updates its own values; it never reads these back)."""
+        snapshot = self.snapshot
+        if snapshot.inbound is None or not snapshot.loaded or self._kept_spans() is not None:
+            return
+        snapshot.inbound.keep_bytes(snapshot.revision, SPANS_NAME,
+                                    packed_spans(snapshot.concepts, token))
 
     def field_edges_of(self, concept_id: str, token: CancelToken) -> tuple[Edge, ...]:
         """The field edges touching a concept, in :func:`field_edges` order."""
@@ -793,7 +883,7 @@ class BundleGraph:
         if not (incoming and selection.part_of):
             return
         parts = self.section_arcs(concept_id)
-        if not (selection.unsliced_sections or is_sliced(entity.doc)):
+        if not (selection.unsliced_sections or self.sliced(concept_id)):
             return
         for key, number in parts:
             if key[4] in among:
@@ -864,7 +954,7 @@ class BundleGraph:
         if not (incoming and selection.part_of):
             return
         sections = self.sections_of(concept_id)
-        if not (selection.unsliced_sections or is_sliced(entity.doc)):
+        if not (selection.unsliced_sections or self.sliced(concept_id)):
             return
         for target in sections:
             token.check()
@@ -1068,7 +1158,7 @@ def _expand(
         return
     # The arcs and the count both come from the sections' line spans, no section decoded.
     sections = graph.section_arcs(concept_id)
-    if not (selection.unsliced_sections or is_sliced(node.doc)):
+    if not (selection.unsliced_sections or graph.sliced(concept_id)):
         return
     granted = budget.grant(len(sections))
     for key, number in sections[:granted]:
@@ -1156,7 +1246,7 @@ def entity_name(entity: Entity) -> str:
 
 def entity_type(entity: Entity) -> str:
     """``section``, or a concept's OKF ``type`` (empty when it has none)."""
-    return SECTION_TYPE if entity.is_section else text_field(entity.doc.fm, "type")
+    return SECTION_TYPE if entity.is_section else text_field(entity.doc.fields, "type")
 
 
 def project_id(path: str) -> str | None:

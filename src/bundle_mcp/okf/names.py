@@ -11,7 +11,7 @@ from .properties import text_field
 
 
 def concept_name(doc: Document) -> str:
-    title = text_field(doc.fm, "title").strip()
+    title = text_field(doc.fields, "title").strip()
     if title:
         return title
     for section in doc.sections:

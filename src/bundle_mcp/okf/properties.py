@@ -88,7 +88,7 @@ def valid_stale_after(value: Any, profile: str) -> str | None:
 
 
 def card(doc: Document, ref: Reference) -> dict[str, Any]:
-    fm = doc.fm
+    fm = doc.fields
     state = status_state(fm)
     after = stale_after(fm, ref.profile)
     assert doc.concept_id is not None

@@ -135,7 +135,7 @@ def relations(
 
 def props(doc: Document) -> dict[str, Any]:
     """The card-like frontmatter fields every object carries (sections: their concept's)."""
-    fm = doc.fm
+    fm = doc.fields
     description = fm.get("description")
     after = fm.get("stale_after")
     return {
