@@ -395,6 +395,10 @@ class Unfrozen:
             assert frozen is not None
         return frozen.get(key, default)
 
+    def fields(self) -> Mapping[str, Any]:
+        """:attr:`Document.fields` of a document holding this frontmatter."""
+        return self.frozen() if self.is_frozen() else _Fields(self)
+
     def names(self) -> tuple[str, ...]:
         """The keys, in order, without freezing."""
         data = self._data
@@ -584,8 +588,8 @@ class Document:
         documents read back froze every field of each, most of a restarted server's first
         walk or neighbour list)."""
         value = self.frontmatter_value
-        if isinstance(value, Unfrozen) and not value.is_frozen():
-            return _Fields(value)
+        if isinstance(value, Unfrozen):
+            return value.fields()
         return self.fm
 
     @property
@@ -1056,6 +1060,21 @@ class Concepts(Mapping[str, Document]):
             return False
         return self._documents.cells[self._paths[concept_id]].parse_error() is None
 
+    def fields_of(self, concept_id: str) -> Mapping[str, Any]:
+        """``self[concept_id].fields``; for a concept whose document is not built, read from
+        its parse cache row without building it when the row has it (a restarted server's
+        neighbour list or subgraph reads the cards of a hundred or a thousand concepts, and
+        each document's file was read and hashed and its row decoded for them)."""
+        rows = self._rows
+        path = self._paths.get(concept_id)
+        if rows is not None and path is not None:
+            cell = self._documents.cells[path]
+            if cell.peek() is None and concept_id in self:
+                found = rows.frontmatter(path, cell.record.sha256)
+                if found is not None:
+                    return found.fields()
+        return self[concept_id].fields
+
     @property
     def paths(self) -> Mapping[str, str]:
         """Concept ID → the path of the file that is that concept if it parses, sorted by ID
@@ -1175,6 +1194,12 @@ class InboundHint(Protocol):
     def kept_rows(self) -> int:
         """How many files had a row when the rows were read (0 when an earlier process kept
         none: a cold start)."""
+        ...
+
+    def frontmatter(self, path: str, sha256: str) -> Unfrozen | None:
+        """The frontmatter of these bytes as their row keeps it (held as read, frozen on first
+        use; an empty one when the file has none), ``None`` when there is no such row, it is
+        damaged, or the bytes do not parse: then the document is built to know."""
         ...
 
     def stored_bytes(self, revision: str, name: str) -> bytes | None:
@@ -1393,6 +1418,22 @@ class Snapshot:
         touched = {*redone, *(e.source_id for e in dropped), *(e.target_id for e in dropped),
                    *(e.target_id for e in made)}
         return _EdgeUpdate(tuple(kept), earlier, tuple(dropped), tuple(made), frozenset(touched))
+
+    def concept_path(self, concept_id: str) -> str:
+        """The path of a concept's file, without building its document (``KeyError`` for an
+        ID no file would be)."""
+        concepts = self.concepts
+        if isinstance(concepts, Concepts):
+            return concepts.paths[concept_id]
+        return concepts[concept_id].path
+
+    def fields_of(self, concept_id: str) -> Mapping[str, Any]:
+        """``concepts[concept_id].fields``, without building the document when its parse
+        cache row has them (:meth:`Concepts.fields_of`)."""
+        concepts = self.concepts
+        if isinstance(concepts, Concepts):
+            return concepts.fields_of(concept_id)
+        return concepts[concept_id].fields
 
     def concept_edges(self, concept_id: str) -> tuple[Edge, ...]:
         """Every link and relation touching one concept, in edge order: ``edges_by_concept.get(

@@ -77,7 +77,7 @@ from .field_paths import (
 )
 from .ids import concept_id_for_path
 from .kept_spans import SPANS_NAME, KeptSpans, packed_spans, span_order, unpacked_spans
-from .names import concept_name
+from .names import name_of
 from .properties import tags as concept_tags
 from .properties import text_field
 from .sections import locator, parse_locator, section_name, section_number_at
@@ -185,6 +185,8 @@ class Entity:
     _doc: Document | None = field(default=None, repr=False, compare=False)
     # The section once asked for (or given), a memo of ``doc.sections[section_number]``.
     _section: Section | None = field(default=None, repr=False, compare=False)
+    # The frontmatter once asked for without the document (:attr:`fields`), a memo too.
+    _fields: Mapping[str, Any] | None = field(default=None, repr=False, compare=False)
 
     @property
     def doc(self) -> Document:
@@ -193,6 +195,35 @@ class Entity:
             doc = self.concepts[self.concept_id]
             object.__setattr__(self, "_doc", doc)  # frozen: a memo of a pure lookup
         return doc
+
+    @property
+    def path(self) -> str:
+        """The path of the concept's file (a section's: its concept's), without building it."""
+        doc = self._doc
+        if doc is not None:
+            return doc.path
+        concepts = self.concepts
+        if isinstance(concepts, Concepts):
+            return concepts.paths[self.concept_id]
+        return self.doc.path
+
+    @property
+    def fields(self) -> Mapping[str, Any]:
+        """The concept's frontmatter key by key (``Document.fields``; a section's is its
+        concept's), without building the document when it is not built and its parse cache
+        row has it (``Concepts.fields_of``): pricing and rendering a subgraph read the type,
+        the name and the card fields of a thousand concepts."""
+        doc = self._doc
+        if doc is not None:
+            return doc.fields
+        found = self._fields
+        if found is None:
+            concepts = self.concepts
+            if not isinstance(concepts, Concepts):
+                return self.doc.fields
+            found = concepts.fields_of(self.concept_id)
+            object.__setattr__(self, "_fields", found)  # frozen: a memo of a pure lookup
+        return found
 
     @property
     def section(self) -> Section | None:
@@ -763,7 +794,7 @@ class BundleGraph:
             concepts = self.snapshot.concepts
             spans = self.spans(concept_id)
             # locator() of each span, the path encoded once.
-            prefix = locator(self._path(concept_id), 1, 1).removesuffix("L1-L1")
+            prefix = locator(self.snapshot.concept_path(concept_id), 1, 1).removesuffix("L1-L1")
             # Only an ID with '#' can be a locator; most bundles have none, and their sections
             # are then never looked up among the concepts.
             check = self._ids_with_hash()
@@ -796,12 +827,6 @@ class BundleGraph:
         """``Document.sliced`` of the concept (cut into two sections or more), from
         :meth:`spans`: a walk asks it of every concept it expands."""
         return len(self.spans(concept_id)) > 2
-
-    def _path(self, concept_id: str) -> str:
-        concepts = self.snapshot.concepts
-        if isinstance(concepts, Concepts):
-            return concepts.paths[concept_id]
-        return concepts[concept_id].path
 
     def _kept_spans(self) -> KeptSpans | None:
         """Every concept's spans as an earlier process kept them for this revision, read
@@ -1241,12 +1266,12 @@ def entity_name(entity: Entity) -> str:
     section = entity.section
     if section is not None:
         return section_name(section)
-    return concept_name(entity.doc)
+    return name_of(entity.fields, lambda: entity.doc)
 
 
 def entity_type(entity: Entity) -> str:
     """``section``, or a concept's OKF ``type`` (empty when it has none)."""
-    return SECTION_TYPE if entity.is_section else text_field(entity.doc.fields, "type")
+    return SECTION_TYPE if entity.is_section else text_field(entity.fields, "type")
 
 
 def project_id(path: str) -> str | None:

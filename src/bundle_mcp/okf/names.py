@@ -6,15 +6,25 @@ heading of the body, trimmed; else the last segment of the concept ID.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from typing import Any
+
 from ..model import Document
 from .properties import text_field
 
 
 def concept_name(doc: Document) -> str:
-    title = text_field(doc.fields, "title").strip()
+    return name_of(doc.fields, lambda: doc)
+
+
+def name_of(fields: Mapping[str, Any], doc: Callable[[], Document]) -> str:
+    """:func:`concept_name` from the concept's frontmatter (``Document.fields``), asking for
+    its document only when the title does not name it."""
+    title = text_field(fields, "title").strip()
     if title:
         return title
-    for section in doc.sections:
+    document = doc()
+    for section in document.sections:
         if section.heading and section.heading.strip():
             return section.heading.strip()
-    return (doc.concept_id or "").rsplit("/", 1)[-1]
+    return (document.concept_id or "").rsplit("/", 1)[-1]

@@ -88,13 +88,19 @@ def valid_stale_after(value: Any, profile: str) -> str | None:
 
 
 def card(doc: Document, ref: Reference) -> dict[str, Any]:
-    fm = doc.fields
+    assert doc.concept_id is not None
+    return card_of(doc.concept_id, doc.path, doc.fields, ref)
+
+
+def card_of(concept_id: str, path: str, fm: Mapping[str, Any], ref: Reference
+            ) -> dict[str, Any]:
+    """The card of the concept at ``path`` whose frontmatter is ``fm`` (its document's
+    ``fields``, or ``Snapshot.fields_of``: no document need be built for a card)."""
     state = status_state(fm)
     after = stale_after(fm, ref.profile)
-    assert doc.concept_id is not None
     return {
-        "id": doc.concept_id,
-        "path": doc.path,
+        "id": concept_id,
+        "path": path,
         "type": text_field(fm, "type"),
         "title": text_field(fm, "title"),
         "description": text_field(fm, "description"),

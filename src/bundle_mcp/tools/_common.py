@@ -18,7 +18,7 @@ from ..errors import (
 from ..model import Document, Snapshot
 from ..okf.citations import citations_section, file_lines
 from ..okf.ids import concept_id_problem
-from ..okf.properties import card
+from ..okf.properties import card_of
 from ..okf.suggest import did_you_mean_diagnostics
 from ..okf.temporal import Reference
 
@@ -116,7 +116,9 @@ class Cards:
     def get(self, concept_id: str) -> dict[str, Any]:
         found = self._cards.get(concept_id)
         if found is None:
-            found = card(self._snapshot.concepts[concept_id], self._ref)
+            snapshot = self._snapshot
+            found = card_of(concept_id, snapshot.concept_path(concept_id),
+                            snapshot.fields_of(concept_id), self._ref)
             self._cards[concept_id] = found
         # A fresh copy per use: the result is plain data that callers may serialise or mutate.
         return {**found, "tags": list(found["tags"]), "status_state": dict(found["status_state"])}

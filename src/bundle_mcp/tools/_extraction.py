@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ..cancel import CancelToken
-from ..model import Document, Snapshot, canonical_json, thaw
+from ..model import Snapshot, canonical_json, thaw
 from ..okf.graph import (
     COMMUNITY_KIND,
     OUTGOING,
@@ -52,7 +52,7 @@ from ..okf.graph import (
     graph_of,
     walk,
 )
-from ..okf.names import concept_name
+from ..okf.names import name_of
 from ..okf.properties import status_state, tags, trust
 from ..okf.sections import section_name
 from ._walk_params import Query
@@ -133,9 +133,9 @@ def relations(
 # -- rendering -----------------------------------------------------------------------------
 
 
-def props(doc: Document) -> dict[str, Any]:
-    """The card-like frontmatter fields every object carries (sections: their concept's)."""
-    fm = doc.fields
+def props(fm: Mapping[str, Any]) -> dict[str, Any]:
+    """The card-like frontmatter fields every object carries (sections: their concept's), from
+    the concept's ``fields``."""
     description = fm.get("description")
     after = fm.get("stale_after")
     return {
@@ -149,24 +149,26 @@ def props(doc: Document) -> dict[str, Any]:
 
 
 def render_object(entity: Entity, distance: int, seed: bool, compact: bool) -> dict[str, Any]:
-    doc, section = entity.doc, entity.section
-    if section is None:
-        name = concept_name(doc)
-    else:
-        name = section_name(section, untitled=concept_name(doc))
+    # A concept's object is rendered from its frontmatter: its document is built only when no
+    # title names it (a restarted server's subgraph renders a thousand, from their rows).
+    fields = entity.fields
+    section = entity.section
+    name = name_of(fields, lambda: entity.doc)
+    if section is not None:
+        name = section_name(section, untitled=name)
     node: dict[str, Any] = {
         "id": entity.id,
         "type": entity_type(entity),
         "name": name,
-        "props": props(doc),
+        "props": props(fields),
     }
     if compact:
         return node
     return {
         **node,
         "kind": "concept" if section is None else "section",
-        "path": doc.path,
-        "concept_id": doc.concept_id,
+        "path": entity.path,
+        "concept_id": entity.concept_id,
         "line_start": section.line_start if section else None,
         "line_end": section.line_end if section else None,
         "distance": distance,
