@@ -866,6 +866,11 @@ class Deferred:
         doc = self._document
         if doc is not None:
             return doc.parse_error
+        if self._check is None and self._finish is not None:
+            # Checked, not built: the error was set before the check was let go (under the
+            # lock), so it is read without it; a pass over every concept asks this 10,000
+            # times.
+            return self._error
         with self._lock:
             if self._document is not None:
                 return self._document.parse_error
