@@ -813,15 +813,12 @@ class BundleGraph:
         """The concept's ``Document.section_spans``: its document's when it is built, else
         what an earlier process on the same files kept of every concept's (``okf.kept_spans``),
         else from its document, built now."""
-        concepts = self.snapshot.concepts
-        if isinstance(concepts, Concepts):
-            cell = self.snapshot.documents.cells[concepts.paths[concept_id]]
-            if cell.peek() is None:
-                kept = self._kept_spans()
-                found = None if kept is None else kept.of(concept_id)
-                if found is not None:
-                    return found
-        return concepts[concept_id].section_spans
+        if not self._built(concept_id):
+            kept = self._kept_spans()
+            found = None if kept is None else kept.of(concept_id)
+            if found is not None:
+                return found
+        return self.snapshot.concepts[concept_id].section_spans
 
     def sliced(self, concept_id: str) -> bool:
         """``Document.sliced`` of the concept (cut into two sections or more), from
