@@ -1071,14 +1071,18 @@ class Concepts(Mapping[str, Document]):
         neighbour list or subgraph reads the cards of a hundred or a thousand concepts, and
         each document's file was read and hashed and its row decoded for them)."""
         rows = self._rows
-        path = self._paths.get(concept_id)
-        if rows is not None and path is not None:
-            cell = self._documents.cells[path]
-            if cell.peek() is None and concept_id in self:
-                found = rows.frontmatter(path, cell.record.sha256)
-                if found is not None:
-                    return found.fields()
+        if rows is not None and not self.is_built(concept_id) and concept_id in self:
+            path = self._paths[concept_id]
+            found = rows.frontmatter(path, self._documents.record(path).sha256)
+            if found is not None:
+                return found.fields()
         return self[concept_id].fields
+
+    def is_built(self, concept_id: str) -> bool:
+        """Whether the document at the concept's path is built (``False`` for an ID no file
+        would be); nothing is built or checked to tell."""
+        path = self._paths.get(concept_id)
+        return path is not None and self._documents.cells[path].peek() is not None
 
     @property
     def paths(self) -> Mapping[str, str]:

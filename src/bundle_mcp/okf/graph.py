@@ -681,7 +681,7 @@ class BundleGraph:
         concepts = self.snapshot.concepts
         if not isinstance(concepts, Concepts):
             return True
-        return self.snapshot.documents.cells[concepts.paths[concept_id]].peek() is not None
+        return concepts.is_built(concept_id)
 
     def _kept_tags(self) -> Mapping[str, tuple[str, ...]] | None:
         """Each concept's :meth:`tags_of`, from the tag members an earlier process kept for
