@@ -641,3 +641,37 @@ def test_a_call_advertises_no_contract_until_the_tools_are_listed(
     assert sorted(advertised) == [tool.name for tool in listed]
     assert dispatcher.tools() == listed  # made once
     assert len(advertised) == len(listed)
+
+
+def test_a_tools_module_is_imported_when_the_tool_is_first_asked_for(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Importing every tool's module was about 135 ms of a restarted server's first answer,
+    which runs one: the dispatcher imports a tool's module when that tool is first asked for,
+    each once, and every module only when every tool is (a listing)."""
+    (tmp_path / "orders.md").write_text("---\ntype: Table\ntitle: Orders\n---\n# Orders\n",
+                                        encoding="utf-8")
+    loaded: list[str] = []
+    real = dispatch.load_tools
+
+    def counted(names: tuple[str, ...] = TOOL_MODULES) -> Any:
+        loaded.extend(names)
+        return real(names)
+
+    monkeypatch.setattr(dispatch, "load_tools", counted)
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(tmp_path),)))
+    assert loaded == []
+    assert dispatcher.is_read_only_tool("read_concept")
+    assert not dispatcher.is_read_only_tool("write_concept")  # served, but it writes
+    assert not dispatcher.is_read_only_tool("nosuch") and not dispatcher.is_read_only_tool("")
+    assert not dispatcher.call("read_concept", {"concept_id": "orders"}).is_error
+    with pytest.raises(UnknownTool):
+        dispatcher.call("nosuch", {})
+    assert loaded == ["read_concept", "write_concept"]
+    assert dispatcher.tool_names() == TOOL_MODULES
+    assert sorted(loaded) == sorted(TOOL_MODULES)  # each module asked for once
+    read_only = Dispatcher(ServeConfig(bundles=(str(tmp_path),), read_only=True))
+    assert not read_only.is_read_only_tool("write_concept")
+    with pytest.raises(UnknownTool):
+        read_only.call("write_concept", {"concept_id": "orders", "content": "x"})
+    assert "write_concept" not in read_only.tool_names()

@@ -350,6 +350,12 @@ def test_no_heavy_module_is_imported_when_initialize_is_answered(tmp_path: Path,
     assert sorted(m for m in for_the_call
                   if any(m == s or m.startswith(s + ".") for s in SDK)) == []
     assert {"mcp", "bundle_mcp.server", "bundle_mcp.readiness"} <= after
+    # Only the called tool is imported for it (the dispatcher's registry): the modules of the
+    # others (context's index here) come with the SDK. And its document is read from the
+    # parse cache, so neither parser's package is imported for it.
+    assert "bundle_mcp.tools._context_index" in after
+    assert sorted(m for m in for_the_call if m.startswith("bundle_mcp.tools._context")
+                  or m.split(".")[0] in ("markdown_it", "yaml", "mdit_py_plugins")) == []
 
 
 def test_the_tools_import_no_stemmer_until_a_word_is_stemmed() -> None:

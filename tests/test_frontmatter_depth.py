@@ -7,7 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from bundle_mcp.loader.frontmatter import MAX_NESTING, FrontmatterError, load_yaml
+from bundle_mcp.loader.frontmatter import MAX_NESTING, FrontmatterError
+from bundle_mcp.loader.strict_yaml import load_yaml
 
 
 def _nested(levels: int, leaf: str) -> str:

@@ -21,7 +21,8 @@ import frontmatter
 import pytest
 from frontmatter.default_handlers import YAMLHandler
 
-from bundle_mcp.loader.frontmatter import FrontmatterError, load_yaml, split_frontmatter
+from bundle_mcp.loader.frontmatter import FrontmatterError, split_frontmatter
+from bundle_mcp.loader.strict_yaml import load_yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"

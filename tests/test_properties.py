@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from bundle_mcp.loader.document import parse_document
-from bundle_mcp.loader.frontmatter import FrontmatterError, load_yaml, split_frontmatter
+from bundle_mcp.loader.frontmatter import FrontmatterError, split_frontmatter
+from bundle_mcp.loader.strict_yaml import load_yaml
 from bundle_mcp.okf.ids import concept_id_problem
 from bundle_mcp.okf.markdown import SlugCounter, github_slug, resolve_link
 from bundle_mcp.okf.relations import (

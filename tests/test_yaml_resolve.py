@@ -7,7 +7,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bundle_mcp.loader.frontmatter import StrictLoader
+from bundle_mcp.loader.strict_yaml import StrictLoader
 
 SAMPLES = [
     "", "~", "null", "Null", "NULL", "true", "True", "yes", "no", "on", "off", "y", "n",

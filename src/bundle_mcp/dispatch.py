@@ -49,7 +49,7 @@ from .serve_config import ServeConfig
 from .snapshots import SnapshotCache
 from .storage.handles import check_bundle_path
 from .storage.refusals import read_only_rejection
-from .tools import load_tools
+from .tools import TOOL_MODULES, load_tools
 from .toolspec import SEMANTIC_TOOLSET, TOOLSETS, CallContext, PartStore, ToolSpec
 
 __all__ = ["ANSWERS", "SLOTS", "CallGate", "Dispatcher", "Outcome", "ServeConfig", "ServedTool",
@@ -342,6 +342,30 @@ class _Tool:
         )
 
 
+class _Registry:
+    """The tools a dispatcher can serve, by name: the package's (each module imported when
+    its tool is first asked for, :func:`bundle_mcp.tools.load_tools`; importing all 28 was
+    about 135 ms of a restarted server's first answer, which needs one) or the specs given.
+    Every name must have its contract pair, checked at once from the contract files."""
+
+    __slots__ = ("names", "_specs")
+
+    def __init__(self, given: Mapping[str, ToolSpec] | None, contracts: ContractSet) -> None:
+        self.names: tuple[str, ...] = tuple(sorted(given)) if given is not None else TOOL_MODULES
+        self._specs: dict[str, ToolSpec] = dict(given) if given is not None else {}
+        missing = sorted(set(self.names) - set(contracts.tool_names()))
+        if missing:
+            raise ValueError(f"tool {missing[0]} has no input/output contract pair")
+
+    def spec(self, name: str) -> ToolSpec | None:
+        """The spec of the tool ``name`` (its module imported now if it was not), or None."""
+        spec = self._specs.get(name)
+        if spec is None and name in self.names:
+            # The import lock makes a race import once; both then read the same SPEC.
+            spec = self._specs.setdefault(name, load_tools((name,))[name])
+        return spec
+
+
 def to_json(value: Any) -> str:
     """The wire text of a result: compact, raw UTF-8, and no NaN (it is not JSON)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
@@ -365,27 +389,21 @@ class Dispatcher:
         # the cache, each load made while its copy is held in place (remote/mounts.py).
         self._remotes = remotes
         self.contracts = contracts if contracts is not None else ContractSet(caps=config.caps)
-        specs = tools if tools is not None else load_tools()
         unknown = sorted((config.toolsets or frozenset()) - set(TOOLSETS))
         if unknown:
             raise ValueError(f"unknown toolset(s): {', '.join(unknown)}")
         # An index whose model is not installed could only refuse every search, so its tools
         # are not offered at all: nobody pays for their descriptions. No index (the Python API,
         # tests) keeps them: they still answer calls that bring seed_ids.
-        can_embed = semantic is None or semantic.installed()
-        if not can_embed and SEMANTIC_TOOLSET in (config.toolsets or ()):
+        self._can_embed = semantic is None or semantic.installed()
+        if not self._can_embed and SEMANTIC_TOOLSET in (config.toolsets or ()):
             raise ValueError(f"toolset {SEMANTIC_TOOLSET!r} needs the semantic extra, "
                              "which is not installed")
-        selected = {name: spec for name, spec in specs.items() if _selected(spec, config)}
-        self._need_extra = frozenset(
-            name for name, spec in selected.items()
-            if not can_embed and spec.toolset == SEMANTIC_TOOLSET
-        )
-        self._tools = {
-            name: self._bind(name, spec)
-            for name, spec in sorted(selected.items())
-            if name not in self._need_extra
-        }
+        # The tools, each module imported when first asked for (_Registry): a restarted
+        # server's first call imports its own tool only.
+        self._registry = _Registry(tools, self.contracts)
+        # Name → the served tool (None: not served), decided when first asked for.
+        self._decided: dict[str, _Tool | None] = {}
         self._cache = cache if cache is not None else SnapshotCache(caps=config.caps)
         # The settings that shape a kept answer, in its stored key (stored_answers.answer_key).
         self._answer_settings = canonical_json([
@@ -485,25 +503,47 @@ class Dispatcher:
     def tools(self) -> list[ServedTool]:
         """The served tools, sorted by name (the selected toolsets, less writes when read-only,
         less search_semantic when the semantic extra is not installed)."""
-        return [tool.served for tool in self._tools.values()]
+        return [tool.served for tool in self._served()]
 
     def tool_names(self) -> tuple[str, ...]:
         """The served tools' names, sorted (:meth:`tools` without making what they
         advertise)."""
-        return tuple(self._tools)
+        return tuple(tool.name for tool in self._served())
 
-    def read_only_tools(self) -> frozenset[str]:
-        """The names of the served tools that write nothing: :meth:`tools`' read-only ones,
-        without making what they advertise (the first call's path asks this)."""
-        return frozenset(name for name, tool in self._tools.items() if tool.spec.read_only)
+    def is_read_only_tool(self, name: str) -> bool:
+        """Whether ``name`` is a served tool that writes nothing; only that tool's module is
+        imported to tell (the first call's path asks this)."""
+        tool = self._tool(name)
+        return tool is not None and tool.spec.read_only
 
     def all_read_only(self) -> bool:
         """Whether every served tool writes nothing (``--read-only``, or no write tool)."""
-        return all(tool.spec.read_only for tool in self._tools.values())
+        return all(tool.spec.read_only for tool in self._served())
 
     def needs_extra(self, name: str) -> bool:
         """Whether ``name`` is left out only because the semantic extra is not installed."""
-        return name in self._need_extra
+        spec = self._registry.spec(name)
+        return (spec is not None and not self._can_embed and spec.toolset == SEMANTIC_TOOLSET
+                and _selected(spec, self.config))
+
+    def _tool(self, name: str) -> _Tool | None:
+        """The served tool ``name``, or None when no tool of that name is served."""
+        try:
+            return self._decided[name]
+        except KeyError:
+            pass
+        spec = self._registry.spec(name)
+        if spec is None:
+            return None  # not kept: a client can send any number of names
+        served = _selected(spec, self.config) and not self.needs_extra(name)
+        # A race decides twice, the same way; one of the two equal values is kept.
+        return self._decided.setdefault(
+            name, _Tool(name, spec, self.contracts) if served else None)
+
+    def _served(self) -> list[_Tool]:
+        """Every served tool, sorted by name (every tool's module imported)."""
+        tools = (self._tool(name) for name in self._registry.names)
+        return [tool for tool in tools if tool is not None]
 
     def call(
         self,
@@ -518,7 +558,7 @@ class Dispatcher:
         never raises except :class:`UnknownTool`. ``logged=False``: a call no reader made (the
         warm-up's), which leaves no "called by reader" line and does not hold the warm-up back
         (:meth:`wait_until_quiet`)."""
-        tool = self._tools.get(name)
+        tool = self._tool(name)
         if tool is None:
             raise UnknownTool(name)
         token = token if token is not None else CancelToken()
@@ -551,8 +591,7 @@ class Dispatcher:
     def kept_answer_tools(self) -> tuple[str, ...]:
         """The served tools that keep their finished answers (``ToolSpec.cache_results``), by
         name: the warm-up builds the :data:`ANSWERS` of their default calls."""
-        return tuple(sorted(name for name, tool in self._tools.items()
-                            if tool.spec.cache_results))
+        return tuple(tool.name for tool in self._served() if tool.spec.cache_results)
 
     # -- the pipeline
 
@@ -808,12 +847,6 @@ class Dispatcher:
             # check_envelope already logged why; send the fixed, known-good envelope instead.
             envelope = broken.envelope()
         return Outcome(structured=envelope, text=envelope["message"], is_error=True)
-
-    def _bind(self, name: str, spec: ToolSpec) -> _Tool:
-        if name not in self.contracts.tool_names():
-            raise ValueError(f"tool {name} has no input/output contract pair")
-        return _Tool(name, spec, self.contracts)
-
 
 def _selected(spec: ToolSpec, config: ServeConfig) -> bool:
     if config.read_only and not spec.read_only:

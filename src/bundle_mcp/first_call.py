@@ -35,7 +35,7 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, BinaryIO
 
@@ -137,8 +137,8 @@ def listing_line(request_id: int | str, dispatcher: Dispatcher) -> bytes:
             + to_json({"tools": tools}) + b"}\n")
 
 
-def first_call(line: bytes, answerable: frozenset[str]) -> FirstCall | None:
-    """``line`` as a call of one of the ``answerable`` tools when the SDK would hand the
+def first_call(line: bytes, answerable: Callable[[str], bool]) -> FirstCall | None:
+    """``line`` as a call of a tool whose name is ``answerable`` when the SDK would hand the
     dispatcher exactly its name and arguments (no ``_meta``: no progress token, no log level
     of its own; an id echoed without doubt), else None."""
     message = _message(line)
@@ -149,12 +149,15 @@ def first_call(line: bytes, answerable: frozenset[str]) -> FirstCall | None:
     request_id, params = message["id"], message["params"]
     if not plain_id(request_id) or not isinstance(params, dict):
         return None
-    if not set(params) <= {"name", "arguments"} or params.get("name") not in answerable:
+    name = params.get("name")
+    if not set(params) <= {"name", "arguments"} or not isinstance(name, str):
+        return None
+    if not answerable(name):
         return None
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
         return None
-    return FirstCall(request_id, params["name"], arguments)
+    return FirstCall(request_id, name, arguments)
 
 
 def reply_pieces(request_id: int | str, outcome: Outcome) -> tuple[bytes, ...] | None:
@@ -211,8 +214,9 @@ def answer_first_call(opening: Opening, lines: WireLines, wire_out: BinaryIO,
         if not lines.has_line(WAIT_SECONDS):
             return opening
         line = lines.readline()
-    answerable = dispatcher.read_only_tools()
-    call = first_call(line, answerable)
+    # Asks for the called tool alone: only its module is imported (the others are imported
+    # with the SDK, after this answer).
+    call = first_call(line, dispatcher.is_read_only_tool)
     if call is None:
         lines.push_back(line)
         return opening

@@ -30,7 +30,7 @@ from .facts_codec import (
     spans_bytes,
     spans_of_bytes,
 )
-from .frontmatter import FrontmatterError, Split, load_yaml, split_frontmatter
+from .frontmatter import FrontmatterError, Split, split_frontmatter
 from .precheck import Prechecked
 from .text import LineView, count_lines
 
@@ -177,6 +177,10 @@ def _frontmatter(split: Split, sha256: str, prechecked: Prechecked | None) -> di
     assert split.raw is not None
     known = prechecked.take(sha256) if prechecked is not None else None
     if known is None:
+        # PyYAML and the strict loader are imported here, when a block is first loaded: a
+        # restarted server's documents come from the parse cache, loaded by none.
+        from .strict_yaml import load_yaml
+
         return load_yaml(split.raw, split.raw_line)
     if isinstance(known, tuple):
         raise FrontmatterError(*known)

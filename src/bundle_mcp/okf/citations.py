@@ -8,11 +8,13 @@ a code block, block quote or list). It runs to the next level-1 heading or the e
 from __future__ import annotations
 
 from dataclasses import dataclass
-
-from markdown_it.token import Token
+from typing import TYPE_CHECKING
 
 from ..model import Document
 from .markdown import markdown_parser
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 HEADING = "citations"  # compared case-folded
 

@@ -21,15 +21,16 @@ import posixpath
 import sys
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-from markdown_it.token import Token
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BundleMcpError
 from ..model import Document, Snapshot
 from .field_paths import BUNDLE, URL, FieldPath, resolve_field_path
 from .markdown import markdown_parser
 from .temporal import Reference, days_until, parse_either, reached
+
+if TYPE_CHECKING:
+    from markdown_it.token import Token
 
 ATTESTED_COMPUTATION = "Attested Computation"
 # The runtimes whose computation is SQL that bundle-mcp can canonicalise and compare (§10.3).

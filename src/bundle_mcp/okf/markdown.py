@@ -13,11 +13,8 @@ import posixpath
 import re
 import sys
 import unicodedata
+from typing import TYPE_CHECKING
 from urllib.parse import unquote
-
-from markdown_it import MarkdownIt
-from markdown_it.token import Token
-from mdit_py_plugins.footnote import footnote_plugin
 
 from ..model import (
     Document,
@@ -30,6 +27,10 @@ from ..model import (
 )
 from .ids import concept_id_for_path
 
+if TYPE_CHECKING:
+    from markdown_it import MarkdownIt
+    from markdown_it.token import Token
+
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _BREAKS = ("softbreak", "hardbreak")
 _NO_FACTS = MarkdownFacts((), (), (), (), ())
@@ -37,7 +38,13 @@ _NO_FACTS = MarkdownFacts((), (), (), (), ())
 
 @functools.lru_cache(maxsize=1)
 def markdown_parser() -> MarkdownIt:
-    """CommonMark plus tables and footnotes, with destinations kept as written."""
+    """CommonMark plus tables and footnotes, with destinations kept as written.
+
+    markdown-it-py is imported here, when a document is first parsed (a restarted server's
+    first answers read their documents' facts from the parse cache and never parse)."""
+    from markdown_it import MarkdownIt
+    from mdit_py_plugins.footnote import footnote_plugin
+
     md = MarkdownIt("commonmark").enable("table").use(footnote_plugin)
     md.validateLink = lambda url: True  # type: ignore[method-assign]
     md.normalizeLink = lambda url: url  # type: ignore[method-assign]

@@ -6,8 +6,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import yaml
-
 from ..model import Document, thaw
 from .temporal import Reference, parse_value
 
@@ -29,6 +27,8 @@ def scalar_text(value: Any) -> str:
         return "true" if value else "false"
     if isinstance(value, (int, float)):
         return str(value)
+    import yaml  # only for a list or a mapping written where a scalar belongs: rare
+
     return yaml.safe_dump(value, default_flow_style=True, sort_keys=False).strip()
 
 

@@ -29,7 +29,8 @@ from typing import Any
 import yaml
 
 from ..errors import BundleMcpError
-from ..loader.frontmatter import FrontmatterError, StrictLoader, load_yaml, split_frontmatter
+from ..loader.frontmatter import FrontmatterError, split_frontmatter
+from ..loader.strict_yaml import StrictLoader, load_yaml
 from ..loader.text import BOM
 
 __all__ = ["EditError", "data_of", "emit_block", "rewrite", "same_data"]
