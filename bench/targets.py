@@ -174,10 +174,17 @@ class Session:
 
     def call(self, tool: str, arguments: dict[str, Any]) -> tuple[float, bytes]:
         """Seconds from writing the request to reading the whole response line, and the line."""
+        return self.request("tools/call", {"name": tool, "arguments": arguments})
+
+    def request(self, method: str, params: dict[str, Any] | None = None
+                ) -> tuple[float, bytes]:
+        """:meth:`call` for any request (``ping``: the transport's floor)."""
         self.ids += 1
+        message: dict[str, Any] = {"jsonrpc": "2.0", "id": self.ids, "method": method}
+        if params is not None:
+            message["params"] = params
         start = time.perf_counter()
-        self._send({"jsonrpc": "2.0", "id": self.ids, "method": "tools/call",
-                    "params": {"name": tool, "arguments": arguments}})
+        self._send(message)
         line = self._reply_to(self.ids)
         return time.perf_counter() - start, line
 
