@@ -315,6 +315,25 @@ def test_packed_edges_read_back_exactly_and_only_whole() -> None:
         assert unpacked_edges(broken) is None
 
 
+def test_edge_order_is_kind_from_to_relationship_and_checks_kept_edges() -> None:
+    """``edge_order`` picks Edge's fields by position (in C): it must be the key its name
+    says, and a kept list of edges is used only in that order, links and relations only."""
+    from bundle_mcp.model import _in_edge_order, edge_order
+
+    edge = Edge("relation", "a", "b", "a#x", "b#y", "uses")
+    assert edge_order(edge) == (edge.kind, edge.source_ref, edge.target_ref,
+                                edge.relationship)
+    edges = sorted((Edge("navigation", f"c{n % 7}", f"c{n}", f"c{n % 7}", f"c{n}", "LINKS_TO")
+                    for n in range(40)), key=edge_order)
+    edges.append(Edge("relation", "c1", "c2", "c1", "c2", "uses"))
+    assert _in_edge_order(tuple(edges))
+    assert _in_edge_order((edges[0], edges[0]))  # equal keys side by side are in order
+    assert _in_edge_order(())
+    assert not _in_edge_order((edges[1], edges[0]))
+    assert not _in_edge_order(tuple(edges[::-1]))
+    assert not _in_edge_order((Edge("field", "a", "b", "a", "b", "SOURCED_FROM"),))
+
+
 def test_a_restarted_search_reads_its_columns_and_index_back(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
