@@ -50,8 +50,12 @@ def _bundle(seed: int) -> dict[str, str]:
             links += f"[me](/{concept_id}.md) "  # a loop
         relations = ""
         if n % 2 == 0:
-            targets = "".join(f"    - target: /{rng.choice(ids)}.md\n" for _ in range(2))
-            relations = f"relations:\n  {rng.choice(['uses', 'Feeds', 'uses'])}:\n{targets}"
+            # A reference is a concept ID (a fragment names a part of it); DESCRIBES is also
+            # a field edge's name, so some keys tie with the field edge of `resource`.
+            targets = "".join(f"    - target: {rng.choice(ids)}{rng.choice(['', '#part'])}\n"
+                              for _ in range(2))
+            kind = rng.choice(["uses", "Feeds", "uses", "DESCRIBES"])
+            relations = f"relations:\n  {kind}:\n{targets}"
         field = f"resource: /{rng.choice(ids)}.md\n" if n % 3 == 0 else ""
         tags = ", ".join(rng.sample(["a", "b", "c", "d"], rng.randrange(3)))
         headings = "".join(f"\n# Part {h}\n\ntext {h}\n" for h in range(rng.randrange(4)))
@@ -145,13 +149,20 @@ SELECTIONS = {
 }
 
 
+@pytest.mark.parametrize("arrays", [False, True], ids=["arc-by-arc", "arrays"])
 @pytest.mark.parametrize("seed", range(4))
 @pytest.mark.parametrize("name", sorted(SELECTIONS))
-def test_the_walk_agrees_with_its_steps(seed: int, name: str) -> None:
+def test_the_walk_agrees_with_its_steps(seed: int, name: str, arrays: bool) -> None:
+    """Arc by arc, and over the walk arrays once the warm-up has built them (for a selection
+    of every edge: the others walk arc by arc still)."""
     snapshot = snapshot_of(_bundle(seed))
     graph = graph_of(snapshot)
     selection = SELECTIONS[name]
     token = CancelToken()
+    if arrays:
+        _warm_walk_arrays(snapshot)
+    assert (graph_module._arrays_for(graph, selection) is not None) == (
+        arrays and name in {"every", "outgoing", "subgraph"})
     concept_ids = sorted(snapshot.concepts)
     first = graph.concept(concept_ids[seed])
     sections = [s for c in concept_ids for s in graph.sections_of(c)]
@@ -166,6 +177,51 @@ def test_the_walk_agrees_with_its_steps(seed: int, name: str) -> None:
                 assert walked.found == tuple(expected), (seeds, depth, edges)
                 assert walked.cut == cut
                 assert walked.total == len(expected)
+
+
+def _warm_walk_arrays(snapshot: Any) -> None:
+    warm = graph_module.WALK_ARRAYS.warm
+    assert warm is not None
+    warm(snapshot, CancelToken())
+
+
+def test_a_walk_never_builds_the_walk_arrays() -> None:
+    """Only the warm-up builds them: a walk before it goes arc by arc and builds no
+    whole-bundle structure (issue 29: a small call does the work its answer needs)."""
+    snapshot = snapshot_of(_bundle(0))
+    graph = graph_of(snapshot)
+    start = graph.concept(sorted(snapshot.concepts)[0])
+    walk(graph, [start], Selection.every(), 3, UNBOUNDED, CancelToken())
+    assert graph_module._arrays_for(graph, Selection.every()) is None
+    _warm_walk_arrays(snapshot)
+    assert graph_module._arrays_for(graph, Selection.every()) is not None
+
+
+def test_equal_keys_keep_the_first_arc_in_both_walks() -> None:
+    """A relation and a field edge of one name between the same two concepts have equal keys:
+    the walk keeps the relation (the concept's links and relations come before its field
+    edges) and counts both, arc by arc and over the arrays alike."""
+    files = {
+        "index.md": '---\nokf_version: "0.2"\n---\n# Bundle\n',
+        "a.md": "---\ntype: Note\nresource: /b.md\nrelations:\n  DESCRIBES:\n"
+                "    - target: b\n---\nA.\n",
+        "b.md": "---\ntype: Note\n---\nB.\n",
+    }
+    snapshot = snapshot_of(files)
+    graph = graph_of(snapshot)
+    answers = []
+    for arrays in (False, True):
+        if arrays:
+            _warm_walk_arrays(snapshot)
+        for start, other in (("a", "b"), ("b", "a")):
+            found = walk(graph, [graph.concept(start)], Selection.every(), 1, UNBOUNDED,
+                         CancelToken()).found
+            (reached,) = found
+            assert reached.entity.id == other
+            assert (reached.step.kind, reached.step.relationship, reached.edge_count) == (
+                "relation", "DESCRIBES", 2)
+            answers.append(found)
+    assert answers[:2] == answers[2:]
 
 
 def test_a_walk_builds_arcs_only_for_the_concepts_it_expands() -> None:

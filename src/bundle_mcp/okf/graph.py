@@ -24,10 +24,11 @@ expands each tag once per level from the tag index, and callers test a pair with
 :meth:`BundleGraph.tags_of`.
 
 Walk. :func:`walk` is the one breadth-first walk, in a fixed order, with a :class:`Budget` that
-decides how much work it may do: expand_neighbors caps the edges it examines
-(:class:`EdgeBudget`); query_subgraph walks :data:`UNBOUNDED`, because depth (at most 3) bounds
-its walk and its object and token budgets apply to the ranked result, whose total must count
-everything within depth.
+decides how much work it may do (arc by arc, or a level at once over the warm-up's numpy
+columns of the same adjacency, :mod:`bundle_mcp.okf.walk_arrays`, with the same result):
+expand_neighbors caps the edges it examines (:class:`EdgeBudget`); query_subgraph walks
+:data:`UNBOUNDED`, because depth (at most 3) bounds its walk and its object and token budgets
+apply to the ranked result, whose total must count everything within depth.
 
 Caching. What depends on the snapshot alone (the concept entities, each concept's sections, each
 concept's tags, the arcs of each concept a walk expanded (its edges with their ranking keys
@@ -43,16 +44,17 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import re
 import sys
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from ..cancel import CancelToken
-from ..derived import Slot, of_snapshot
+from ..derived import Slot, built_value, of_snapshot
 from ..model import (
     FIELD,
     LINKS_TO,
@@ -81,6 +83,9 @@ from .names import name_of
 from .properties import tags as concept_tags
 from .properties import text_field
 from .sections import locator, parse_locator, section_name, section_number_at
+
+if TYPE_CHECKING:
+    from .walk_arrays import WalkArrays
 
 # Relationship names, as tools report and filter them (a typed relation goes by its own name;
 # a link's, LINKS_TO, is the edge model's).
@@ -143,6 +148,25 @@ def _warm_field_edges(snapshot: Snapshot, token: CancelToken) -> None:
     field_edges(snapshot, token)
 
 
+def _warm_walk_arrays(snapshot: Snapshot, token: CancelToken) -> None:
+    # Imported here: numpy comes with it, and no call's path builds the arrays.
+    from . import walk_arrays
+
+    def build() -> WalkArrays:
+        graph = graph_of(snapshot)
+        ids = tuple(sorted(snapshot.concepts))
+        fields = sorted((e for concept_id, found in field_edges(snapshot, token).items()
+                         for e in found if e.source_id == concept_id), key=_field_order)
+        token.check()
+        section_arcs, sections = graph.section_counts(ids, token)
+        token.check()
+        return walk_arrays.build(walk_arrays.Adjacency(
+            ids, snapshot.edges, fields, EDGE_WEIGHT, INCOMING < OUTGOING, section_arcs,
+            sections), token)
+
+    of_snapshot(snapshot, WALK_ARRAYS, build, check=token.check)
+
+
 GRAPH: Slot[BundleGraph] = Slot(
     "graph", "snapshot",
     "entities, adjacency and tag index of the traversal verbs (BundleGraph)",
@@ -155,7 +179,14 @@ FIELD_EDGES: Slot[Mapping[str, tuple[Edge, ...]]] = Slot(
     "concepts they name, per concept; Snapshot.edges stays links and relations only",
     _warm_field_edges,
 )
-SLOTS = (FIELD_EDGES, GRAPH)
+WALK_ARRAYS: Slot[WalkArrays] = Slot(
+    "walk_arrays", "snapshot",
+    "every concept's arcs (links, relations, field edges) as numpy columns with their keys' "
+    "ranks, so a walk with every edge selected expands a level in a few array operations "
+    "(okf/walk_arrays.py); built by the warm-up only, a walk before it goes arc by arc",
+    _warm_walk_arrays,
+)
+SLOTS = (FIELD_EDGES, GRAPH, WALK_ARRAYS)
 
 ELLIPSIS = "…"
 _NON_SPACE = re.compile(r"\S+")
@@ -610,7 +641,7 @@ class BundleGraph:
         :meth:`section_arcs` key's) is ``section_id``."""
         return Entity(section_id, concept.id, self.snapshot.concepts, number, concept.doc)
 
-    def _ids_with_hash(self) -> bool:
+    def ids_with_hash(self) -> bool:
         """Whether some concept ID holds a '#' (of the lazy concepts, any file's that would be
         a concept if it parses: no document is built to answer)."""
         concepts = self.snapshot.concepts
@@ -797,7 +828,7 @@ class BundleGraph:
             prefix = locator(self.snapshot.concept_path(concept_id), 1, 1).removesuffix("L1-L1")
             # Only an ID with '#' can be a locator; most bundles have none, and their sections
             # are then never looked up among the concepts.
-            check = self._ids_with_hash()
+            check = self.ids_with_hash()
             arcs: list[SectionArc] = []
             for number in range(len(spans) // 2):
                 section_id = f"{prefix}L{spans[2 * number]}-L{spans[2 * number + 1]}"
@@ -814,7 +845,7 @@ class BundleGraph:
         what an earlier process on the same files kept of every concept's (``okf.kept_spans``),
         else from its document, built now."""
         if not self._built(concept_id):
-            kept = self._kept_spans()
+            kept = self.kept_spans()
             found = None if kept is None else kept.of(concept_id)
             if found is not None:
                 return found
@@ -825,7 +856,27 @@ class BundleGraph:
         :meth:`spans`: a walk asks it of every concept it expands."""
         return len(self.spans(concept_id)) > 2
 
-    def _kept_spans(self) -> KeptSpans | None:
+    def section_counts(self, ids: Sequence[str], token: CancelToken
+                       ) -> tuple[list[int], list[int]]:
+        """For each concept of ``ids``, how many :meth:`section_arcs` it has and how many
+        sections: from the spans an earlier process kept (a restart), else concept by
+        concept."""
+        kept = self.kept_spans()
+        exact = self.ids_with_hash()  # a section whose locator is a concept ID is no entity
+        if kept is not None and not exact and all(c in kept.places for c in ids):
+            starts, places = kept.starts, kept.places
+            counts = [(starts[places[c] + 1] - starts[places[c]]) // 2 for c in ids]
+            return counts, counts
+        arcs: list[int] = []
+        sections: list[int] = []
+        for n, concept_id in enumerate(ids):
+            if n % 1024 == 0:
+                token.check()
+            sections.append(len(self.spans(concept_id)) // 2)
+            arcs.append(len(self.section_arcs(concept_id)) if exact else sections[-1])
+        return arcs, sections
+
+    def kept_spans(self) -> KeptSpans | None:
         """Every concept's spans as an earlier process kept them for this revision, read
         once; ``None`` when none were kept (or they do not fit)."""
         def read() -> KeptSpans | None:
@@ -843,7 +894,7 @@ class BundleGraph:
         kept already or this snapshot was not loaded from the files (after a change this
         process updates its own values; it never reads these back)."""
         snapshot = self.snapshot
-        if snapshot.inbound is None or not snapshot.loaded or self._kept_spans() is not None:
+        if snapshot.inbound is None or not snapshot.loaded or self.kept_spans() is not None:
             return
         snapshot.inbound.keep_bytes(snapshot.revision, SPANS_NAME,
                                     packed_spans(snapshot.concepts, token))
@@ -1082,11 +1133,17 @@ def walk(
     A node's edges are those :meth:`BundleGraph.steps` lists (without loops), in its order and
     for the same budget, but read from the concept's :meth:`~BundleGraph.arcs`: a walk of a
     dense neighbourhood looks at tens of thousands of edges and keeps a few thousand nodes, so
-    it builds no object per edge (``tests/test_walk_agrees.py`` holds it to ``steps``).
+    it builds no object per edge (``tests/test_walk_agrees.py`` holds it to ``steps``). Once
+    the warm-up has built the walk arrays (:data:`WALK_ARRAYS`), a selection of every edge
+    expands each level over them instead (:func:`_walk_arrays`), with the same result.
     """
     visited = {seed.id for seed in seeds}
-    frontier: Iterable[Entity] = sorted(seeds, key=lambda e: e.id)
+    ordered = sorted(seeds, key=lambda e: e.id)
+    frontier: Iterable[Entity] = ordered
     levels: list[tuple[Reach, ...]] = []
+    arrays = _arrays_for(graph, selection)
+    if arrays is not None:
+        return _walk_arrays(graph, arrays, ordered, selection, depth, budget, token)
     for distance in range(1, depth + 1):
         level = _Level()
         expanded: list[Entity] = []
@@ -1110,6 +1167,144 @@ def walk(
         # short makes none for the nodes it never expands (thousands past a hub).
         frontier = (_entity(graph, r) for r in reached)
     return Walk(graph, tuple(levels), budget.exhausted)
+
+
+def _arrays_for(graph: BundleGraph, selection: Selection) -> WalkArrays | None:
+    """The snapshot's walk arrays when the warm-up has built them and the selection follows
+    every edge they hold (their module is imported only then: numpy is already)."""
+    if not (selection.links and selection.typed is None and selection.fields is None
+            and selection.project is None):
+        return None
+    return built_value(graph.snapshot, WALK_ARRAYS)
+
+
+def _walk_arrays(
+    graph: BundleGraph,
+    arrays: WalkArrays,
+    seeds: list[Entity],
+    selection: Selection,
+    depth: int,
+    budget: Budget,
+    token: CancelToken,
+) -> Walk:
+    """:func:`walk` over the arrays: each level's concepts wholly within the budget expanded
+    at once (:func:`~bundle_mcp.okf.walk_arrays.best_arcs`), their sections, the frontier's
+    sections and the node the budget runs out in as :func:`_expand` offers them."""
+    from .walk_arrays import mark, seen_mask
+
+    visited = {seed.id for seed in seeds}
+    seen = seen_mask(arrays, visited)
+    frontier: Sequence[Entity] | Sequence[Reach] = seeds
+    levels: list[tuple[Reach, ...]] = []
+    for distance in range(1, depth + 1):
+        level = _Level()
+        expanded = _expand_level(graph, arrays, frontier, selection, budget, token, visited,
+                                 seen, level)
+        if selection.community and expanded is not None:
+            _offer_communities(graph, selection, expanded, visited, budget, token, level)
+        token.check()
+        best = level.best
+        reached = tuple(map(best.__getitem__, sorted(best)))
+        levels.append(reached)
+        visited.update(best)
+        if budget.exhausted or not reached or distance == depth:
+            break
+        mark(arrays, seen, best)
+        frontier = reached
+    return Walk(graph, tuple(levels), budget.exhausted)
+
+
+def _expand_level(
+    graph: BundleGraph,
+    arrays: WalkArrays,
+    frontier: Sequence[Entity] | Sequence[Reach],
+    selection: Selection,
+    budget: Budget,
+    token: CancelToken,
+    visited: AbstractSet[str],
+    seen: Any,
+    level: _Level,
+) -> list[Entity] | None:
+    """Offer ``level`` what expanding ``frontier`` (in ID order) node by node with
+    :func:`_expand` would, for the same budget: the budget is granted once, the nodes wholly
+    within it are expanded together, and the one it runs out in arc by arc with what is left.
+    Returns the frontier's entities when the budget lasted (the walk then offers their shared
+    tags), else ``None``."""
+    import numpy as np
+
+    from .walk_arrays import best_arcs
+
+    count = len(frontier)
+    place = arrays.index
+    if frontier and isinstance(frontier[0], Entity):
+        seeds = cast(Sequence[Entity], frontier)
+        at = np.fromiter((place[e.id] if e.section_number is None else -1 for e in seeds),
+                         np.int64, count)
+    else:
+        reaches = cast(Sequence[Reach], frontier)
+        at = np.fromiter((place[r[TARGET]] if r[SECTION] is None else -1 for r in reaches),
+                         np.int64, count)
+    is_concept = at >= 0
+    units = arrays.units(selection.incoming and selection.part_of, selection.unsliced_sections)
+    units = np.where(is_concept, units[np.where(is_concept, at, 0)], 1)
+    reached = np.cumsum(units)
+    total = int(reached[-1]) if count else 0
+    granted = budget.grant(total)
+    whole = int(np.searchsorted(reached, granted, side="right"))  # nodes wholly granted
+    left = granted - (int(reached[whole - 1]) if whole else 0)
+    found = best_arcs(arrays, at[:whole][is_concept[:whole]], selection.incoming, seen, token)
+    best = level.best
+    # Each reached node's Reach made by C iterators (thousands a level): its key as _arcs
+    # spells it, from the best arc's edge, direction and expanded concept.
+    concept_ids = arrays.ids
+    edges = list(map(arrays.edges.__getitem__, found.edges))
+    kinds = list(map(_EDGE_KIND, edges))
+    owners = list(map(concept_ids.__getitem__, found.owners))
+    nodes = {owner: graph.concept(owner) for owner in set(owners)}
+    keys = zip(map(_NEGATIVE_WEIGHT.__getitem__, kinds), map(_EDGE_RELATIONSHIP, edges),
+               map(_DIRECTION.__getitem__, found.backwards), owners,
+               map(_EDGE_SOURCE_REF, edges), map(_EDGE_TARGET_REF, edges), strict=True)
+    targets = list(map(concept_ids.__getitem__, found.targets))
+    best.update(zip(targets, map(list, zip(
+        targets, keys, kinds, map(nodes.__getitem__, owners), [None] * len(targets),
+        found.counts, strict=True)), strict=True))
+    sectioned = selection.incoming and selection.part_of
+    for n in range(whole):
+        token.check()
+        concept_at = int(at[n])
+        if concept_at < 0:
+            # A section's only edge is PART_OF to the concept it was cut from.
+            if selection.part_of:
+                node = _node(graph, frontier[n])
+                if node.concept_id not in visited:
+                    key = (-PART_OF_WEIGHT, PART_OF, OUTGOING, node.id, node.id,
+                           node.concept_id)
+                    _offer(best, node.concept_id, key, PART_OF_KIND, node, None, 1)
+        elif sectioned and arrays.sections[concept_at] and (
+                selection.unsliced_sections or arrays.sliced[concept_at]):
+            node = _node(graph, frontier[n])
+            for key, number in graph.section_arcs(node.id):
+                if key[4] not in visited:
+                    _offer(best, key[4], key, PART_OF_KIND, node, number, 1)
+    if whole < count and left:
+        _expand(graph, _node(graph, frontier[whole]), selection, EdgeBudget(left), token,
+                visited, level)
+    if granted < total or budget.exhausted:
+        return None
+    return [_node(graph, node) for node in frontier]
+
+
+# What _expand_level reads of an edge and its arc, in C.
+_EDGE_KIND: Callable[[Edge], str] = operator.itemgetter(0)
+_EDGE_SOURCE_REF: Callable[[Edge], str] = operator.itemgetter(3)
+_EDGE_TARGET_REF: Callable[[Edge], str] = operator.itemgetter(4)
+_EDGE_RELATIONSHIP: Callable[[Edge], str] = operator.itemgetter(5)
+_NEGATIVE_WEIGHT = {kind: -weight for kind, weight in EDGE_WEIGHT.items()}
+_DIRECTION = (OUTGOING, INCOMING)  # by whether the arc is walked backwards
+
+
+def _node(graph: BundleGraph, node: Entity | Reach) -> Entity:
+    return node if isinstance(node, Entity) else _entity(graph, node)
 
 
 def _entity(graph: BundleGraph, reach: Reach) -> Entity:

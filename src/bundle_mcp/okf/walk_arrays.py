@@ -1,0 +1,237 @@
+"""The walk's adjacency of a whole snapshot in arrays, and one level of a walk made over them.
+
+:func:`bundle_mcp.okf.graph.walk` ranks each edge of each node it expands in Python, one arc at
+a time (about 1.8 µs an arc). A depth-2 walk from a hub of the 10,000-concept bench bundle looks
+at 20,000 arcs, most of its time. Here every concept's arcs (its links, relations and field
+edges, in :meth:`~bundle_mcp.okf.graph.BundleGraph.arcs` then
+:meth:`~bundle_mcp.okf.graph.BundleGraph.field_arcs` order) are kept as columns, each with the
+rank of its :data:`~bundle_mcp.okf.graph.Key` among all the arcs' keys, so a level's arcs are
+gathered, masked and reduced to each reached node's best edge and edge count in a few numpy
+operations; only the nodes reached become Python objects.
+
+Built by the warm-up (the slot :data:`~bundle_mcp.okf.graph.WALK_ARRAYS`), never by a call: a
+walk uses the arrays when they are built and the selection admits every link, relation and field
+edge (the default of expand_neighbors and query_subgraph), and otherwise walks arc by arc as
+before. The two agree node for node, edge for edge and count for count
+(``tests/test_walk_agrees.py`` runs every walk both ways).
+
+The rank. A key orders by (-weight, relationship, direction, the expanded concept's ID, the
+edge's two ends): weights, relationships and ends are coded by their places among the distinct
+values sorted as Python sorts them (so codes compare as the strings do), concept IDs by their
+place in ID order, and equal keys (a relation and a field edge of one name between the same two
+concepts) by the arc's place in the concept's list, which a walk arc by arc keeps the first of.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ..cancel import CancelToken
+from ..model import Edge
+
+__all__ = ["Adjacency", "BestArcs", "WalkArrays", "best_arcs", "build", "mark", "seen_mask"]
+
+Ints = npt.NDArray[np.integer[Any]]
+Flags = npt.NDArray[np.bool_]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class WalkArrays:
+    """Every concept's arcs as columns, concept by concept in ID order.
+
+    Concept ``c`` (``ids[c]``) owns arcs ``starts[c]:starts[c + 1]``; arc ``a`` leads to concept
+    ``other[a]`` over ``edges[edge[a]]``, against that edge's stored direction when
+    ``backwards[a]``; ``walkable[a]`` is false for a concept's edge to itself (a walk pays for
+    it and never follows it); ``rank[a]`` is the place of its key among every arc's.
+    ``sections[c]`` is how many ``PART_OF`` arcs the concept offers over incoming edges
+    (:meth:`~bundle_mcp.okf.graph.BundleGraph.section_arcs`) and ``sliced[c]`` whether it is cut
+    into two sections or more."""
+
+    ids: tuple[str, ...]
+    index: Mapping[str, int]
+    edges: tuple[Edge, ...]  # the snapshot's links and relations, then its field edges
+    starts: Ints
+    other: Ints
+    edge: Ints
+    backwards: Flags
+    walkable: Flags
+    rank: Ints
+    sections: Ints
+    sliced: Flags
+
+    def units(self, sections: bool, unsliced: bool) -> Ints:
+        """What expanding each concept costs a walk's budget: an arc each, and a unit each of
+        its sections when the walk offers them (``sections``; with ``unsliced``, a concept's
+        single section too)."""
+        arcs = np.diff(self.starts)
+        if not sections:
+            return arcs
+        offered = self.sections if unsliced else np.where(self.sliced, self.sections, 0)
+        result: Ints = arcs + offered
+        return result
+
+
+@dataclass(frozen=True, slots=True)
+class Adjacency:
+    """What the arrays are made of: the concept IDs in ID order, the snapshot's links and
+    relations (in edge order) and field edges (by source, relationship, target), each kind's
+    weight, whether ``incoming`` sorts before ``outgoing`` (the key's direction), and each
+    concept's count of ``PART_OF`` arcs and of sections."""
+
+    ids: tuple[str, ...]
+    links: tuple[Edge, ...]
+    fields: Sequence[Edge]
+    weights: Mapping[str, float]
+    incoming_first: bool
+    section_arcs: Sequence[int]
+    sections: Sequence[int]
+
+
+def build(adjacency: Adjacency, token: CancelToken) -> WalkArrays:
+    """The arrays of one snapshot's adjacency."""
+    ids, links = adjacency.ids, adjacency.links
+    index = {concept_id: n for n, concept_id in enumerate(ids)}
+    edges = (*links, *adjacency.fields)
+    token.check()
+    count = len(edges)
+    group = np.zeros(count, np.int8)
+    group[len(links):] = 1
+    source = _places(map(_SOURCE, edges), index, count)
+    target = _places(map(_TARGET, edges), index, count)
+    token.check()
+    kinds = list(map(_KIND, edges))
+    weight_of = adjacency.weights
+    weight_places = _codes({-weight_of[kind] for kind in kinds})
+    weights = _places(kinds, {kind: weight_places[-weight_of[kind]] for kind in set(kinds)},
+                      count)
+    token.check()
+    relationships = list(map(_RELATIONSHIP, edges))
+    relationship_places = _codes(set(relationships))
+    relationships_at = _places(relationships, relationship_places, count)
+    source_refs, target_refs = list(map(_SOURCE_REF, edges)), list(map(_TARGET_REF, edges))
+    ends = _codes({*source_refs, *target_refs})
+    source_ref, target_ref = _places(source_refs, ends, count), _places(target_refs, ends, count)
+    token.check()
+    loop = source == target
+    numbered = np.arange(count, dtype=np.int32)
+    # Each edge gives its source an arc (a loop only that one) and its target one walked back.
+    back = ~loop
+    edge = np.concatenate((numbered, numbered[back]))
+    owner = np.concatenate((source, target[back]))
+    other = np.concatenate((target, source[back]))
+    backwards = np.concatenate((np.zeros(count, np.bool_), np.ones(int(back.sum()), np.bool_)))
+    # Codes compare as the strings do, and so does the direction.
+    direction = ~backwards if adjacency.incoming_first else backwards
+    token.check()
+    # Key order: weight, relationship, direction, owner, source end, target end; then the arc's
+    # place in its concept's list (links and relations in edge order, then field edges). The
+    # codes are packed into three int64 keys (each part below the next one's multiplier).
+    weight_first = (weights[edge].astype(np.int64) * len(relationship_places)
+                    + relationships_at[edge]) * 2 + direction
+    by_owner_key = weight_first * len(ids) + owner
+    by_ends = source_ref[edge].astype(np.int64) * len(ends) + target_ref[edge]
+    order = np.lexsort((group[edge].astype(np.int64) * count + edge, by_ends, by_owner_key))
+    rank = np.empty(len(order), np.int32)
+    rank[order] = np.arange(len(order), dtype=np.int32)
+    token.check()
+    # Each concept's arcs together, in its list's order (the walk arc by arc reads them so).
+    by_owner = np.lexsort((edge, group[edge], owner))
+    starts = np.zeros(len(ids) + 1, np.int64)
+    np.cumsum(np.bincount(owner, minlength=len(ids)), out=starts[1:])
+    return WalkArrays(
+        ids=ids, index=index, edges=edges, starts=starts, other=other[by_owner],
+        edge=edge[by_owner], backwards=backwards[by_owner], walkable=~loop[edge[by_owner]],
+        rank=rank[by_owner], sections=np.array(adjacency.section_arcs, np.int64),
+        sliced=np.array(adjacency.sections, np.int64) > 1,
+    )
+
+
+# An edge's fields, read in C.
+_KIND: Callable[[Edge], str] = operator.itemgetter(0)
+_SOURCE: Callable[[Edge], str] = operator.itemgetter(1)
+_TARGET: Callable[[Edge], str] = operator.itemgetter(2)
+_SOURCE_REF: Callable[[Edge], str] = operator.itemgetter(3)
+_TARGET_REF: Callable[[Edge], str] = operator.itemgetter(4)
+_RELATIONSHIP: Callable[[Edge], str] = operator.itemgetter(5)
+
+
+def _codes(values: Iterable[Any]) -> dict[Any, int]:
+    """Each distinct value's place among them, sorted as Python sorts them."""
+    return {value: n for n, value in enumerate(sorted(values))}
+
+
+def _places(values: Iterable[Any], places: Mapping[Any, int], count: int) -> Ints:
+    return np.fromiter(map(places.__getitem__, values), np.int32, count)
+
+
+# --------------------------------------------------------------------------------------------
+# One level
+
+
+def seen_mask(arrays: WalkArrays, visited: Iterable[str]) -> Flags:
+    """Which concepts ``visited`` holds (its sections are no concepts)."""
+    seen = np.zeros(len(arrays.ids), np.bool_)
+    mark(arrays, seen, visited)
+    return seen
+
+
+def mark(arrays: WalkArrays, seen: Flags, visited: Iterable[str]) -> None:
+    """Add the concepts among ``visited`` to ``seen``."""
+    place = arrays.index.get
+    found = [n for n in map(place, visited) if n is not None]
+    seen[np.array(found, np.int64)] = True
+
+
+@dataclass(frozen=True, slots=True)
+class BestArcs:
+    """What a level's arcs reach, target by target in index order: the best arc's edge (its
+    place in ``WalkArrays.edges``), whether it is walked backwards, the concept expanded over
+    it, and how many walkable arcs reach the target."""
+
+    targets: list[int]
+    edges: list[int]
+    backwards: list[bool]
+    owners: list[int]
+    counts: list[int]
+
+
+def best_arcs(arrays: WalkArrays, concepts: Ints, incoming: bool, seen: Flags,
+              token: CancelToken) -> BestArcs:
+    """Every arc of ``concepts`` (concept places) to a concept not ``seen`` (walked against its
+    edge's direction only when ``incoming``), reduced to each target's best arc and count."""
+    starts = arrays.starts[concepts]
+    lengths = arrays.starts[concepts + 1] - starts
+    total = int(lengths.sum())
+    if not total:
+        return BestArcs([], [], [], [], [])
+    # Arc n of the run is starts[concept] + (n - where that concept's part of the run begins).
+    begins = np.cumsum(lengths) - lengths
+    arcs = np.repeat(starts - begins, lengths) + np.arange(total, dtype=np.int64)
+    owners = np.repeat(concepts, lengths)
+    token.check()
+    other = arrays.other[arcs]
+    keep = arrays.walkable[arcs] & ~seen[other]
+    if not incoming:
+        keep &= ~arrays.backwards[arcs]
+    arcs, owners, other = arcs[keep], owners[keep], other[keep]
+    if not len(arcs):
+        return BestArcs([], [], [], [], [])
+    token.check()
+    # By target, the best rank first: each target's run begins with its best arc.
+    order = np.lexsort((arrays.rank[arcs], other))
+    other = other[order]
+    firsts = np.flatnonzero(np.concatenate(([True], other[1:] != other[:-1])))
+    chosen = arcs[order[firsts]]
+    return BestArcs(
+        targets=other[firsts].tolist(),
+        edges=arrays.edge[chosen].tolist(),
+        backwards=arrays.backwards[chosen].tolist(),
+        owners=owners[order[firsts]].tolist(),
+        counts=np.diff(np.append(firsts, len(other))).tolist(),
+    )
