@@ -25,6 +25,7 @@ import fcntl
 import json
 import logging
 import os
+import stat
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ from .wire_lines import LineSource
 
 __all__ = [
     "HANDSHAKE_VERSIONS",
+    "PIPE_BYTES",
     "INSTRUCTIONS",
     "SERVER_NAME",
     "STDIO_CAPABILITIES",
@@ -45,6 +47,7 @@ __all__ = [
     "early_answer",
     "open_stdio",
     "plain_id",
+    "widen_pipe",
 ]
 
 log = logging.getLogger(__name__)
@@ -234,6 +237,7 @@ def claimed_stdio() -> Iterator[tuple[BinaryIO, BinaryIO]]:
     # closed at start) and are not inherited by child processes.
     wire_in = fcntl.fcntl(0, fcntl.F_DUPFD_CLOEXEC, 3)
     wire_out = fcntl.fcntl(1, fcntl.F_DUPFD_CLOEXEC, 3)
+    widen_pipe(wire_out)
     _divert(0, os.O_RDONLY)
     _divert(1, os.O_WRONLY, onto=2)
     try:
@@ -244,6 +248,32 @@ def claimed_stdio() -> Iterator[tuple[BinaryIO, BinaryIO]]:
         sys.stdout.flush()
         os.dup2(wire_in, 0)
         os.dup2(wire_out, 1)
+
+
+# The pipe buffer asked for on the wire out: Linux's default ceiling for a process without
+# privileges (/proc/sys/fs/pipe-max-size), 16 times its default of 64 KiB.
+PIPE_BYTES = 1 << 20
+
+
+def widen_pipe(fd: int) -> int | None:
+    """Ask for a :data:`PIPE_BYTES` buffer when ``fd`` is a pipe (Linux), and return the size
+    it has then; ``None`` where there is no such setting or the kernel refuses (another system,
+    a file or a socket, a limit below it, too many pipe pages for the user already).
+
+    A big answer is written faster: get_semantic_graph's line at 10,000 concepts is about 30
+    MB (its structured content and the text block's JSON string), and the writer blocks each
+    time the pipe is full until the client has read it, 460 times with 64 KiB and 29 with 1
+    MiB (the bench client's median 140-144 → 99-108 ms, three runs each, alternated).
+    """
+    set_size = getattr(fcntl, "F_SETPIPE_SZ", None)
+    if set_size is None:
+        return None
+    try:
+        if not stat.S_ISFIFO(os.fstat(fd).st_mode):
+            return None
+        return int(fcntl.fcntl(fd, set_size, PIPE_BYTES))
+    except OSError:
+        return None
 
 
 def _divert(fd: int, flags: int, onto: int | None = None) -> None:
