@@ -187,14 +187,20 @@ def _warm_walk_arrays(snapshot: Any) -> None:
 
 def test_a_walk_never_builds_the_walk_arrays() -> None:
     """Only the warm-up builds them: a walk before it goes arc by arc and builds no
-    whole-bundle structure (issue 29: a small call does the work its answer needs)."""
+    whole-bundle structure (issue 29: a small call does the work its answer needs). Built,
+    they are read-only."""
     snapshot = snapshot_of(_bundle(0))
     graph = graph_of(snapshot)
     start = graph.concept(sorted(snapshot.concepts)[0])
     walk(graph, [start], Selection.every(), 3, UNBOUNDED, CancelToken())
     assert graph_module._arrays_for(graph, Selection.every()) is None
     _warm_walk_arrays(snapshot)
-    assert graph_module._arrays_for(graph, Selection.every()) is not None
+    arrays = graph_module._arrays_for(graph, Selection.every())
+    assert arrays is not None
+    # Shared by every call on the snapshot: no call can change them.
+    assert not any(column.flags.writeable for column in (
+        arrays.starts, arrays.other, arrays.edge, arrays.backwards, arrays.walkable,
+        arrays.rank, arrays.sections, arrays.sliced))
 
 
 def test_equal_keys_keep_the_first_arc_in_both_walks() -> None:

@@ -51,7 +51,8 @@ class WalkArrays:
     it and never follows it); ``rank[a]`` is the place of its key among every arc's.
     ``sections[c]`` is how many ``PART_OF`` arcs the concept offers over incoming edges
     (:meth:`~bundle_mcp.okf.graph.BundleGraph.section_arcs`) and ``sliced[c]`` whether it is cut
-    into two sections or more."""
+    into two sections or more. The columns are read-only: every call on the snapshot shares
+    them."""
 
     ids: tuple[str, ...]
     index: Mapping[str, int]
@@ -144,12 +145,15 @@ def build(adjacency: Adjacency, token: CancelToken) -> WalkArrays:
     by_owner = np.lexsort((edge, group[edge], owner))
     starts = np.zeros(len(ids) + 1, np.int64)
     np.cumsum(np.bincount(owner, minlength=len(ids)), out=starts[1:])
-    return WalkArrays(
-        ids=ids, index=index, edges=edges, starts=starts, other=other[by_owner],
-        edge=edge[by_owner], backwards=backwards[by_owner], walkable=~loop[edge[by_owner]],
-        rank=rank[by_owner], sections=np.array(adjacency.section_arcs, np.int64),
-        sliced=np.array(adjacency.sections, np.int64) > 1,
-    )
+    columns = (starts, other[by_owner], edge[by_owner], backwards[by_owner],
+               ~loop[edge[by_owner]], rank[by_owner], np.array(adjacency.section_arcs, np.int64),
+               np.array(adjacency.sections, np.int64) > 1)
+    for column in columns:
+        column.flags.writeable = False  # shared by every call on the snapshot
+    starts, other, edge, backwards, walkable, rank, sections, sliced = columns
+    return WalkArrays(ids=ids, index=index, edges=edges, starts=starts, other=other, edge=edge,
+                      backwards=backwards, walkable=walkable, rank=rank, sections=sections,
+                      sliced=sliced)
 
 
 # An edge's fields, read in C.
