@@ -32,7 +32,7 @@ from bundle_mcp.okf.graph import (
     graph_of,
     walk,
 )
-from bundle_mcp.tools import expand_neighbors
+from bundle_mcp.tools import expand_neighbors, query_subgraph
 from bundle_mcp.tools._walk_params import subgraph_selection
 from toolcall import run_tool, snapshot_of
 
@@ -228,6 +228,22 @@ def test_equal_keys_keep_the_first_arc_in_both_walks() -> None:
                 "relation", "DESCRIBES", 2)
             answers.append(found)
     assert answers[:2] == answers[2:]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_walk_tools_answer_the_same_over_the_arrays(seed: int) -> None:
+    """expand_neighbors and query_subgraph, whole answers, before and after the warm-up has
+    built the walk arrays: byte for byte the same (their defaults walk every edge)."""
+    snapshot = snapshot_of(_bundle(seed))
+    start = sorted(snapshot.concepts)[seed]
+    calls = [(expand_neighbors, {"entity_ids": [start], "depth": depth, "limit": 50,
+                                 "include_incoming": incoming})
+             for depth in (1, 2, 3) for incoming in (True, False)]
+    calls += [(query_subgraph, {"seed_ids": [start], "depth": depth}) for depth in (1, 2, 3)]
+    before = [run_tool(tool, snapshot, params) for tool, params in calls]
+    _warm_walk_arrays(snapshot)
+    assert graph_module._arrays_for(graph_of(snapshot), Selection.every()) is not None
+    assert [run_tool(tool, snapshot, params) for tool, params in calls] == before
 
 
 def test_a_walk_builds_arcs_only_for_the_concepts_it_expands() -> None:

@@ -1156,17 +1156,24 @@ def walk(
         if selection.community and not budget.exhausted:
             # The budget lasted: every node of the frontier was expanded.
             _offer_communities(graph, selection, expanded, visited, budget, token, level)
-        token.check()
-        best = level.best
-        reached = tuple(map(best.__getitem__, sorted(best)))
-        levels.append(reached)
-        visited.update(best)
+        reached = _close(level, levels, visited, token)
         if budget.exhausted or not reached or distance == depth:
             break
         # Each node's entity made as the next level comes to it: a level the budget cuts
         # short makes none for the nodes it never expands (thousands past a hub).
         frontier = (_entity(graph, r) for r in reached)
     return Walk(graph, tuple(levels), budget.exhausted)
+
+
+def _close(level: _Level, levels: list[tuple[Reach, ...]], visited: set[str],
+           token: CancelToken) -> tuple[Reach, ...]:
+    """The nodes ``level`` reached, by ID: added to ``levels`` and to ``visited``."""
+    token.check()
+    best = level.best
+    reached = tuple(map(best.__getitem__, sorted(best)))
+    levels.append(reached)
+    visited.update(best)
+    return reached
 
 
 def _arrays_for(graph: BundleGraph, selection: Selection) -> WalkArrays | None:
@@ -1202,14 +1209,10 @@ def _walk_arrays(
                                  seen, level)
         if selection.community and expanded is not None:
             _offer_communities(graph, selection, expanded, visited, budget, token, level)
-        token.check()
-        best = level.best
-        reached = tuple(map(best.__getitem__, sorted(best)))
-        levels.append(reached)
-        visited.update(best)
+        reached = _close(level, levels, visited, token)
         if budget.exhausted or not reached or distance == depth:
             break
-        mark(arrays, seen, best)
+        mark(arrays, seen, level.best)
         frontier = reached
     return Walk(graph, tuple(levels), budget.exhausted)
 
