@@ -203,6 +203,49 @@ def test_a_walk_never_builds_the_walk_arrays() -> None:
         arrays.rank, arrays.sections, arrays.sliced))
 
 
+def test_the_walk_arrays_step_checks_between_its_passes(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """The warm-up stands aside for a call only at a check of its token: each pass of the
+    step over every edge or arc (a column made, one stable sort by one key) comes after one,
+    so a call waits for one pass at most (docs/decisions/walk-arrays.md)."""
+    import numpy
+
+    from bundle_mcp.okf import walk_arrays
+
+    events: list[str] = []
+
+    class Recording(CancelToken):
+        def check(self) -> None:
+            events.append("check")
+            super().check()
+
+    made = walk_arrays._places
+
+    def places(*args: Any) -> Any:
+        events.append("pass")
+        return made(*args)
+
+    class Numpy:
+        """numpy, each sort recorded."""
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(numpy, name)
+
+        @staticmethod
+        def argsort(*args: Any, **kwargs: Any) -> Any:
+            events.append("pass")
+            return numpy.argsort(*args, **kwargs)
+
+    monkeypatch.setattr(walk_arrays, "_places", places)
+    monkeypatch.setattr(walk_arrays, "np", Numpy())
+    warm = graph_module.WALK_ARRAYS.warm
+    assert warm is not None
+    warm(snapshot_of(_bundle(0)), Recording())
+    passes = [n for n, event in enumerate(events) if event == "pass"]
+    assert len(passes) == 11  # six columns of codes; three sorts for the ranks, two for the order
+    assert all(events[n - 1] == "check" for n in passes)
+
+
 def test_equal_keys_keep_the_first_arc_in_both_walks() -> None:
     """A relation and a field edge of one name between the same two concepts have equal keys:
     the walk keeps the relation (the concept's links and relations come before its field
