@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import operator
 import re
 import sys
 import types
@@ -66,6 +65,10 @@ from ..model import (
     Memo,
     Section,
     Snapshot,
+    edge_kind,
+    edge_relationship,
+    edge_source_ref,
+    edge_target_ref,
     revision_edges,
     revision_value,
 )
@@ -381,6 +384,13 @@ class Selection:
             project=project,
             fields=field_edge_names(names),
         )
+
+    @property
+    def every_edge(self) -> bool:
+        """Whether every link, relation and field edge is followed, anywhere in the bundle
+        (no per-edge test of its kind or project is needed)."""
+        return (self.links and self.typed is None and self.fields is None
+                and self.project is None)
 
     def allows(self, kind: str, name: str) -> bool:
         """Whether an edge of this kind and name is followed: links when asked for, relations
@@ -1179,8 +1189,7 @@ def _close(level: _Level, levels: list[tuple[Reach, ...]], visited: set[str],
 def _arrays_for(graph: BundleGraph, selection: Selection) -> WalkArrays | None:
     """The snapshot's walk arrays when the warm-up has built them and the selection follows
     every edge they hold (their module is imported only then: numpy is already)."""
-    if not (selection.links and selection.typed is None and selection.fields is None
-            and selection.project is None):
+    if not selection.every_edge:
         return None
     return built_value(graph.snapshot, WALK_ARRAYS)
 
@@ -1261,12 +1270,12 @@ def _expand_level(
     # spells it, from the best arc's edge, direction and expanded concept.
     concept_ids = arrays.ids
     edges = list(map(arrays.edges.__getitem__, found.edges))
-    kinds = list(map(_EDGE_KIND, edges))
+    kinds = list(map(edge_kind, edges))
     owners = list(map(concept_ids.__getitem__, found.owners))
     nodes = {owner: graph.concept(owner) for owner in set(owners)}
-    keys = zip(map(_NEGATIVE_WEIGHT.__getitem__, kinds), map(_EDGE_RELATIONSHIP, edges),
+    keys = zip(map(_NEGATIVE_WEIGHT.__getitem__, kinds), map(edge_relationship, edges),
                map(_DIRECTION.__getitem__, found.backwards), owners,
-               map(_EDGE_SOURCE_REF, edges), map(_EDGE_TARGET_REF, edges), strict=True)
+               map(edge_source_ref, edges), map(edge_target_ref, edges), strict=True)
     targets = list(map(concept_ids.__getitem__, found.targets))
     best.update(zip(targets, map(list, zip(
         targets, keys, kinds, map(nodes.__getitem__, owners), [None] * len(targets),
@@ -1276,19 +1285,13 @@ def _expand_level(
         token.check()
         concept_at = int(at[n])
         if concept_at < 0:
-            # A section's only edge is PART_OF to the concept it was cut from.
-            if selection.part_of:
-                node = _node(graph, frontier[n])
-                if node.concept_id not in visited:
-                    key = (-PART_OF_WEIGHT, PART_OF, OUTGOING, node.id, node.id,
-                           node.concept_id)
-                    _offer(best, node.concept_id, key, PART_OF_KIND, node, None, 1)
+            # A section: its one unit is granted with the rest, as _expand grants it.
+            _expand(graph, _node(graph, frontier[n]), selection, UNBOUNDED, token, visited,
+                    level)
         elif sectioned and arrays.sections[concept_at] and (
                 selection.unsliced_sections or arrays.sliced[concept_at]):
             node = _node(graph, frontier[n])
-            for key, number in graph.section_arcs(node.id):
-                if key[4] not in visited:
-                    _offer(best, key[4], key, PART_OF_KIND, node, number, 1)
+            _offer_sections(best, node, graph.section_arcs(node.id), visited)
     if whole < count and left:
         _expand(graph, _node(graph, frontier[whole]), selection, EdgeBudget(left), token,
                 visited, level)
@@ -1297,11 +1300,7 @@ def _expand_level(
     return [_node(graph, node) for node in frontier]
 
 
-# What _expand_level reads of an edge and its arc, in C.
-_EDGE_KIND: Callable[[Edge], str] = operator.itemgetter(0)
-_EDGE_SOURCE_REF: Callable[[Edge], str] = operator.itemgetter(3)
-_EDGE_TARGET_REF: Callable[[Edge], str] = operator.itemgetter(4)
-_EDGE_RELATIONSHIP: Callable[[Edge], str] = operator.itemgetter(5)
+# What _expand_level reads of an arc's kind and direction, in C.
 _NEGATIVE_WEIGHT = {kind: -weight for kind, weight in EDGE_WEIGHT.items()}
 _DIRECTION = (OUTGOING, INCOMING)  # by whether the arc is walked backwards
 
@@ -1339,9 +1338,7 @@ def _expand(
         return
     concept_id = node.id
     incoming, project = selection.incoming, selection.project
-    # Selection.every() without a project admits every edge: no per-edge test of its kind.
-    every_edge = (selection.links and selection.typed is None and selection.fields is None
-                  and project is None)
+    every_edge = selection.every_edge
     concepts = graph.snapshot.concepts
     best_of = best.get
     groups = 2 if selection.fields is None or selection.fields else 1
@@ -1381,11 +1378,17 @@ def _expand(
     if not (selection.unsliced_sections or graph.sliced(concept_id)):
         return
     granted = budget.grant(len(sections))
-    for key, number in sections[:granted]:
+    _offer_sections(best, node, sections[:granted], visited)
+
+
+def _offer_sections(best: dict[str, Reach], node: Entity, sections: Iterable[SectionArc],
+                    visited: AbstractSet[str]) -> None:
+    """The concept ``node``'s ``PART_OF`` arcs from ``sections`` (its :meth:`section_arcs`),
+    each to a section not ``visited``."""
+    for key, number in sections:
         target = key[4]
-        if target in visited:
-            continue
-        _offer(best, target, key, PART_OF_KIND, node, number, 1)
+        if target not in visited:
+            _offer(best, target, key, PART_OF_KIND, node, number, 1)
 
 
 def _offer(

@@ -24,8 +24,7 @@ concepts) by the arc's place in the concept's list, which a walk arc by arc keep
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,7 +32,15 @@ import numpy as np
 import numpy.typing as npt
 
 from ..cancel import CancelToken
-from ..model import Edge
+from ..model import (
+    Edge,
+    edge_kind,
+    edge_relationship,
+    edge_source_id,
+    edge_source_ref,
+    edge_target_id,
+    edge_target_ref,
+)
 
 __all__ = ["Adjacency", "BestArcs", "WalkArrays", "best_arcs", "build", "mark", "seen_mask"]
 
@@ -103,21 +110,21 @@ def build(adjacency: Adjacency, token: CancelToken) -> WalkArrays:
     count = len(edges)
     group = np.zeros(count, np.int8)
     group[len(links):] = 1
-    source = _places(map(_SOURCE, edges), index, count)
+    source = _places(map(edge_source_id, edges), index, count)
     token.check()
-    target = _places(map(_TARGET, edges), index, count)
+    target = _places(map(edge_target_id, edges), index, count)
     token.check()
-    kinds = list(map(_KIND, edges))
+    kinds = list(map(edge_kind, edges))
     weight_of = adjacency.weights
     weight_places = _codes({-weight_of[kind] for kind in kinds})
     weights = _places(kinds, {kind: weight_places[-weight_of[kind]] for kind in set(kinds)},
                       count)
     token.check()
-    relationships = list(map(_RELATIONSHIP, edges))
+    relationships = list(map(edge_relationship, edges))
     relationship_places = _codes(set(relationships))
     relationships_at = _places(relationships, relationship_places, count)
     token.check()
-    source_refs, target_refs = list(map(_SOURCE_REF, edges)), list(map(_TARGET_REF, edges))
+    source_refs, target_refs = list(map(edge_source_ref, edges)), list(map(edge_target_ref, edges))
     token.check()
     ends = _codes({*source_refs, *target_refs})
     token.check()
@@ -162,15 +169,6 @@ def build(adjacency: Adjacency, token: CancelToken) -> WalkArrays:
     return WalkArrays(ids=ids, index=index, edges=edges, starts=starts, other=other, edge=edge,
                       backwards=backwards, walkable=walkable, rank=rank, sections=sections,
                       sliced=sliced)
-
-
-# An edge's fields, read in C.
-_KIND: Callable[[Edge], str] = operator.itemgetter(0)
-_SOURCE: Callable[[Edge], str] = operator.itemgetter(1)
-_TARGET: Callable[[Edge], str] = operator.itemgetter(2)
-_SOURCE_REF: Callable[[Edge], str] = operator.itemgetter(3)
-_TARGET_REF: Callable[[Edge], str] = operator.itemgetter(4)
-_RELATIONSHIP: Callable[[Edge], str] = operator.itemgetter(5)
 
 
 def _order(keys: Sequence[Ints], token: CancelToken) -> Ints:
