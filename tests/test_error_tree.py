@@ -29,6 +29,7 @@ OUTSIDE = {
     ("loader/frontmatter.py", "FrontmatterError"),
     ("loader/capture.py", "_EntryFailure"),
     ("okf/markdown_fast.py", "_Fallback"),
+    ("loader/yaml_fast.py", "_Fallback"),
     ("writes/yaml_edit.py", "_Fallback"),
 }
 

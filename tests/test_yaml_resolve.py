@@ -7,7 +7,7 @@ import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
-from bundle_mcp.loader.strict_yaml import StrictLoader
+from bundle_mcp.loader.strict_yaml import STR_TAG, TYPED_WORDS, StrictLoader, implicit_tag
 
 SAMPLES = [
     "", "~", "null", "Null", "NULL", "true", "True", "yes", "no", "on", "off", "y", "n",
@@ -47,3 +47,21 @@ def test_the_samples_resolve_alike() -> None:
 def test_any_scalar_resolves_alike(value: str, plain: bool) -> None:
     implicit = (plain, not plain)
     assert _ours(yaml.ScalarNode, value, implicit) == _general(yaml.ScalarNode, value, implicit)
+
+
+def _typed_by_words(value: str) -> bool:
+    pattern = TYPED_WORDS.get(value[:1])
+    return pattern is not None and pattern.match(value) is not None
+
+
+def test_typed_words_say_what_resolve_types() -> None:
+    """TYPED_WORDS (one pattern per first character, for the compiled YAML path) says a plain
+    word is typed exactly when StrictLoader's resolve gives it a tag other than str."""
+    for value in SAMPLES:
+        assert _typed_by_words(value) == (implicit_tag(value) != STR_TAG), value
+        assert implicit_tag(value) == _general(yaml.ScalarNode, value, (True, False)), value
+
+
+@given(st.one_of(st.text(max_size=12), st.from_regex(r"[-+.0-9_:eE]{1,10}", fullmatch=True)))
+def test_any_word_is_typed_alike(value: str) -> None:
+    assert _typed_by_words(value) == (implicit_tag(value) != STR_TAG)

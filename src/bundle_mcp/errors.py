@@ -40,8 +40,8 @@ The tree (the module that defines each class; a second base keeps what ``except`
     └── VendorMismatch                      viewer/page.py: vendored JavaScript was altered
 
 Outside the tree: the loader's ``FrontmatterError`` and ``_EntryFailure`` (loader/), and the
-private ``_Fallback`` signals of okf/markdown_fast.py and writes/yaml_edit.py, which are not
-failures but a way back to the slower path.
+private ``_Fallback`` signals of okf/markdown_fast.py, loader/yaml_fast.py and
+writes/yaml_edit.py, which are not failures but a way back to the slower path.
 """
 
 from __future__ import annotations

@@ -177,14 +177,14 @@ def _frontmatter(split: Split, sha256: str, prechecked: Prechecked | None) -> di
     assert split.raw is not None
     known = prechecked.take(sha256) if prechecked is not None else None
     if known is None:
-        # PyYAML and the strict loader are imported here, when a block is first loaded: a
-        # restarted server's documents come from the parse cache, loaded by none.
-        from .strict_yaml import load_yaml
+        # The YAML loaders are imported here, when a block is first loaded: a restarted
+        # server's documents come from the parse cache, loaded by none.
+        from .yaml_load import load_frontmatter
 
-        return load_yaml(split.raw, split.raw_line)
+        return load_frontmatter(split.raw, split.raw_line)
     if isinstance(known, tuple):
         raise FrontmatterError(*known)
-    # Its keys are interned as load_yaml's are: marshal carries the interning across.
+    # Its keys are interned as load_frontmatter's are: marshal carries the interning across.
     return known
 
 

@@ -11,7 +11,7 @@ from the last one backwards, while the server imports the SDK and then checks th
 the first one forwards. They meet in the middle.
 
 What the child sends is keyed by the sha256 of the file's bytes, and a frontmatter is a pure
-function of those bytes (:func:`~bundle_mcp.loader.strict_yaml.load_yaml`), so a result counts
+function of those bytes (:func:`~bundle_mcp.loader.yaml_load.load_frontmatter`), so a result counts
 only for the very bytes the server captured: a file changed in between has another key and is
 loaded here as usual. The child is a hint, never the truth: if it fails, is slow or sends
 something unreadable, the server loads the frontmatter itself, and every answer is the same
@@ -62,7 +62,7 @@ def frontmatter_results(
 ) -> Iterator[tuple[str, Result]]:
     """The child's work: (sha256, result) for each captured file with a frontmatter block,
     last file first. Files that do not decode or split are left to the server (cheap there)."""
-    from .strict_yaml import load_yaml  # the child's own work: not imported by the server
+    from .yaml_load import load_frontmatter  # the child's own work: not imported by the server
 
     fd = pin_root(bundle_path)
     try:
@@ -82,7 +82,7 @@ def frontmatter_results(
             continue
         result: Result
         try:
-            result = load_yaml(split.raw, split.raw_line)
+            result = load_frontmatter(split.raw, split.raw_line)
         except FrontmatterError as exc:
             result = (exc.code, exc.message, exc.line)
         yield hashlib.sha256(f.data).hexdigest(), result

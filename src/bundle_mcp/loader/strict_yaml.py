@@ -28,7 +28,7 @@ from .frontmatter import (
 )
 from .text import count_breaks
 
-__all__ = ["StrictLoader", "load_yaml", "to_json"]
+__all__ = ["STR_TAG", "TYPED_WORDS", "StrictLoader", "implicit_tag", "load_yaml", "to_json"]
 
 if TYPE_CHECKING:
     # Checked as SafeLoader: CSafeLoader has the same constructor and resolver API
@@ -36,6 +36,9 @@ if TYPE_CHECKING:
     _BaseLoader = yaml.SafeLoader
 else:
     _BaseLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+STR_TAG = "tag:yaml.org,2002:str"
 
 
 class StrictLoader(_BaseLoader):
@@ -46,11 +49,7 @@ class StrictLoader(_BaseLoader):
         put together once (:data:`_IMPLICIT`): the C composer calls it for every node, and
         the general version took a fifth of the time of loading a frontmatter."""
         if kind is yaml.ScalarNode:
-            if implicit[0]:
-                for tag, regexp in _IMPLICIT.get(value[:1], _ANY_FIRST):
-                    if regexp.match(value):
-                        return tag
-            return _STR_TAG
+            return implicit_tag(value) if implicit[0] else STR_TAG
         return _SEQ_TAG if kind is yaml.SequenceNode else _MAP_TAG
 
     def descend_resolver(self, current_node: Any, current_index: Any) -> None:
@@ -120,6 +119,33 @@ if StrictLoader.yaml_path_resolvers:  # StrictLoader.resolve assumes there are n
     raise ImportError("StrictLoader must not register path resolvers")
 
 
+# Whether a plain word is typed at all (not which tag), by its first character: every resolver
+# listed under that character in one pattern, each keeping its own flags, so one match call
+# answers (a compiled path checks every string it is handed). Words starting with any other
+# character are strings: every resolver is listed under its first characters.
+if _ANY_FIRST:  # TYPED_WORDS assumes there are none
+    raise ImportError("StrictLoader's implicit resolvers must each list their first characters")
+TYPED_WORDS: Mapping[str, re.Pattern[str]] = types.MappingProxyType({
+    first: re.compile("|".join(
+        f"(?{'x' if regexp.flags & re.VERBOSE else '-x'}:{regexp.pattern})"
+        for _, regexp in resolvers
+    ))
+    for first, resolvers in _IMPLICIT.items()
+    if first is not None and resolvers
+})
+
+
+def implicit_tag(value: str) -> str:
+    """The tag a plain (unquoted, untagged) scalar spelled ``value`` resolves to: the one home
+    of which plain words are booleans, numbers, nulls, merges or values, and which stay
+    strings (``STR_TAG``)."""
+    for tag, regexp in _IMPLICIT.get(value[:1], _ANY_FIRST):
+        if regexp.match(value):
+            return tag
+    return STR_TAG
+
+
+
 
 def load_yaml(raw: str, raw_line: int) -> dict[str, Any]:
     """Load a frontmatter block into JSON-native data, or raise :class:`FrontmatterError`."""
@@ -164,7 +190,6 @@ def load_yaml(raw: str, raw_line: int) -> dict[str, Any]:
     return value
 
 
-_STR_TAG = "tag:yaml.org,2002:str"
 _SCALAR = yaml.ScalarNode
 _SEQ_TAG = "tag:yaml.org,2002:seq"
 _MAP_TAG = "tag:yaml.org,2002:map"
@@ -188,7 +213,7 @@ def _plain_value(loader: Any, node: yaml.Node, raw_line: int, raw: str, depth: i
             _mark(node, raw_line, raw),
         )
     if isinstance(node, yaml.ScalarNode):
-        if node.tag == _STR_TAG:
+        if node.tag == STR_TAG:
             return node.value
         return to_json(loader.construct_object(node))
     inner = depth + 1
@@ -197,7 +222,7 @@ def _plain_value(loader: Any, node: yaml.Node, raw_line: int, raw: str, depth: i
     inline = inner <= MAX_NESTING
     if isinstance(node, yaml.SequenceNode) and node.tag == _SEQ_TAG:
         return [
-            child.value if inline and type(child) is _SCALAR and child.tag == _STR_TAG
+            child.value if inline and type(child) is _SCALAR and child.tag == STR_TAG
             else _plain_value(loader, child, raw_line, raw, inner)
             for child in node.value
         ]
@@ -209,7 +234,7 @@ def _plain_value(loader: Any, node: yaml.Node, raw_line: int, raw: str, depth: i
                     "invalid_frontmatter", "invalid YAML: a mapping key must be a scalar",
                     _mark(key_node, raw_line, raw),
                 )
-            if inline and key_node.tag == _STR_TAG:
+            if inline and key_node.tag == STR_TAG:
                 # Interned: every document spells the same few keys, and each keeps its own.
                 key = sys.intern(key_node.value)
             else:
@@ -219,7 +244,7 @@ def _plain_value(loader: Any, node: yaml.Node, raw_line: int, raw: str, depth: i
                     "invalid_frontmatter", f"invalid YAML: found duplicate key {key!r}",
                     _mark(key_node, raw_line, raw),
                 )
-            if inline and type(value_node) is _SCALAR and value_node.tag == _STR_TAG:
+            if inline and type(value_node) is _SCALAR and value_node.tag == STR_TAG:
                 out[key] = value_node.value
             else:
                 out[key] = _plain_value(loader, value_node, raw_line, raw, inner)
