@@ -258,3 +258,102 @@ def test_a_folder_the_cache_does_not_name_walks_again(bundle: Path, tmp_path: Pa
     cache.get(str(bundle), CancelToken())
     cache.get(str(bundle), CancelToken())
     assert loader.calls == 2
+
+
+# -- a cold first load: each folder watched before the walk lists it ------------------------------
+
+CHANGES = [
+    lambda root: (root / "sub" / "b.md").write_text("---\ntype: Note\n---\nChanged.\n"),
+    lambda root: (root / "sub" / "c.md").write_text("---\ntype: Note\n---\nC.\n"),
+    lambda root: (root / "a.md").unlink(),
+    lambda root: (root / "new").mkdir(),
+]
+
+
+def _walks(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every capture walk the loader makes (the snapshot cache's own loader)."""
+    import bundle_mcp.loader as loader_package
+
+    walks: list[str] = []
+    real = loader_package.capture
+
+    def counted(*args, **kwargs):
+        walks.append("walk")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loader_package, "capture", counted)
+    return walks
+
+
+def test_a_cold_first_load_watches_each_folder_as_it_walks(
+    bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No parse cache names the folders: the walk adds each to the watch before listing it,
+    so the next call does not walk the bundle a second time."""
+    walks = _walks(monkeypatch)
+    cache = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"))
+    first = cache.get(str(bundle), CancelToken())
+    assert walks == ["walk"]
+    assert cache.get(str(bundle), CancelToken()) is first
+    assert walks == ["walk"]
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=["edit", "create", "delete", "new-folder"])
+def test_a_change_after_a_cold_first_load_is_seen(bundle: Path, tmp_path: Path, change) -> None:
+    cache = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"))
+    before = cache.get(str(bundle), CancelToken())
+    change(bundle)
+    after = cache.get(str(bundle), CancelToken())
+    assert after is not before
+    assert after.revision == load_bundle(str(bundle))[0].revision
+
+
+def test_a_change_made_during_the_cold_walk_is_seen(
+    bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files written while the walk is in ``sub``: one in the root (listed already, perhaps
+    read already), one in ``sub`` (added, not listed yet). The next call sees both, whichever
+    the walk read."""
+    real_add = FolderWatch.add
+
+    def add(watch: FolderWatch, folder: str) -> None:
+        real_add(watch, folder)
+        if folder == "sub":
+            (bundle / "a.md").write_text("---\ntype: Note\n---\nWritten meanwhile.\n")
+            (bundle / "sub" / "d.md").write_text("---\ntype: Note\n---\nD.\n")
+
+    monkeypatch.setattr(FolderWatch, "add", add)
+    cache = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"))
+    cache.get(str(bundle), CancelToken())
+    monkeypatch.setattr(FolderWatch, "add", real_add)
+    after = cache.get(str(bundle), CancelToken())
+    assert after.revision == load_bundle(str(bundle))[0].revision
+    assert "sub/d.md" in after.documents
+
+
+def test_a_cold_walk_past_the_folders_a_watch_holds_walks_again(
+    bundle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import bundle_mcp.loader.watch as watch_module
+
+    monkeypatch.setattr(watch_module, "MAX_WATCHED_FOLDERS", 1)  # the root only, not sub
+    walks = _walks(monkeypatch)
+    cache = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"))
+    cache.get(str(bundle), CancelToken())
+    cache.get(str(bundle), CancelToken())
+    assert walks == ["walk", "walk"]
+
+
+def test_a_growing_watch_tells_what_changed_in_the_folders_added(bundle: Path) -> None:
+    watch = FolderWatch.growing(str(bundle))
+    assert watch.folders == frozenset() and watch.poll() == frozenset()
+    watch.add("")
+    (bundle / "sub" / "b.md").write_text("not watched yet\n")
+    (bundle / "a.md").write_text("watched\n")
+    assert watch.poll() == frozenset({"a.md"})
+    watch.add("sub")
+    (bundle / "sub" / "b.md").write_text("watched now\n")
+    assert watch.folders == frozenset({"", "sub"})
+    assert watch.poll() == frozenset({"sub/b.md"})
+    watch.add("missing")  # a folder that cannot be watched spends the watch
+    assert not watch.active and watch.poll() is None

@@ -120,7 +120,15 @@ class SnapshotCache:
             # the cache's rows: the first call then need not walk the bundle a second time.
             known = (previous.snapshot.directories if previous is not None
                      else entries.folders() if entries else None)
-            watch = FolderWatch(bundle_path, known) if self._watch and known is not None else None
+            watch: FolderWatch | None = None
+            on_folder: Callable[[str], object] | None = None
+            if self._watch and known is not None:
+                watch = FolderWatch(bundle_path, known)
+            elif self._watch and self._own_loader:
+                # A cold start knows no folder: the walk adds each before listing it, so the
+                # next call need not walk the bundle a second time either.
+                watch = FolderWatch.growing(bundle_path)
+                on_folder = watch.add
             # Without rows to read (a cold start), none to come: the snapshot's whole-bundle
             # values (its edges, say) are kept once the first save makes the database.
             # (A loader handed in, for tests, gets rows only when there are some, as before.)
@@ -128,6 +136,8 @@ class SnapshotCache:
                 self._parse_cache.rows_to_come(bundle_path)
                 if previous is None and self._own_loader else None)
             extra: dict[str, object] = {"cached": rows} if rows is not None else {}
+            if on_folder is not None:
+                extra["on_folder"] = on_folder
             precheck = self._prechecks.get(bundle_path) if previous is None else None
             if precheck is not None:
                 extra["prechecked"] = precheck.prechecked
@@ -140,10 +150,8 @@ class SnapshotCache:
             )
             if previous is not None and _same_capture(previous.snapshot, snapshot):
                 snapshot = previous.snapshot
-            if (
-                watch is not None
-                and known is not None  # always so when watching (see above)
-                and not snapshot.directories <= known
+            if watch is not None and not snapshot.directories <= (
+                known if known is not None else watch.folders
             ):
                 watch.close()  # a folder is not watched yet: walk next time, then arm
             slot.cached = _Cached(snapshot, stats, watch, _root_identity(bundle_path))

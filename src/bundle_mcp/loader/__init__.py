@@ -81,9 +81,10 @@ def load_bundle(
     *,
     caps: Caps = DEFAULT_CAPS,
     prechecked: Prechecked | None = None,
+    on_folder: Callable[[str], object] | None = None,
 ) -> tuple[Snapshot, dict[str, StatKey]]:
     """Pin, capture and parse within ``caps``. Files whose stat is unchanged since
-    ``previous`` are reused.
+    ``previous`` are reused. ``on_folder``: told each folder before the capture lists it.
 
     ``cached`` holds the rows of the persistent parse cache by path; a row is used only when
     it matches the file's current bytes. ``prechecked``: frontmatter a second process loaded
@@ -111,8 +112,8 @@ def load_bundle(
                 # old or wholly new) and let validation report what is pending.
                 stuck = (_pending_write(exc),)
         with ReadLock(fd, token):
-            captured = capture(fd, token, known,
-                               max_files=caps.max_files, max_total_bytes=caps.max_bytes)
+            captured = capture(fd, token, known, max_files=caps.max_files,
+                               max_total_bytes=caps.max_bytes, on_folder=on_folder)
     finally:
         os.close(fd)
     if stuck:

@@ -18,7 +18,7 @@ import errno
 import os
 import stat
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import NoReturn
 
@@ -107,10 +107,12 @@ def capture(
     max_files: int = MAX_FILES,
     max_total_bytes: int = MAX_TOTAL_BYTES,
     max_file_bytes: int = MAX_FILE_BYTES,
+    on_folder: Callable[[str], object] | None = None,
 ) -> Capture:
     """Walk the pinned tree and read every ``.md`` file, enforcing the caps as it goes.
 
     A file whose StatKey equals ``known[path]`` is not read again (``data is None``).
+    ``on_folder`` is told each folder's bundle path ("" for the root) before it is listed.
 
     Raises:
         BundleError: ``invalid_request`` when the root cannot be listed or its ``.okfignore``
@@ -182,6 +184,8 @@ def capture(
                     skip(failure.finding(path, "folder", "cannot be opened"))
                     continue
                 try:
+                    if on_folder is not None:
+                        on_folder(path)
                     try:
                         listing = _list_folder(child)
                     except OSError as exc:
@@ -232,6 +236,8 @@ def capture(
             files.append(CapturedFile(path, key, data))
 
     token.check()
+    if on_folder is not None:
+        on_folder("")
     try:
         root_listing = _list_folder(root_fd)
     except OSError as exc:

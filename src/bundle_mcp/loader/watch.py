@@ -78,7 +78,8 @@ def _libc() -> ctypes.CDLL | None:
 
 
 class FolderWatch:
-    """Watches a fixed set of folders; ``poll()`` says what changed in them since it was armed.
+    """Watches a set of folders (fixed, or added to by a first walk: :meth:`growing`);
+    ``poll()`` says what changed in them since each was added.
 
     One instance per captured snapshot: after a change the cache walks again and arms a new
     watch for the folders of the new capture.
@@ -89,6 +90,7 @@ class FolderWatch:
         self._lock = threading.Lock()
         self._dirty = True
         self._folders: dict[int, str] = {}
+        self._root: str | None = None  # set for a growing watch only (:meth:`add`)
         folders = sorted(folders)
         libc = _libc()
         if libc is None or len(folders) > MAX_WATCHED_FOLDERS:
@@ -105,6 +107,39 @@ class FolderWatch:
             self._folders[wd] = folder
         self._fd = fd
         self._dirty = False
+
+    @classmethod
+    def growing(cls, root: str) -> FolderWatch:
+        """A watch of no folder yet, for a first walk that adds each folder (:meth:`add`)
+        before it lists it: a change made once a folder is listed is then seen, as a watch
+        armed before the walk sees it, and the next call need not walk again."""
+        watch = cls(root, ())
+        watch._root = root
+        return watch
+
+    def add(self, folder: str) -> None:
+        """Watch one more folder (a growing watch's walk, before it lists the folder). One
+        that cannot be watched, or one past :data:`MAX_WATCHED_FOLDERS`, spends the watch:
+        the next call walks."""
+        with self._lock:
+            if self._fd < 0 or self._root is None:
+                return
+            if len(self._folders) >= MAX_WATCHED_FOLDERS:
+                self._spend()
+                return
+            libc = _libc()
+            path = os.path.join(self._root, folder) if folder else self._root
+            wd = -1 if libc is None else libc.inotify_add_watch(self._fd, os.fsencode(path), _MASK)
+            if wd < 0:
+                self._spend()
+                return
+            self._folders[wd] = folder
+
+    @property
+    def folders(self) -> frozenset[str]:
+        """The folders watched."""
+        with self._lock:
+            return frozenset(self._folders.values())
 
     @property
     def active(self) -> bool:
@@ -141,10 +176,13 @@ class FolderWatch:
 
     def close(self) -> None:
         with self._lock:
-            if self._fd >= 0:
-                os.close(self._fd)
-                self._fd = -1
-            self._dirty = True
+            self._spend()
+
+    def _spend(self) -> None:  # under the lock
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._dirty = True
 
     def __del__(self) -> None:  # the cache drops watches it replaces; release the descriptor
         if self._fd >= 0:
