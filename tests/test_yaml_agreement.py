@@ -212,6 +212,9 @@ def assert_agrees(raw: str) -> None:
 @example("...\n  k: v")  # a document end marker before the block
 @example("k: 1\x07  'a''b'")  # a control character libyaml refuses
 @example("k: " + "é" * 600 + ": v")  # an implicit key past 1024 characters
+@example("k0: [?]\n")  # "?" in a flow sequence: an empty key for libyaml, a word for yaml-rs
+@example("k: [a:?=? \\]")  # ":" inside a plain scalar in flow: refused by libyaml only
+@example("k: {a: b}: c\n")  # a mapping as a key: yaml-rs raises TypeError
 def test_hostile_yaml_agrees(raw: str) -> None:
     assert_agrees(raw)
 
@@ -237,6 +240,13 @@ DIVERGENT = {
     "a block scalar": "t: |\n  text\n",
     # libyaml refuses | at the start of a flow token; yaml-rs reads a plain scalar.
     "| in a flow sequence": "k: [|-]\n",
+    # In a flow collection, "?" and ":" start keys for libyaml; quotes there are skipped whole.
+    "? in a flow sequence": "k: [?]\n",
+    ": in a flow scalar": "k: [a:b]\n",
+    "a flow mapping": "k: {a: b}\n",
+    "a quote inside a flow word": "k: [it's, a:b, it's]\n",
+    "an explicit key": "? a\n: b\n",
+    "a mapping as a key": "{a: b}: c\n",
     # A document marker or directive at a line's start.
     "a document end marker": "...\nk: v\n",
     "a directive": "%YAML 1.1\n---\nk: v\n",
@@ -263,6 +273,25 @@ DIVERGENT = {
 def test_each_divergence_is_declined(raw: str) -> None:
     assert yaml_fast.load_yaml_fast(raw) is None
     assert_agrees(raw)
+
+
+def test_flow_sequences_of_quoted_and_plain_words_are_answered() -> None:
+    for raw in ('k: ["a:b", \'c?d\', "[e]", plain words]\n', "k: [a,\n  b]\n", "k: []\n"):
+        assert yaml_fast.load_yaml_fast(raw) == load_yaml(raw, 1), raw
+
+
+@pytest.mark.parametrize("raw", [
+    "k: [" + " " * 200_000 + ":",
+    "k: [" + "a " * 100_000 + ":]",
+    "k: [" + '"a", ' * 50_000 + "b:]",
+    "k: [" + '"' + "a" * 200_000,
+    "k: [" + "[" * 100_000,
+    "k: " + "[a, " * 50_000 + "]" * 50_000,
+], ids=["spaces", "words", "quoted", "unclosed-quote", "brackets", "nested"])
+def test_hostile_flow_text_is_read_in_one_pass(raw: str) -> None:
+    """The flow checks' patterns are possessive: text that fails them is not tried again from
+    every split (a quadratic pattern would hold this test until the suite's timeout)."""
+    assert yaml_fast.load_yaml_fast(raw) is None
 
 
 def test_plain_frontmatter_is_answered_with_keys_interned() -> None:

@@ -40,6 +40,23 @@ _UNREAD_ALIKE = re.compile(
 _NODE_PROPERTIES = ("&", "*", "!", "<<")  # anchors, aliases, explicit tags, merge keys
 # A block scalar, or | and > where a flow token could start.
 _BLOCK_SCALAR = re.compile(r"(?:^|[ \[{,:?-])[|>]", re.MULTILINE)
+# The explicit key indicator: "?" then a space, a line's end or a flow indicator.
+_EXPLICIT_KEY = re.compile(r"\?(?:[ \n,\[\]{}]|$)")
+# What matters inside a flow collection: its brackets, quotes, and the characters libyaml reads
+# by other rules there (":" and "?" end a plain scalar or start a key, "#" a comment).
+_FLOW_MARKS = re.compile(r"[\[\]{}:?#\"']")
+_FLOW_OPEN = re.compile(r"[\[{]")
+# The common flow collection, read in one match: a flat sequence of quoted scalars and plain
+# words holding none of those characters (tags and keyword lists are written so).
+# Possessive throughout: nothing is tried twice, so a hostile megabyte costs one pass.
+_ITEM = r"""(?:"(?:[^"\\]|\\.)*+"|'(?:[^']|'')*+'|[^\[\]{}:?#"',\n]*+)"""
+_FLAT_SEQUENCE = re.compile(
+    rf"\[(?:[ \n]*+{_ITEM}[ \n]*+,)*+[ \n]*+{_ITEM}[ \n]*+\]", re.DOTALL)
+# A quoted scalar from its opening quote to its closing one (escapes and doubled quotes kept).
+_QUOTED = {
+    '"': re.compile(r'"(?:[^"\\]|\\.)*+"', re.DOTALL),
+    "'": re.compile(r"'(?:[^']|'')*+'"),
+}
 _DOCUMENT_MARKERS = ("---", "...", "%")  # at a line's start: markers and directives
 _MARKER_LINES = tuple("\n" + marker for marker in _DOCUMENT_MARKERS)
 # Any byte count past the cap is at least this many characters (UTF-8 spends up to 4 a
@@ -65,7 +82,8 @@ def load_yaml_fast(raw: str) -> dict[str, Any] | None:
             raw, parse_datetime=False,
             duplicate_key_policy=yaml_rs.DuplicateKeyPolicy.Error,
         )
-    except yaml_rs.YAMLDecodeError:
+    except (yaml_rs.YAMLDecodeError, TypeError):
+        # TypeError: a mapping or sequence as a key, which a dict cannot hold.
         return None
     if type(loaded) is not dict:
         return None
@@ -85,7 +103,47 @@ def _for_the_reference(raw: str) -> bool:
         return True
     if raw.startswith(_DOCUMENT_MARKERS) or any(line in raw for line in _MARKER_LINES):
         return True
+    if "?" in raw and _EXPLICIT_KEY.search(raw):
+        return True
+    if ("[" in raw or "{" in raw) and _unsure_flow(raw):
+        return True
     return _UNREAD_ALIKE.search(raw) is not None
+
+
+def _unsure_flow(raw: str) -> bool:
+    """Whether a flow collection (``[…]``, ``{…}``) holds a character the two parsers read by
+    different rules there, or is not closed. Quoted scalars inside one are skipped whole: a
+    quote opens one only where a flow token starts (after ``[``, ``{`` or ``,``); elsewhere it
+    is a plain scalar's character. A bracket outside a flow collection (in a quoted scalar,
+    say) only makes the count stricter."""
+    at = 0
+    while (opened := _FLOW_OPEN.search(raw, at)) is not None:
+        flat = _FLAT_SEQUENCE.match(raw, opened.start())
+        if flat is not None:
+            at = flat.end()
+            continue
+        depth, at = 1, opened.end()
+        while depth:
+            mark = _FLOW_MARKS.search(raw, at)
+            if mark is None:
+                return True  # not closed: the reference says why
+            char, start, at = mark.group(), mark.start(), mark.end()
+            if char in "[{":
+                depth += 1
+            elif char in "]}":
+                depth -= 1
+            elif char in ":?#":
+                return True
+            else:
+                before = start - 1
+                while before >= 0 and raw[before] in " \n":
+                    before -= 1
+                if before >= 0 and raw[before] in "[{,":
+                    quoted = _QUOTED[char].match(raw, start)
+                    if quoted is None:
+                        return True
+                    at = quoted.end()
+    return False
 
 
 def _mapping(value: dict[Any, Any], depth: int) -> dict[str, Any]:
