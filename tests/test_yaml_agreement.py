@@ -307,10 +307,10 @@ def test_without_yaml_rs_every_block_goes_to_the_reference(monkeypatch: pytest.M
                                                            ) -> None:
     from bundle_mcp.loader import yaml_load
 
-    yaml_load._fast_path.cache_clear()
+    yaml_load._imported_fast_path.cache_clear()
     monkeypatch.setitem(sys.modules, "bundle_mcp.loader.yaml_fast", None)  # an ImportError
     try:
         assert yaml_load._fast_path() is None
         assert load_frontmatter("title: t\n", 1) == {"title": "t"}
     finally:
-        yaml_load._fast_path.cache_clear()
+        yaml_load._imported_fast_path.cache_clear()

@@ -9,12 +9,21 @@ code, message and line, is the strict loader's.
 from __future__ import annotations
 
 import functools
+import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
 from .strict_yaml import load_yaml
 
-__all__ = ["load_frontmatter"]
+__all__ = ["load_frontmatter", "prepare"]
+
+# yaml-rs's compiled library. It brings its own allocator (mimalloc), which takes the thread
+# that loads the library for the process's main one: loaded in a thread that then ended, the
+# next block read in another thread crashed the process with a segmentation fault (found by
+# the suite: a dispatcher's worker threads come and go; tests/test_yaml_threads.py). So only
+# the main thread loads it; until it has, blocks read in other threads go to the strict loader.
+_LIBRARY = "yaml_rs._yaml_rs"
 
 
 def load_frontmatter(raw: str, raw_line: int) -> dict[str, Any]:
@@ -28,8 +37,20 @@ def load_frontmatter(raw: str, raw_line: int) -> dict[str, Any]:
     return load_yaml(raw, raw_line)
 
 
-@functools.lru_cache(maxsize=1)
+def prepare() -> None:
+    """Load the compiled path now if this is the main thread (a dispatcher does, as it is made:
+    its calls and its warm-up run in threads that may end); elsewhere nothing happens."""
+    _fast_path()
+
+
 def _fast_path() -> Callable[[str], dict[str, Any] | None] | None:
+    if _LIBRARY not in sys.modules and threading.current_thread() is not threading.main_thread():
+        return None
+    return _imported_fast_path()
+
+
+@functools.lru_cache(maxsize=1)
+def _imported_fast_path() -> Callable[[str], dict[str, Any] | None] | None:
     # Imported on first use: yaml-rs is optional at run time (a platform without a wheel
     # still loads every block, with the strict loader).
     try:
