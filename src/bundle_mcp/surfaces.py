@@ -141,6 +141,7 @@ class ConnectionState:
     seen: set[tuple[str, ...]] = field(default_factory=set)  # notice keys already sent
     baselines: dict[str, Mapping[str, str]] = field(default_factory=dict)  # path → uri → sha
     # The capture each bundle's last poll saw: the same object again means nothing changed.
+    # Without a baseline yet, its resources are the baseline (worked out when one differs).
     polled: dict[str, Snapshot] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -527,24 +528,35 @@ class Surfaces:
                 try:
                     snapshot = await _in_worker(refresh, observer, raw=True)
                 except BundleError:
-                    state.polled.pop(served.path, None)
+                    seen = state.polled.pop(served.path, None)
                     current: Mapping[str, str] = {}  # unreadable now: its resources are gone
                 else:
                     if snapshot is None:
                         continue  # never loaded: nothing was shown, nothing to compare
-                    if state.polled.get(served.path) is snapshot:
+                    seen = state.polled.get(served.path)
+                    if seen is snapshot:
                         continue  # the cache kept its capture: nothing changed
                     state.polled[served.path] = snapshot
-                    # In a worker: at the file cap the entries take seconds to build, and on
-                    # the event loop they held every call's answer back that long.
-                    current = await _in_worker(
-                        functools.partial(_resource_state, served.label, snapshot), None,
-                        raw=True,
-                    )
+                    if seen is None and served.path not in state.baselines:
+                        # The first capture seen is the baseline, its resources worked out
+                        # when a later capture differs: the first poll comes during a cold
+                        # start, where building every document's entry competed with the
+                        # first call (at 50,000 concepts, 2 s of its wait).
+                        continue
+                    current = await self._resource_state(served, snapshot)
             previous = state.baselines.get(served.path)
+            if previous is None and seen is not None:
+                previous = await self._resource_state(served, seen)
             state.baselines[served.path] = current
             if previous is not None:
                 await self._announce(state, resources.changes_between(previous, current))
+
+    @staticmethod
+    async def _resource_state(served: ServedBundle, snapshot: Snapshot) -> Mapping[str, str]:
+        # In a worker: at the file cap the entries take seconds to build, and on the event
+        # loop they held every call's answer back that long.
+        return await _in_worker(functools.partial(_resource_state, served.label, snapshot), None,
+                                raw=True)
 
     async def _announce(self, state: ConnectionState, changes: resources.Changes) -> None:
         if not changes.updated and not changes.list_changed:
