@@ -25,7 +25,7 @@ from .loader.capture import StatKey
 from .loader.parse_cache import KeptParts, ParseCache, has_markdown
 from .loader.precheck import Precheck
 from .loader.watch import FolderWatch
-from .loader.yaml_load import prepare as prepare_yaml
+from .loader.yaml_library import prepare as prepare_yaml
 from .model import GIVEN, PARSED, Snapshot
 from .storage.handles import pin_root
 
@@ -98,8 +98,8 @@ class SnapshotCache:
         self._parse_cache = parse_cache if parse_cache is not None else ParseCache.default()
         self._slots: OrderedDict[str, _Slot] = OrderedDict()
         self._slots_lock = threading.Lock()
-        # Loads run in the callers' threads and the warm-up's, which may end: the compiled
-        # YAML path is loaded here, on the main thread when that is where the cache is made.
+        # Loads run in the callers' threads and the warm-up's, which may end: yaml-rs is loaded
+        # here, on the main thread when that is where the cache is made (yaml_library).
         prepare_yaml()
 
     def get(self, bundle_path: str, token: CancelToken) -> Snapshot:

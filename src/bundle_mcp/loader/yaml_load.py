@@ -9,21 +9,13 @@ code, message and line, is the strict loader's.
 from __future__ import annotations
 
 import functools
-import sys
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from .strict_yaml import load_yaml
+from .yaml_library import may_load
 
-__all__ = ["load_frontmatter", "prepare"]
-
-# yaml-rs's compiled library. It brings its own allocator (mimalloc), which takes the thread
-# that loads the library for the process's main one: loaded in a thread that then ended, the
-# next block read in another thread crashed the process with a segmentation fault (found by
-# the suite: a dispatcher's worker threads come and go; tests/test_yaml_threads.py). So only
-# the main thread loads it; until it has, blocks read in other threads go to the strict loader.
-_LIBRARY = "yaml_rs._yaml_rs"
+__all__ = ["load_frontmatter"]
 
 
 def load_frontmatter(raw: str, raw_line: int) -> dict[str, Any]:
@@ -37,16 +29,9 @@ def load_frontmatter(raw: str, raw_line: int) -> dict[str, Any]:
     return load_yaml(raw, raw_line)
 
 
-def prepare() -> None:
-    """Load the compiled path now if this is the main thread (a dispatcher does, as it is made:
-    its calls and its warm-up run in threads that may end); elsewhere nothing happens."""
-    _fast_path()
-
-
 def _fast_path() -> Callable[[str], dict[str, Any] | None] | None:
-    if _LIBRARY not in sys.modules and threading.current_thread() is not threading.main_thread():
-        return None
-    return _imported_fast_path()
+    # Only where yaml-rs may be loaded (yaml_library): elsewhere the strict loader reads.
+    return _imported_fast_path() if may_load() else None
 
 
 @functools.lru_cache(maxsize=1)
