@@ -145,8 +145,6 @@ def implicit_tag(value: str) -> str:
     return STR_TAG
 
 
-
-
 def load_yaml(raw: str, raw_line: int) -> dict[str, Any]:
     """Load a frontmatter block into JSON-native data, or raise :class:`FrontmatterError`."""
     if len(raw.encode("utf-8")) > MAX_FRONTMATTER_BYTES:

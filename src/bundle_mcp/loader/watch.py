@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 import os
 import struct
 import threading
@@ -64,7 +65,10 @@ def _changed_files(data: bytes, folders: dict[int, str]) -> set[str] | None:
     return out
 
 
+@functools.cache
 def _libc() -> ctypes.CDLL | None:
+    # Once a process: find_library asks ldconfig each time (about 1 ms), and a growing watch
+    # adds each folder of a cold walk one at a time.
     name = ctypes.util.find_library("c")
     if name is None:
         return None
