@@ -335,6 +335,64 @@ def test_the_ranking_shortcuts_choose_as_the_plain_ways_do(
         assert compared and len(plain) == context.MAX_STRONG_SECTIONS
 
 
+@pytest.mark.parametrize("question", [
+    "how to do it", "cache", "how to cache the binary", "prune it all", "mirror mirror",
+    "nothing here at all",
+])
+def test_description_matches_from_counts_are_the_matches_of_their_codes(
+    tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch, question: str
+) -> None:
+    # Issue 29: context weighs every description holding a question stem; reading each one's
+    # codes into a set was most of that at 50,000 concepts, so the match is made from counts
+    # (which stems a description holds, how many distinct codes and non-stop codes it has).
+    # The floats must be the codes' own to the bit, stop words and repeats included: a
+    # description of stop words alone takes every code as its content.
+    files = varied_files(pages=60)
+    descriptions = ["How to do it", "It is all of it", "Cache the cache, then the binary",
+                    "Mirror mirror mirror", "Prune the download folder before it is all gone"]
+    for n, text in enumerate(descriptions * 4):
+        files[f"extra/q{n}.md"] = (f"---\ntype: Guide\ntitle: Extra {n}\n"
+                                   f"description: {text}\n---\n# Extra {n}\n\nBody {n}.\n")
+    root = tmp_bundle(files)
+    _without_parse_cache(monkeypatch)
+    monkeypatch.setattr(_context_words, "CODES", StemCodes())
+    snapshot = Dispatcher(ServeConfig(bundles=(root,))).served_snapshot(root, CancelToken())
+    token = CancelToken()
+    terms = context.content_terms(list(dict.fromkeys(question.split())))
+    stems = list(dict.fromkeys(stem(t) for t in terms))
+    scores = score(snapshot, stems, token)
+    idf = index.idfs(snapshot, stems, token)
+    matcher = context._Matcher(stems, idf)
+    labels = index.label_codes(snapshot, token)
+    assert labels is not None and not labels.description_marked
+    positions = sorted(scores.described)
+    counted = matcher.description_matches(positions, scores.described_by, labels)
+    by_codes = {p: matcher.match_codes(labels.description(p) or "") for p in positions}
+    assert counted == by_codes
+    for p in positions:  # the same bits, not merely equal after rounding
+        assert counted[p].hex() == by_codes[p].hex()
+    if question == "how to do it":
+        stop_only = [p for p in positions if labels.description_content[p] == 0]
+        assert stop_only and all(counted[p] > 0.0 for p in stop_only)
+    if question != "nothing here at all":
+        assert positions and any(counted.values())
+
+
+@pytest.mark.parametrize("values", [[], [3], [0, 0], [1, 2, 2, 2, 7, 9, 9], list(range(40))])
+def test_runs_of_an_ordered_array_are_numpys_unique_with_counts(values: list[int]) -> None:
+    # A stem's finds are in order, so their sections never decrease: their runs are what
+    # numpy.unique would give, values, counts and types alike, without its sort.
+    import numpy
+
+    for dtype in (numpy.intp, numpy.int32):
+        ordered = numpy.array(values, dtype=dtype)
+        found, counts = index._runs(ordered)
+        expected, expected_counts = numpy.unique(ordered, return_counts=True)
+        assert found.dtype == expected.dtype and counts.dtype == expected_counts.dtype
+        assert found.tolist() == expected.tolist()
+        assert counts.tolist() == expected_counts.tolist()
+
+
 def _scores_over(first_section: list[int], section: list[float]) -> index.Scores:
     layout = index._Holders(None, None, array("i", first_section),  # type: ignore[arg-type]
                             array("i"))

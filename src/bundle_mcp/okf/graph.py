@@ -1384,11 +1384,20 @@ def _expand(
 def _offer_sections(best: dict[str, Reach], node: Entity, sections: Iterable[SectionArc],
                     visited: AbstractSet[str]) -> None:
     """The concept ``node``'s ``PART_OF`` arcs from ``sections`` (its :meth:`section_arcs`),
-    each to a section not ``visited``."""
+    each to a section not ``visited``: :func:`_offer` inlined (a walk past a hub offers
+    thousands of sections)."""
+    best_of = best.get
     for key, number in sections:
         target = key[4]
-        if target not in visited:
-            _offer(best, target, key, PART_OF_KIND, node, number, 1)
+        if target in visited:
+            continue
+        current = best_of(target)
+        if current is None:
+            best[target] = [target, key, PART_OF_KIND, node, number, 1]
+        else:
+            current[EDGES] += 1
+            if key < current[KEY]:
+                current[KEY:SECTION + 1] = key, PART_OF_KIND, node, number
 
 
 def _offer(
@@ -1402,7 +1411,9 @@ def _offer(
 ) -> None:
     """``edges`` edges of ``key`` from ``node`` reach ``target`` (``section``: its place in
     ``node``'s document when it is one of ``node``'s sections). ``_expand`` inlines this for a
-    concept's own edges, the bulk of a walk."""
+    concept's own edges, the bulk of a walk, and so do :func:`_offer_sections` and
+    :func:`_offer_communities` (a depth-2 walk from the 50,000-concept bench bundle's hub
+    offers 15,000 members of shared tags: 10.0 → 8.5 ms of CPU inlined)."""
     current = best.get(target)
     if current is None:
         best[target] = [target, key, kind, node, section, edges]
@@ -1435,18 +1446,37 @@ def _offer_communities(
             carriers[tag] = (first, count + 1)
     members = graph.tag_members(selection.project, token) if carriers else {}
     best = level.best
+    best_of = best.get
     for tag in sorted(carriers):
         token.check()
         node, carriers_count = carriers[tag]
+        node_id = node.id
         tagged = members.get(tag, ())
         granted = budget.grant(len(tagged))
+        # _offer inlined: a level past a hub offers its tags' members by the ten thousand.
+        # A member already reached keeps its key unless that key's first item (the negated
+        # weight) is not below a shared tag's, so the tuple is made only when it may be kept.
         for other in tagged[:granted] if granted < len(tagged) else tagged:
             if other in visited:
                 continue
-            key: Key = (-COMMUNITY_WEIGHT, SHARES_COMMUNITY, OUTGOING, node.id, node.id, other)
-            _offer(best, other, key, COMMUNITY_KIND, node, None, carriers_count)
+            current = best_of(other)
+            if current is None:
+                best[other] = [other, (_COMMUNITY_KEY_WEIGHT, SHARES_COMMUNITY, OUTGOING,
+                                       node_id, node_id, other),
+                               COMMUNITY_KIND, node, None, carriers_count]
+                continue
+            current[EDGES] += carriers_count
+            if current[KEY][0] >= _COMMUNITY_KEY_WEIGHT:
+                key: Key = (_COMMUNITY_KEY_WEIGHT, SHARES_COMMUNITY, OUTGOING, node_id,
+                            node_id, other)
+                if key < current[KEY]:
+                    current[KEY:SECTION + 1] = key, COMMUNITY_KIND, node, None
         if granted < len(tagged):
             return
+
+
+# A SHARES_COMMUNITY key's first item (keys sort by negated weight, heaviest first).
+_COMMUNITY_KEY_WEIGHT = -COMMUNITY_WEIGHT
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ import math
 import operator
 import re
 from array import array
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -313,6 +313,47 @@ class _Matcher:
         precision = len(content & self._codes) / len(content)
         return float((covered / self._total) ** MATCH_POWER * precision)
 
+    def description_matches(self, positions: list[int], described_by: Sequence[array[int]],
+                            labels: LabelCodes) -> dict[int, float]:
+        """:meth:`match_codes` of the descriptions of the concepts at ``positions`` (with no
+        context), from counts instead of each description's codes: ``described_by``, each
+        question stem's concepts whose description holds it (in the question's order), says
+        which stems a description holds, and ``labels`` how many distinct codes it holds and
+        how many are not a stop word's. The same floats: the idfs added in the question's
+        order (the first to 0.0), the same counts divided. A position whose description holds
+        a code past U+FFFF is left out (its counts are not kept)."""
+        import numpy  # the numeric path: the columns are already its arrays
+
+        if not positions:
+            return {}
+        if self._total <= 0:
+            return dict.fromkeys(positions, 0.0)
+        at = numpy.array(positions, dtype=numpy.intp)
+        covered = numpy.zeros(len(at))
+        stop_held = numpy.zeros(len(at), dtype=numpy.int64)
+        other_held = numpy.zeros(len(at), dtype=numpy.int64)
+        holds = numpy.zeros(len(labels.description_distinct), dtype=bool)
+        for (code, value), holders in zip(self._coded, described_by, strict=True):
+            if code is None:
+                continue
+            holds[:] = False
+            holds[numpy.frombuffer(holders, dtype=holders.typecode)] = True
+            held = holds[at]
+            covered[held] += value
+            (stop_held if code in self._stop else other_held)[held] += 1
+        content = labels.description_content[at]
+        # The content is the description's codes less the stop words', or all of them when
+        # only stop words are left (then the question's stop stems are what it shares).
+        shared = numpy.where(content > 0, other_held, other_held + stop_held)
+        size = numpy.where(content > 0, content, labels.description_distinct[at])
+        total, marked = self._total, labels.description_marked
+        return {
+            position: float((value / total) ** MATCH_POWER * (common / of)) if value else 0.0
+            for position, value, common, of in zip(positions, covered.tolist(),
+                                                   shared.tolist(), size.tolist(), strict=True)
+            if position not in marked
+        }
+
 
 def _dated_factor(match: float) -> float:
     return DATED_FACTOR + (1.0 - DATED_FACTOR) * match
@@ -352,16 +393,15 @@ def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, floa
             matches[(concept_id, scores.words(position).sections[n].line_start)] = match
     concept = scores.concept
     described = array("d", concept)
-    for position in scores.described:
-        value = concept[position]
-        if value:  # always: a described concept holds a stem
-            description = None if labels is None else labels.description(position)
-            if description is None:
-                words = scores.words(position)
-                match = matcher.match(words, words.description)
-            else:
-                match = matcher.match_codes(description)
-            described[position] = value * (1.0 + DESCRIPTION_BONUS * match)
+    positions = [p for p in scores.described if concept[p]]  # all: each holds a stem
+    counted = ({} if labels is None
+               else matcher.description_matches(positions, scores.described_by, labels))
+    for position in positions:
+        found = counted.get(position)
+        if found is None:  # no columns, or a code past U+FFFF: read from its words
+            words = scores.words(position)
+            found = matcher.match(words, words.description)
+        described[position] = concept[position] * (1.0 + DESCRIPTION_BONUS * found)
     return replace(scores, concept=described, section=raised), matches
 
 
