@@ -339,7 +339,7 @@ def test_the_ranking_shortcuts_choose_as_the_plain_ways_do(
     "how to do it", "cache", "how to cache the binary", "prune it all", "mirror mirror",
     "nothing here at all",
 ])
-def test_description_matches_from_counts_are_the_matches_of_their_codes(
+def test_label_matches_from_counts_are_the_matches_of_their_codes(
     tmp_bundle: BundleFactory, monkeypatch: pytest.MonkeyPatch, question: str
 ) -> None:
     # Issue 29: context weighs every description holding a question stem; reading each one's
@@ -351,8 +351,11 @@ def test_description_matches_from_counts_are_the_matches_of_their_codes(
     descriptions = ["How to do it", "It is all of it", "Cache the cache, then the binary",
                     "Mirror mirror mirror", "Prune the download folder before it is all gone"]
     for n, text in enumerate(descriptions * 4):
-        files[f"extra/q{n}.md"] = (f"---\ntype: Guide\ntitle: Extra {n}\n"
-                                   f"description: {text}\n---\n# Extra {n}\n\nBody {n}.\n")
+        # Headings of stop words alone, of the title's words, of the description's.
+        files[f"extra/q{n}.md"] = (
+            f"---\ntype: Guide\ntitle: Extra {n} cache\ndescription: {text}\n---\n"
+            f"# Extra {n}\n\nBody {n}.\n\n## How to do it\n\nIt is so.\n\n"
+            f"## Extra cache\n\nThe cache.\n\n## {text}\n\nMore {n}.\n")
     root = tmp_bundle(files)
     _without_parse_cache(monkeypatch)
     monkeypatch.setattr(_context_words, "CODES", StemCodes())
@@ -376,6 +379,19 @@ def test_description_matches_from_counts_are_the_matches_of_their_codes(
         assert stop_only and all(counted[p] > 0.0 for p in stop_only)
     if question != "nothing here at all":
         assert positions and any(counted.values())
+    # Headings, each read under its page's title.
+    sections = sorted(scores.headed)
+    assert not labels.heading_marked
+    by_heading = matcher.heading_matches(sections, scores.headed_by, labels)
+    plain = {g: matcher.match_codes(labels.heading(g) or "",
+                                    labels.title(scores.index.place(g)[0]) or "")
+             for g in sections}
+    assert {g: v.hex() for g, v in by_heading.items()} == {g: v.hex() for g, v in plain.items()}
+    if question in ("how to do it", "how to cache the binary"):
+        assert sections and any(by_heading.values())
+        # Some heading's content is taken by its title, or is stop words alone.
+        assert any(labels.heading_free[g] < labels.heading_content[g]
+                   or labels.heading_content[g] == 0 for g in sections)
 
 
 @pytest.mark.parametrize("values", [[], [3], [0, 0], [1, 2, 2, 2, 7, 9, 9], list(range(40))])

@@ -861,7 +861,8 @@ def test_the_context_index_step_checks_between_its_parts(monkeypatch: pytest.Mon
     """The warm-up stands aside for a caller's call only at a check of its token, and each
     part of context's index is read back whole with few checks of its own: a restarted
     server's first step held a call that came meanwhile for up to 0.3 s at 9,978 concepts.
-    So every part (and numpy's import, and the stop words' stems) comes after a check."""
+    So every part (and numpy's import, the stop words' stems and the labels) comes after a
+    check."""
     from bundle_mcp.tools import _context_index
 
     events: list[str] = []
@@ -874,12 +875,13 @@ def test_the_context_index_step_checks_between_its_parts(monkeypatch: pytest.Mon
     def part(name: str) -> Callable[..., None]:
         return lambda *args: events.append(name)
 
-    for name in ("totals", "stem_holders", "norms", "copy_groups", "columns", "stop_stems"):
+    for name in ("totals", "stem_holders", "norms", "copy_groups", "columns", "stop_stems",
+                 "label_codes"):
         monkeypatch.setattr(_context_index, name, part(name))
     monkeypatch.setattr(_context_index, "importlib",
                         type("Imports", (), {"import_module": staticmethod(part("numpy"))}))
     _context_index._warm_index(Snapshot.__new__(Snapshot), Recording())
     done = [event for event in events if event != "check"]
     assert done == ["totals", "stem_holders", "norms", "copy_groups", "numpy", "columns",
-                    "stop_stems"]
+                    "stop_stems", "label_codes"]
     assert all(events[events.index(name) - 1] == "check" for name in done)

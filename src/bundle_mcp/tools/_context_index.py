@@ -96,10 +96,11 @@ def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
 
 
 def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
-    """The parts every question reads (a stem's part of the scores is kept as it is asked),
-    the stop words' stems, which a restarted warm-up makes nowhere else, and numpy, which a
-    question's sums are added with (about 55 ms to import, once). After a restart on the
-    same files every part is read back, and no concept's words are read."""
+    """The parts every question reads (a stem's part of the scores is kept as it is asked;
+    the labels are decoded and counted from the columns), the stop words' stems, which a
+    restarted warm-up makes nowhere else, and numpy, which a question's sums are added with
+    (about 55 ms to import, once). After a restart on the same files every part is read
+    back, and no concept's words are read."""
     # A check between the parts, each read back whole with few checks of its own: this is a
     # restarted server's first step, and a call that came meanwhile waited for up to 0.3 s of
     # it at 9,978 concepts (readiness.StepAside stands aside only at a check).
@@ -112,6 +113,10 @@ def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
     columns(snapshot, token)
     token.check()
     stop_stems()
+    token.check()
+    # The labels' codes and counts (6 ms at 9,978 concepts), which a question's first call
+    # made before.
+    label_codes(snapshot, token)
 
 
 def _encode_words(words: DocumentWords) -> list[Any]:
@@ -1011,6 +1016,17 @@ class LabelCodes:
     description_distinct: Any
     description_content: Any
     description_marked: frozenset[int]
+    # The same by snapshot section number for its heading, with ``heading_free``: how many
+    # of its non-stop codes its page's title does not hold (what a heading is weighed over,
+    # read under its title). ``title_pairs``: every title's distinct (position << 16 | code),
+    # sorted; ``section_owner``: each section's concept position (the columns' int32 view
+    # of it). A section whose heading or page title holds the marker is in ``heading_marked``.
+    heading_distinct: Any
+    heading_content: Any
+    heading_free: Any
+    heading_marked: frozenset[int]
+    title_pairs: Any
+    section_owner: Any
 
     def title(self, position: int) -> str | None:
         return _field_codes(self.titles, self.title_start, position)
@@ -1057,36 +1073,78 @@ def _label_codes(snapshot: Snapshot, token: CancelToken) -> LabelCodes | None:
         kept.frombytes(values.astype("=i8", copy=False).tobytes())
         return kept
 
-    distinct, content, marked = _description_counts(found)
+    import numpy
+
+    stop = numpy.array(sorted(ord(c) for c in map(narrow_code, stop_stems()) if c is not None),
+                       dtype=numpy.int64)
+    concepts, sections = len(found.title_start), len(found.heading_start)
+    # Descriptions: their distinct codes, those that are not a stop word's.
+    owners, codes = _distinct_pairs(found.description, found.description_start)
+    content = ~numpy.isin(codes, stop)
+    description_marked = frozenset(numpy.unique(owners[codes == _PAST_PLANE]).tolist())
+    # Headings, and which of their codes their page's title holds.
+    title_pairs = _keys(*_distinct_pairs(found.title, found.title_start))
+    titles_marked = numpy.bincount(
+        title_pairs[(title_pairs & 0xFFFF) == _PAST_PLANE] >> 16, minlength=concepts) > 0
+    numbers, heading_codes = _distinct_pairs(found.headings, found.heading_start)
+    heading_content = ~numpy.isin(heading_codes, stop)
+    free = heading_content & ~_among(
+        title_pairs, _keys(found.owner[numbers].astype(numpy.int64), heading_codes))
+    heading_marked = numpy.bincount(numbers[heading_codes == _PAST_PLANE], minlength=sections) > 0
+    heading_marked |= titles_marked[found.owner]
     return LabelCodes(text(found.title), starts(found.title_start),
                       text(found.description), starts(found.description_start),
                       text(found.headings), starts(found.heading_start),
-                      distinct, content, marked)
+                      _counts(owners, concepts), _counts(owners[content], concepts),
+                      description_marked,
+                      _counts(numbers, sections), _counts(numbers[heading_content], sections),
+                      _counts(numbers[free], sections),
+                      frozenset(numpy.flatnonzero(heading_marked).tolist()), title_pairs,
+                      found.owner)
 
 
-def _description_counts(found: _Columns) -> tuple[Any, Any, frozenset[int]]:
-    """For :class:`LabelCodes`: each concept's count of distinct codes in its description and
-    of those that are not a stop word's (the size of what context weighs a description's
-    precision over), and the concepts whose description holds the marker. Every description's
-    (concept, code) pairs made distinct in one sort: a question then reads a count, where it
-    made a set of each description holding one of its stems (thousands at 50,000 concepts)."""
+def _distinct_pairs(units: Any, starts: Any) -> tuple[Any, Any]:
+    """For :class:`LabelCodes`: the distinct (field, code) pairs of a column whose fields
+    start at ``starts`` (one a concept, or a section), sorted, as two int64 arrays. One sort
+    of every pair: a question then reads counts, where it made a set of each field holding
+    one of its stems (thousands at 50,000 concepts). ``numpy.unique`` took 12-20 ms here for
+    the descriptions at 9,978 concepts, the sort and a mask of changes 0.6 ms."""
     import numpy
 
-    units, starts = found.description, found.description_start
-    concepts = len(starts)
     lengths = numpy.diff(numpy.append(starts, len(units)))
-    owner = numpy.repeat(numpy.arange(concepts, dtype=numpy.int64), lengths)
-    pairs = numpy.sort((owner << 16) | units.astype(numpy.int64))
-    # Each distinct pair once (numpy.unique took 12-20 ms here at 9,978 concepts, the sort
-    # and this mask 0.6 ms).
-    pairs = pairs[numpy.concatenate(([True], pairs[1:] != pairs[:-1]))] if len(pairs) else pairs
-    owners, codes = pairs >> 16, pairs & 0xFFFF
-    stop = numpy.array(sorted(ord(c) for c in map(narrow_code, stop_stems()) if c is not None),
-                       dtype=numpy.int64)
-    content = ~numpy.isin(codes, stop)
-    marked = frozenset(numpy.unique(owners[codes == _PAST_PLANE]).tolist())
-    return (numpy.bincount(owners, minlength=concepts),
-            numpy.bincount(owners[content], minlength=concepts), marked)
+    fields = numpy.repeat(numpy.arange(len(starts), dtype=numpy.int64), lengths)
+    pairs = numpy.sort(_keys(fields, units.astype(numpy.int64)))
+    if len(pairs):
+        pairs = pairs[numpy.concatenate(([True], pairs[1:] != pairs[:-1]))]
+    return pairs >> 16, pairs & 0xFFFF
+
+
+def _keys(fields: Any, codes: Any) -> Any:
+    """(field << 16 | code): a pair as one int64 (a code is a UTF-16 unit)."""
+    return (fields << 16) | codes
+
+
+def _among(ordered: Any, values: Any) -> Any:
+    """Whether each of ``values`` is in ``ordered`` (sorted int64 keys)."""
+    import numpy
+
+    if not len(ordered):
+        return numpy.zeros(len(values), dtype=bool)
+    at = numpy.minimum(numpy.searchsorted(ordered, values), len(ordered) - 1)
+    found: Any = ordered[at] == values
+    return found
+
+
+def _counts(fields: Any, size: int) -> Any:
+    """How many pairs each field has, for ``size`` fields (int32: a field's distinct codes)."""
+    import numpy
+
+    return numpy.bincount(fields, minlength=size).astype(numpy.int32)
+
+
+def title_holds(labels: LabelCodes, positions: Any, code: str) -> Any:
+    """Whether the title of each concept at ``positions`` (numpy int64) holds ``code``."""
+    return _among(labels.title_pairs, _keys(positions, ord(code)))
 
 
 def _packed_columns(found: _Columns) -> Iterator[bytes]:
@@ -1434,8 +1492,10 @@ class Scores:
     described: frozenset[int]  # concepts whose description holds a question stem
     headed: frozenset[int]  # sections whose heading holds one (scoring or not)
     index: _Holders
-    # Each stem's concepts whose description holds it, in the order of the stems scored.
+    # Each stem's concepts whose description holds it, and its sections whose heading does,
+    # in the order of the stems scored.
     described_by: tuple[array[int], ...] = ()
+    headed_by: tuple[array[int], ...] = ()
 
     def concept_id(self, position: int) -> str:
         return self.index.concepts.ids[position]
@@ -1508,6 +1568,7 @@ def score(
     described: set[int] = set()
     headed: set[int] = set()
     described_by: list[array[int]] = []
+    headed_by: list[array[int]] = []
     for term in terms:
         token.check()
         part = term_scores(snapshot, term, token, parts)
@@ -1517,6 +1578,7 @@ def score(
         described.update(part.described)
         headed.update(part.headed)
         described_by.append(part.described)
+        headed_by.append(part.headed)
     if admitted is not None:
         # 1.0 for a concept kept, 0.0 for the others: a score times 1.0 is itself, times 0.0
         # is 0.0 (no score is negative), and the products are made in C.
@@ -1529,7 +1591,7 @@ def score(
         described = {p for p in described if concept[p]}
         headed = {g for g in headed if concept[owner[g]]}
     return Scores(concept, label, section, frozenset(described), frozenset(headed), index,
-                  tuple(described_by))
+                  tuple(described_by), tuple(headed_by))
 
 
 def _zeros(count: int) -> array[float]:

@@ -45,6 +45,7 @@ from ._context_index import (
     score,
     stem,
     stop_stems,
+    title_holds,
 )
 from ._context_rank import dated_pages
 from ._context_words import Card, DocumentWords, narrow_code
@@ -313,6 +314,57 @@ class _Matcher:
         precision = len(content & self._codes) / len(content)
         return float((covered / self._total) ** MATCH_POWER * precision)
 
+    def heading_matches(self, sections: list[int], headed_by: Sequence[array[int]],
+                        labels: LabelCodes) -> dict[int, float]:
+        """:meth:`match_codes` of the headings of ``sections`` (snapshot numbers), each read
+        under its page's title, from counts as :meth:`description_matches` makes them:
+        ``headed_by``, each question stem's sections whose heading holds it, and ``labels``
+        how many distinct codes a heading holds, how many are not a stop word's, and how
+        many of those its page's title does not hold. The content a heading is weighed over
+        is the last of those when it has any, else the second, else all its codes; the
+        question's codes in it are counted the same way. A section whose heading or page
+        title holds a code past U+FFFF is left out."""
+        import numpy  # the numeric path: the columns are already its arrays
+
+        if not sections:
+            return {}
+        if self._total <= 0:
+            return dict.fromkeys(sections, 0.0)
+        at = numpy.array(sections, dtype=numpy.intp)
+        owner = labels.section_owner[at].astype(numpy.int64)
+        covered = numpy.zeros(len(at))
+        held = [numpy.zeros(len(at), dtype=numpy.int64) for _ in range(3)]  # all, content, free
+        holds = numpy.zeros(len(labels.heading_distinct), dtype=bool)
+        for (code, value), holders in zip(self._coded, headed_by, strict=True):
+            if code is None:
+                continue
+            holds[:] = False
+            holds[numpy.frombuffer(holders, dtype=holders.typecode)] = True
+            here = holds[at]
+            covered[here] += value
+            held[0][here] += 1
+            if code not in self._stop:
+                held[1][here] += 1
+                held[2][here & ~title_holds(labels, owner, code)] += 1
+        free = labels.heading_free[at]
+        content = labels.heading_content[at]
+        shared = numpy.where(free > 0, held[2], numpy.where(content > 0, held[1], held[0]))
+        size = numpy.where(free > 0, free,
+                           numpy.where(content > 0, content, labels.heading_distinct[at]))
+        return self._matches(sections, covered, shared, size, labels.heading_marked)
+
+    def _matches(self, keys: list[int], covered: Any, shared: Any, size: Any,
+                 marked: AbstractSet[int]) -> dict[int, float]:
+        """Each key's match from its covered idf and its content's counts, as
+        :meth:`match_codes` makes it from the same values (the marked keys left out)."""
+        total = self._total
+        return {
+            key: float((value / total) ** MATCH_POWER * (common / of)) if value else 0.0
+            for key, value, common, of in zip(keys, covered.tolist(), shared.tolist(),
+                                              size.tolist(), strict=True)
+            if key not in marked
+        }
+
     def description_matches(self, positions: list[int], described_by: Sequence[array[int]],
                             labels: LabelCodes) -> dict[int, float]:
         """:meth:`match_codes` of the descriptions of the concepts at ``positions`` (with no
@@ -346,13 +398,7 @@ class _Matcher:
         # only stop words are left (then the question's stop stems are what it shares).
         shared = numpy.where(content > 0, other_held, other_held + stop_held)
         size = numpy.where(content > 0, content, labels.description_distinct[at])
-        total, marked = self._total, labels.description_marked
-        return {
-            position: float((value / total) ** MATCH_POWER * (common / of)) if value else 0.0
-            for position, value, common, of in zip(positions, covered.tolist(),
-                                                   shared.tolist(), size.tolist(), strict=True)
-            if position not in marked
-        }
+        return self._matches(positions, covered, shared, size, labels.description_marked)
 
 
 def _dated_factor(match: float) -> float:
@@ -373,24 +419,21 @@ def _with_label_matches(scores: Scores, query: list[str], idf: Mapping[str, floa
     raised = array("d", section)
     matches: dict[tuple[str, int], float] = {}
     matcher = _Matcher(query, idf)
-    for g in scores.headed:
-        value = section[g]
-        if not value:
-            continue  # a heading whose section does not score
-        position, n = scores.index.place(g)
-        heading = title = None
-        if labels is not None:
-            heading = labels.heading(g)
-            title = None if heading is None else labels.title(position)
-        if heading is None or title is None:
+    headed = [g for g in scores.headed if section[g]]  # a heading whose section scores
+    counted = ({} if labels is None
+               else matcher.heading_matches(headed, scores.headed_by, labels))
+    for g in headed:
+        match = counted.get(g)
+        if match is None:  # no columns, or a code past U+FFFF: read from its words
+            position, n = scores.index.place(g)
             words = scores.words(position)
             match = matcher.match(words, words.sections.heading_words(n), words.title)
-        else:
-            match = matcher.match_codes(heading, title)
-        raised[g] = value * (1.0 + HEADING_BONUS * match)
-        concept_id = scores.concept_id(position)
-        if match and concept_id in dated:
-            matches[(concept_id, scores.words(position).sections[n].line_start)] = match
+        raised[g] = section[g] * (1.0 + HEADING_BONUS * match)
+        if match and dated:
+            position, n = scores.index.place(g)
+            concept_id = scores.concept_id(position)
+            if concept_id in dated:
+                matches[(concept_id, scores.words(position).sections[n].line_start)] = match
     concept = scores.concept
     described = array("d", concept)
     positions = [p for p in scores.described if concept[p]]  # all: each holds a stem
