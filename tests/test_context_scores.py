@@ -267,6 +267,21 @@ def test_a_wide_find_counts_at_a_words_start_only() -> None:
     assert count(text, second, 2) == 1
 
 
+def _asked(root: str, question: str, monkeypatch: pytest.MonkeyPatch
+           ) -> tuple[Snapshot, list[str], index.Scores, dict[str, float]]:
+    """``root`` served, and ``question``'s stems, scores and idfs there. The stems are
+    numbered in a table of the test's own: past 0xF800 stems numbered by earlier tests in
+    this process, the columns would hold none of this bundle's, and the labels none."""
+    _without_parse_cache(monkeypatch)
+    monkeypatch.setattr(_context_words, "CODES", StemCodes())
+    snapshot = Dispatcher(ServeConfig(bundles=(root,))).served_snapshot(root, CancelToken())
+    token = CancelToken()
+    terms = context.content_terms(list(dict.fromkeys(question.split())))
+    stems = list(dict.fromkeys(stem(t) for t in terms))
+    return (snapshot, stems, score(snapshot, stems, token),
+            index.idfs(snapshot, stems, token))
+
+
 @pytest.mark.parametrize("question", [
     "cache", "prune the download cache", "binary mirror folder", "how to cache the binary",
     "links table code", "nothing here at all",
@@ -280,19 +295,10 @@ def test_the_ranking_shortcuts_choose_as_the_plain_ways_do(
     # dense array, the best sections looked for only in the concepts whose best section is
     # among the best. Each must give what the plain way gives, to the bit, on a bundle with
     # more concepts and sections than either list keeps.
-    root = tmp_bundle(varied_files(pages=240))
-    # A table of its own: past 0xF800 stems numbered by earlier tests in this process, the
-    # columns would hold none of this bundle's, and the labels' comparison below none.
-    _without_parse_cache(monkeypatch)
-    monkeypatch.setattr(_context_words, "CODES", StemCodes())
-    snapshot = Dispatcher(ServeConfig(bundles=(root,))).served_snapshot(root, CancelToken())
-    token = CancelToken()
-    terms = context.content_terms(list(dict.fromkeys(question.split())))
-    stems = list(dict.fromkeys(stem(t) for t in terms))
-    scores = score(snapshot, stems, token)
-    idf = index.idfs(snapshot, stems, token)
+    snapshot, stems, scores, idf = _asked(tmp_bundle(varied_files(pages=240)), question,
+                                          monkeypatch)
     matcher = context._Matcher(stems, idf)
-    labels = index.label_codes(snapshot, token)
+    labels = index.label_codes(snapshot, CancelToken())
     assert labels is not None
     compared = 0
     for g in scores.headed:
@@ -356,17 +362,9 @@ def test_label_matches_from_counts_are_the_matches_of_their_codes(
             f"---\ntype: Guide\ntitle: Extra {n} cache\ndescription: {text}\n---\n"
             f"# Extra {n}\n\nBody {n}.\n\n## How to do it\n\nIt is so.\n\n"
             f"## Extra cache\n\nThe cache.\n\n## {text}\n\nMore {n}.\n")
-    root = tmp_bundle(files)
-    _without_parse_cache(monkeypatch)
-    monkeypatch.setattr(_context_words, "CODES", StemCodes())
-    snapshot = Dispatcher(ServeConfig(bundles=(root,))).served_snapshot(root, CancelToken())
-    token = CancelToken()
-    terms = context.content_terms(list(dict.fromkeys(question.split())))
-    stems = list(dict.fromkeys(stem(t) for t in terms))
-    scores = score(snapshot, stems, token)
-    idf = index.idfs(snapshot, stems, token)
+    snapshot, stems, scores, idf = _asked(tmp_bundle(files), question, monkeypatch)
     matcher = context._Matcher(stems, idf)
-    labels = index.label_codes(snapshot, token)
+    labels = index.label_codes(snapshot, CancelToken())
     assert labels is not None and not labels.description_marked
     positions = sorted(scores.described)
     counted = matcher.description_matches(positions, scores.described_by, labels)
@@ -407,6 +405,25 @@ def test_runs_of_an_ordered_array_are_numpys_unique_with_counts(values: list[int
         assert found.dtype == expected.dtype and counts.dtype == expected_counts.dtype
         assert found.tolist() == expected.tolist()
         assert counts.tolist() == expected_counts.tolist()
+
+
+@pytest.mark.parametrize(("values", "count"), [
+    ([], 3), ([0.0, 0.0], 2), ([0.5, 0.0, 2.0], 5), ([1.0, 3.0, 3.0, 2.0, 3.0], 2),
+    ([0.25, 0.75, 0.0, 0.75, 0.5, 0.75], 1), ([2.0, 1.0], 2),
+])
+def test_the_positions_at_least_the_countth_highest_are_the_heaps(
+    values: list[float], count: int
+) -> None:
+    # Taken in numpy (a partition) from the dense scores; the plain way is a heap's count-th
+    # highest, then every position holding at least it (every positive one when it is 0.0).
+    import heapq
+
+    import numpy
+
+    cut = heapq.nlargest(count, values)[-1] if values else 0.0
+    plain = [p for p, v in enumerate(values) if (v >= cut if cut > 0.0 else v)]
+    assert context._positive_at_least(values, count) == plain
+    assert context._positive_at_least(numpy.array(values, dtype=float), count) == plain
 
 
 def _scores_over(first_section: list[int], section: list[float]) -> index.Scores:

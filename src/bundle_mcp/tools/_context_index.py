@@ -1510,7 +1510,13 @@ class Scores:
         return {n: value for n, value in enumerate(self.section[first:last]) if value}
 
     def best_section(self) -> list[float]:
-        """Each concept's best section score, by position (0.0 without a scoring section).
+        """:meth:`best_section_values` as a list."""
+        values: list[float] = self.best_section_values().tolist()
+        return values
+
+    def best_section_values(self) -> Any:
+        """Each concept's best section score, by position (0.0 without a scoring section), a
+        numpy float64 array.
 
         One ``maximum.reduceat`` over the concepts' runs of sections: the same values as the
         maximum of each run (a maximum is one of its floats, whatever the order), in C where a
@@ -1520,15 +1526,14 @@ class Scores:
         layout = self.index.first_section
         first = numpy.frombuffer(layout, dtype=layout.typecode)
         if len(first) < 2:
-            return []
+            return numpy.zeros(0)
         # A sentinel past the last section: a start at the end (a last concept without a
         # section) stays in range, and no score is below 0.0, so the last run's maximum holds.
         sections = numpy.append(numpy.frombuffer(self.section, dtype=numpy.float64), 0.0)
         best = numpy.maximum.reduceat(sections, first[:-1])
         # For an empty run reduceat gives the value at its start, its neighbour's first score.
         best[first[1:] == first[:-1]] = 0.0
-        values: list[float] = best.tolist()
-        return values
+        return best
 
 
 def _added(total: array[float], keys: array[int], values: array[float]) -> None:

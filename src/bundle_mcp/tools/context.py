@@ -14,12 +14,10 @@ ordering ends in IDs and line numbers.
 from __future__ import annotations
 
 import heapq
-import itertools
 import math
-import operator
 import re
 from array import array
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
@@ -159,21 +157,19 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     sections_of: dict[str, dict[int, float]] = {}
     concept_score: dict[str, float] = {}
     if scores is not None:
-        best_section = scores.best_section()
-        # c + SECTION_SHARE * best + LABEL_SHARE * label for every concept, in C; 0.0 for a
-        # concept holding no stem (its three parts are 0.0), above 0.0 for every other.
-        by_position = list(map(
-            operator.add,
-            map(operator.add, scores.concept,
-                map(operator.mul, best_section, itertools.repeat(SECTION_SHARE))),
-            map(operator.mul, scores.label, itertools.repeat(LABEL_SHARE))))
+        best_section = scores.best_section_values()
+        # c + SECTION_SHARE * best + LABEL_SHARE * label for every concept, in numpy (each
+        # operation one IEEE operation an element, in this order, as floats make it); 0.0 for
+        # a concept holding no stem (its three parts are 0.0), above 0.0 for every other.
+        by_position = (_floats(scores.concept) + best_section * SECTION_SHARE
+                       + _floats(scores.label) * LABEL_SHARE)
         # Only the best concepts (ties by ID) are looked at again: the others are never
         # sorted, and their sections are not gathered.
         top = _best_positions(by_position, MAX_CANDIDATE_CONCEPTS,
-                              lambda p: (-by_position[p], scores.concept_id(p)))
+                              lambda p: (-float(by_position[p]), scores.concept_id(p)))
         for p in top:
             token.check()
-            concept_score[scores.concept_id(p)] = by_position[p]
+            concept_score[scores.concept_id(p)] = float(by_position[p])
             sections_of[scores.concept_id(p)] = scores.sections_of(p)
     order = list(concept_score)
     # Two question words side by side in a page ("binary caching") say more than apart.
@@ -334,13 +330,7 @@ class _Matcher:
         owner = labels.section_owner[at].astype(numpy.int64)
         covered = numpy.zeros(len(at))
         held = [numpy.zeros(len(at), dtype=numpy.int64) for _ in range(3)]  # all, content, free
-        holds = numpy.zeros(len(labels.heading_distinct), dtype=bool)
-        for (code, value), holders in zip(self._coded, headed_by, strict=True):
-            if code is None:
-                continue
-            holds[:] = False
-            holds[numpy.frombuffer(holders, dtype=holders.typecode)] = True
-            here = holds[at]
+        for code, value, here in self._holding(at, headed_by, len(labels.heading_distinct)):
             covered[here] += value
             held[0][here] += 1
             if code not in self._stop:
@@ -352,6 +342,21 @@ class _Matcher:
         size = numpy.where(free > 0, free,
                            numpy.where(content > 0, content, labels.heading_distinct[at]))
         return self._matches(sections, covered, shared, size, labels.heading_marked)
+
+    def _holding(self, at: Any, by_stem: Sequence[array[int]], size: int
+                 ) -> Iterator[tuple[str, float, Any]]:
+        """For each question stem with a code, in the question's order: the code, its idf and
+        which of ``at`` (numpy positions among ``size``) hold it, ``by_stem`` being each
+        stem's holders."""
+        import numpy
+
+        holds = numpy.zeros(size, dtype=bool)
+        for (code, value), holders in zip(self._coded, by_stem, strict=True):
+            if code is None:
+                continue
+            holds[:] = False
+            holds[numpy.frombuffer(holders, dtype=holders.typecode)] = True
+            yield code, value, holds[at]
 
     def _matches(self, keys: list[int], covered: Any, shared: Any, size: Any,
                  marked: AbstractSet[int]) -> dict[int, float]:
@@ -384,13 +389,8 @@ class _Matcher:
         covered = numpy.zeros(len(at))
         stop_held = numpy.zeros(len(at), dtype=numpy.int64)
         other_held = numpy.zeros(len(at), dtype=numpy.int64)
-        holds = numpy.zeros(len(labels.description_distinct), dtype=bool)
-        for (code, value), holders in zip(self._coded, described_by, strict=True):
-            if code is None:
-                continue
-            holds[:] = False
-            holds[numpy.frombuffer(holders, dtype=holders.typecode)] = True
-            held = holds[at]
+        for code, value, held in self._holding(at, described_by,
+                                               len(labels.description_distinct)):
             covered[held] += value
             (stop_held if code in self._stop else other_held)[held] += 1
         content = labels.description_content[at]
@@ -460,22 +460,36 @@ def _best(values: Mapping[_K, float], count: int,
     return sorted(pool, key=key)[:count]
 
 
-def _best_positions(values: list[float], count: int,
+def _floats(values: array[float]) -> Any:
+    """A numpy view of an ``array('d')``'s own memory."""
+    import numpy
+
+    return numpy.frombuffer(values, dtype=numpy.float64)
+
+
+def _best_positions(values: Any, count: int,
                     key: Callable[[int], tuple[Any, ...]]) -> list[int]:
     """:func:`_best` over the positions whose value is above 0.0 (``values`` dense, none
     negative)."""
     return sorted(_positive_at_least(values, count), key=key)[:count]
 
 
-def _positive_at_least(values: list[float], count: int) -> list[int]:
+def _positive_at_least(values: Any, count: int) -> list[int]:
     """The positions of the ``count`` highest positive values, and of every value tied with
     the last of them (all the positive ones when there are no more than ``count``)."""
-    cut = heapq.nlargest(count, values)[-1] if values else 0.0
-    kept: Any = map(operator.ge, values, itertools.repeat(cut)) if cut > 0.0 else values
-    return list(itertools.compress(range(len(values)), kept))
+    import numpy  # the numeric path: the scores are already its arrays
+
+    found = numpy.asarray(values, dtype=numpy.float64)
+    if not len(found):
+        return []
+    last = len(found) - min(count, len(found))  # the count-th highest, or the lowest
+    cut = float(numpy.partition(found, last)[last])
+    kept = found >= cut if cut > 0.0 else found != 0.0
+    positions: list[int] = numpy.flatnonzero(kept).tolist()
+    return positions
 
 
-def _with_strong_sections(scores: Scores, best_section: list[float],
+def _with_strong_sections(scores: Scores, best_section: Any,
                           candidates: list[_Candidate]) -> list[_Candidate]:
     """The candidates, where a section whose own score is high stands on it: its item scores
     at least SECTION_ALONE x its section score, and joins the candidates if its concept did
