@@ -445,7 +445,7 @@ def test_each_concepts_best_section_is_the_maximum_of_its_run(
         first_section: list[int], section: list[float]) -> None:
     plain = [max(section[a:b], default=0.0)
              for a, b in zip(first_section, first_section[1:], strict=False)]
-    assert _scores_over(first_section, section).best_section() == plain
+    assert _scores_over(first_section, section).best_section().tolist() == plain
 
 
 def test_a_part_is_added_one_addition_a_key_and_refused_unaligned() -> None:

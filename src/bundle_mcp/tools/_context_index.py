@@ -1509,12 +1509,7 @@ class Scores:
         last = self.index.first_section[position + 1]
         return {n: value for n, value in enumerate(self.section[first:last]) if value}
 
-    def best_section(self) -> list[float]:
-        """:meth:`best_section_values` as a list."""
-        values: list[float] = self.best_section_values().tolist()
-        return values
-
-    def best_section_values(self) -> Any:
+    def best_section(self) -> Any:
         """Each concept's best section score, by position (0.0 without a scoring section), a
         numpy float64 array.
 

@@ -157,7 +157,7 @@ def run(call: CallContext, params: dict[str, Any]) -> dict[str, Any]:
     sections_of: dict[str, dict[int, float]] = {}
     concept_score: dict[str, float] = {}
     if scores is not None:
-        best_section = scores.best_section_values()
+        best_section = scores.best_section()
         # c + SECTION_SHARE * best + LABEL_SHARE * label for every concept, in numpy (each
         # operation one IEEE operation an element, in this order, as floats make it); 0.0 for
         # a concept holding no stem (its three parts are 0.0), above 0.0 for every other.
@@ -329,16 +329,20 @@ class _Matcher:
         at = numpy.array(sections, dtype=numpy.intp)
         owner = labels.section_owner[at].astype(numpy.int64)
         covered = numpy.zeros(len(at))
-        held = [numpy.zeros(len(at), dtype=numpy.int64) for _ in range(3)]  # all, content, free
+        # The question's codes each heading holds: all, not a stop word's, and of those not
+        # its page title's.
+        any_held, content_held, free_held = (numpy.zeros(len(at), dtype=numpy.int64)
+                                             for _ in range(3))
         for code, value, here in self._holding(at, headed_by, len(labels.heading_distinct)):
             covered[here] += value
-            held[0][here] += 1
+            any_held[here] += 1
             if code not in self._stop:
-                held[1][here] += 1
-                held[2][here & ~title_holds(labels, owner, code)] += 1
+                content_held[here] += 1
+                free_held[here & ~title_holds(labels, owner, code)] += 1
         free = labels.heading_free[at]
         content = labels.heading_content[at]
-        shared = numpy.where(free > 0, held[2], numpy.where(content > 0, held[1], held[0]))
+        shared = numpy.where(free > 0, free_held,
+                             numpy.where(content > 0, content_held, any_held))
         size = numpy.where(free > 0, free,
                            numpy.where(content > 0, content, labels.heading_distinct[at]))
         return self._matches(sections, covered, shared, size, labels.heading_marked)
@@ -387,16 +391,18 @@ class _Matcher:
             return dict.fromkeys(positions, 0.0)
         at = numpy.array(positions, dtype=numpy.intp)
         covered = numpy.zeros(len(at))
-        stop_held = numpy.zeros(len(at), dtype=numpy.int64)
-        other_held = numpy.zeros(len(at), dtype=numpy.int64)
+        # The question's codes each description holds: all, and not a stop word's.
+        any_held, content_held = (numpy.zeros(len(at), dtype=numpy.int64) for _ in range(2))
         for code, value, held in self._holding(at, described_by,
                                                len(labels.description_distinct)):
             covered[held] += value
-            (stop_held if code in self._stop else other_held)[held] += 1
+            any_held[held] += 1
+            if code not in self._stop:
+                content_held[held] += 1
         content = labels.description_content[at]
         # The content is the description's codes less the stop words', or all of them when
-        # only stop words are left (then the question's stop stems are what it shares).
-        shared = numpy.where(content > 0, other_held, other_held + stop_held)
+        # only stop words are left.
+        shared = numpy.where(content > 0, content_held, any_held)
         size = numpy.where(content > 0, content, labels.description_distinct[at])
         return self._matches(positions, covered, shared, size, labels.description_marked)
 
