@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -357,3 +359,25 @@ def test_a_growing_watch_tells_what_changed_in_the_folders_added(bundle: Path) -
     assert watch.poll() == frozenset({"sub/b.md"})
     watch.add("missing")  # a folder that cannot be watched spends the watch
     assert not watch.active and watch.poll() is None
+
+
+
+def test_a_watch_finalized_after_its_modules_globals_were_cleared_closes_quietly(
+    bundle: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # At interpreter exit a watch still held (a script's dispatcher, frozen by the warm-up) is
+    # finalized after the teardown has set its module's globals to None, ``os`` included.
+    import bundle_mcp.loader.watch as watch_module
+
+    unraisable: list[object] = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+    watch = FolderWatch(str(bundle), [""])
+    fd = watch._fd
+    assert fd >= 0
+    monkeypatch.setattr(watch_module, "os", None)
+    del watch
+    gc.collect()
+    monkeypatch.undo()
+    assert unraisable == []
+    with pytest.raises(OSError):
+        os.fstat(fd)  # the descriptor was closed

@@ -188,9 +188,13 @@ class FolderWatch:
             self._fd = -1
         self._dirty = True
 
+    # Bound at class creation: a watch still held at interpreter exit (a dispatcher in a
+    # script's global) is finalized after the module's globals are cleared, ``os`` included.
+    _close_fd = staticmethod(os.close)
+
     def __del__(self) -> None:  # the cache drops watches it replaces; release the descriptor
         if self._fd >= 0:
             try:
-                os.close(self._fd)
+                self._close_fd(self._fd)
             except OSError:
                 pass
