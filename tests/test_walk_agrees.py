@@ -18,8 +18,10 @@ from bundle_mcp.okf import graph as graph_module
 from bundle_mcp.okf.graph import (
     COMMUNITY_KIND,
     COMMUNITY_WEIGHT,
+    KEY,
     OUTGOING,
     SHARES_COMMUNITY,
+    TARGET,
     UNBOUNDED,
     Budget,
     BundleGraph,
@@ -282,11 +284,39 @@ def test_the_walk_tools_answer_the_same_over_the_arrays(seed: int) -> None:
     calls = [(expand_neighbors, {"entity_ids": [start], "depth": depth, "limit": 50,
                                  "include_incoming": incoming})
              for depth in (1, 2, 3) for incoming in (True, False)]
+    calls += [(expand_neighbors, {"entity_ids": [start], "depth": depth, "limit": 50,
+                                  "types": types})
+              for depth in (2, 3) for types in (["Note"], ["section", "Table"])]
     calls += [(query_subgraph, {"seed_ids": [start], "depth": depth}) for depth in (1, 2, 3)]
     before = [run_tool(tool, snapshot, params) for tool, params in calls]
     _warm_walk_arrays(snapshot)
     assert graph_module._arrays_for(graph_of(snapshot), Selection.every()) is not None
     assert [run_tool(tool, snapshot, params) for tool, params in calls] == before
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_pending_levels_nodes_read_as_their_reaches(seed: int) -> None:
+    """Over the walk arrays every level's nodes are places (ints), read through the walk:
+    each one's ID, entity and weight are those of the Reach it stands for."""
+    snapshot = snapshot_of(_bundle(seed))
+    graph = graph_of(snapshot)
+    _warm_walk_arrays(snapshot)
+    start = graph.concept(sorted(snapshot.concepts)[seed])
+    places = 0
+    for depth in (1, 2, 3):
+        for selection in (Selection.every(), Selection.every(incoming=False)):
+            walked = walk(graph, [start], selection, depth, UNBOUNDED, CancelToken())
+            for distance, level in enumerate(walked.levels, 1):
+                weights = walked.negative_weights(level, distance)
+                for node, weight in zip(level, weights, strict=True):
+                    assert isinstance(node, int)
+                    places += 1
+                    reach = walked.reach(node, distance)
+                    found = walked.finding(node, distance)
+                    assert walked.target(node, distance) == reach[TARGET] == found.entity.id
+                    assert walked.entity(node, distance) == found.entity
+                    assert weight == reach[KEY][0] == -found.step.weight
+    assert places
 
 
 def test_a_walk_builds_arcs_only_for_the_concepts_it_expands() -> None:

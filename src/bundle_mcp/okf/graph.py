@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import operator
 import re
 import sys
 import types
@@ -88,7 +89,7 @@ from .properties import text_field
 from .sections import locator, parse_locator, section_name, section_number_at
 
 if TYPE_CHECKING:
-    from .walk_arrays import WalkArrays
+    from .walk_arrays import BestArcs, WalkArrays
 
 # Relationship names, as tools report and filter them (a typed relation goes by its own name;
 # a link's, LINKS_TO, is the edge model's).
@@ -1078,11 +1079,18 @@ class Walk:
     """What a walk reached, level by level (``levels[d - 1]``: the nodes first reached at ``d``
     hops, by ID). Kept compact: a walk reaches thousands of nodes where a caller reports a few,
     so a :class:`Found` is built only for a node a caller asks about (:meth:`finding`);
-    :attr:`found` builds them all."""
+    :attr:`found` builds them all.
+
+    A level walked over the walk arrays holds its nodes as places (``int``) in its
+    :class:`_Pending` (``pending[d - 1]``; ``None`` for a level of :data:`Reach` lists, as a
+    walk arc by arc makes): :meth:`reach`, :meth:`target`, :meth:`entity`,
+    :meth:`negative_weights` and :meth:`finding` read a node of either kind, given its
+    distance."""
 
     graph: BundleGraph
-    levels: tuple[tuple[Reach, ...], ...]
+    levels: tuple[tuple[Reach | int, ...], ...]
     cut: bool  # the budget ran out before the walk finished
+    pending: tuple[_Pending | None, ...] = ()  # each level's places, if it holds places
 
     @property
     def total(self) -> int:
@@ -1093,18 +1101,43 @@ class Walk:
     def found(self) -> tuple[Found, ...]:
         """Every node reached, by distance, then ID."""
         return tuple(
-            self.finding(reach, distance)
+            self.finding(node, distance)
             for distance, level in enumerate(self.levels, 1)
-            for reach in level
+            for node in level
         )
 
-    def entity(self, reach: Reach) -> Entity:
-        return _entity(self.graph, reach)
+    def _places(self, distance: int) -> _Pending:
+        pending = self.pending[distance - 1] if distance <= len(self.pending) else None
+        assert pending is not None  # a node is a place only in a level that holds places
+        return pending
 
-    def finding(self, reach: Reach, distance: int) -> Found:
-        """The node ``reach`` of level ``distance`` with its best edge as a :class:`Step`."""
+    def reach(self, node: Reach | int, distance: int) -> Reach:
+        """The node as a :data:`Reach` (made now when it is a place)."""
+        return self._places(distance).reach(node) if isinstance(node, int) else node
+
+    def target(self, node: Reach | int, distance: int) -> str:
+        """The node's ID."""
+        if isinstance(node, int):
+            return self._places(distance).target(node)
+        return cast(str, node[TARGET])
+
+    def entity(self, node: Reach | int, distance: int) -> Entity:
+        if isinstance(node, int):
+            return self._places(distance).entity(node)
+        return _entity(self.graph, node)
+
+    def negative_weights(self, level: Sequence[Reach | int], distance: int) -> list[float]:
+        """The negated weight of each node's best edge (its key's first item), in order, for
+        the level at ``distance`` or some of its nodes: a level of places reads them in C."""
+        if level and isinstance(level[0], int):  # a level holds places only, or none
+            return self._places(distance).negative_weights(cast(Sequence[int], level))
+        return [reach[KEY][0] for reach in cast(Sequence[Reach], level)]
+
+    def finding(self, node: Reach | int, distance: int) -> Found:
+        """The node of level ``distance`` with its best edge as a :class:`Step`."""
+        reach = self.reach(node, distance)
         key: Key = reach[KEY]
-        entity = self.entity(reach)
+        entity = _entity(self.graph, reach)
         step = Step(entity, key[1], key[2], -key[0], key[4], key[5], reach[KIND])
         return Found(entity, distance, step, reach[PREDECESSOR], reach[EDGES])
 
@@ -1117,10 +1150,162 @@ class _Level:
     depends on iteration order).
     """
 
-    __slots__ = ("best",)
+    __slots__ = ("best", "pending")
 
     def __init__(self) -> None:
-        self.best: dict[str, Reach] = {}
+        # A node reached over the walk arrays is its place in ``pending`` until an offer to
+        # it or a reader needs its Reach (:meth:`made`).
+        self.best: dict[str, Reach | int] = {}
+        self.pending: _Pending | None = None
+
+    def made(self, target: str, place: int) -> Reach:
+        """The node ``target`` at ``place`` made into its Reach, held as such from now on (an
+        offer reaches it again)."""
+        pending = self.pending
+        assert pending is not None  # a level holds places only beside their record
+        reach = self.best[target] = pending.reach(place)
+        return reach
+
+
+class _Pending:
+    """The nodes of one level walked over the walk arrays, kept as places instead of
+    :data:`Reach` lists.
+
+    A depth-2 walk from the bench bundle's hub reaches about 10,000 concepts at its last level;
+    at 50,000 concepts the hub's three tags put 12,600 concepts in its first level, where the
+    budget runs out; expand_neighbors reports 20 of them. Making each node's list and key
+    (about 0.4 µs each) was a third of the warm walk. Here a node the walk arrays reach
+    (:func:`~bundle_mcp.okf.walk_arrays.best_arcs`) is its place in their columns
+    (``0 <= place < arcs``), a node a shared tag reaches first is a record of the member, the
+    tag's first carrier and its count (``place < 0``), and a node an offer reaches again is
+    made into its Reach then, as before. When the level closes (:meth:`close`) every node
+    becomes a place (those made are kept at the places after the arrays': ``arcs <= place``);
+    each place's ID, weight and concept (its place in the arrays) are tabled when first read,
+    so a caller, or the next level's expansion, reads them for every node in C. A node's
+    Reach is made when asked for (:meth:`reach`): the one the level would have held."""
+
+    __slots__ = ("_graph", "_arrays", "_found", "_nodes", "_shared", "_made", "_weights",
+                 "_targets", "_concepts")
+
+    def __init__(self, graph: BundleGraph, arrays: WalkArrays, found: BestArcs) -> None:
+        self._graph = graph
+        self._arrays = arrays
+        self._found = found
+        self._nodes: dict[str, Entity] = {}  # the expanded concepts' entities, made once each
+        self._shared: list[tuple[str, Entity, int]] = []  # member, first carrier, carriers
+        self._made: list[Reach] = []  # the nodes made into a Reach, from place ``arcs`` on
+        # Each place's negated weight, ID and concept (its place in the arrays; -1: a
+        # section), by place: the shared records' in reverse after the rest, so that a
+        # negative place indexes its own. Made when first read, once the level is closed
+        # (empty until then: a closed level has a node).
+        self._weights: list[float] = []
+        self._targets: list[str] = []
+        self._concepts: list[int] = []
+
+    def arc_places(self) -> Iterable[tuple[str, int]]:
+        """Each node the arrays reach, with its place (by ID: the arrays' concepts are)."""
+        found = self._found
+        return zip(map(self._arrays.ids.__getitem__, found.targets), range(len(found.targets)),
+                   strict=True)
+
+    @property
+    def shared(self) -> list[tuple[str, Entity, int]]:
+        """The records of the nodes first reached through a shared tag: (the member, the tag's
+        first carrier, its carriers). Appended to by :func:`_offer_communities` (inlined:
+        thousands a level), the record at index ``k`` is the node at place ``-1 - k``."""
+        return self._shared
+
+    def heavier_arc(self, place: int) -> bool:
+        """Whether the arc that reaches the node at ``place`` (an arrays' node) outweighs a
+        shared tag (whose key can then never be its best)."""
+        kind = edge_kind(self._arrays.edges[self._found.edges[place]])
+        return _NEGATIVE_WEIGHT[kind] < _COMMUNITY_KEY_WEIGHT
+
+    def count_more(self, place: int, edges: int) -> None:
+        """``edges`` more admitted edges reach the arrays' node at ``place``."""
+        self._found.counts[place] += edges
+
+    def close(self, nodes: list[Reach | int]) -> tuple[int, ...]:
+        """The level's nodes (by ID) as places: a Reach is kept at the next place after the
+        arrays'. The places' tables are made when first read (a level the budget ends in is
+        never a frontier, so its concepts are never read)."""
+        arcs = len(self._found.targets)
+        made = self._made
+        for n in itertools.compress(range(len(nodes)), map(operator.is_not, map(type, nodes),
+                                                           itertools.repeat(int))):
+            made.append(cast(Reach, nodes[n]))
+            nodes[n] = arcs + len(made) - 1
+        return cast(tuple[int, ...], tuple(nodes))
+
+    def _members(self) -> list[str]:
+        """The shared records' members in reverse, as the tables end: place ``-1 - k`` is
+        record ``k``."""
+        return list(map(_RECORD_MEMBER, reversed(self._shared)))
+
+    def _weight_table(self) -> list[float]:
+        weights = self._weights
+        if not weights:
+            edges = map(self._arrays.edges.__getitem__, self._found.edges)
+            weights = self._weights = [
+                *map(_NEGATIVE_WEIGHT.__getitem__, map(edge_kind, edges)),
+                *(reach[KEY][0] for reach in self._made),
+                *itertools.repeat(_COMMUNITY_KEY_WEIGHT, len(self._shared))]
+        return weights
+
+    def _target_table(self) -> list[str]:
+        targets = self._targets
+        if not targets:
+            targets = self._targets = [
+                *map(self._arrays.ids.__getitem__, self._found.targets),
+                *(reach[TARGET] for reach in self._made), *self._members()]
+        return targets
+
+    def concepts(self, places: Iterable[int]) -> Iterator[int]:
+        """Each place's concept, as its place in the arrays (``-1`` for a section)."""
+        concepts = self._concepts
+        if not concepts:
+            index = self._arrays.index
+            concepts = self._concepts = [
+                *self._found.targets,
+                *(-1 if reach[SECTION] is not None else index[reach[TARGET]]
+                  for reach in self._made),
+                *map(index.__getitem__, self._members())]
+        return map(concepts.__getitem__, places)
+
+    def target(self, place: int) -> str:
+        return self._target_table()[place]
+
+    def entity(self, place: int) -> Entity:
+        """The node at ``place``: a concept, unless it was made (a section's Reach may be)."""
+        arcs = len(self._found.targets)
+        if place >= arcs:
+            return _entity(self._graph, self._made[place - arcs])
+        return self._graph.concept(self.target(place))
+
+    def negative_weights(self, places: Iterable[int]) -> list[float]:
+        return list(map(self._weight_table().__getitem__, places))
+
+    def reach(self, place: int) -> Reach:
+        """The node at ``place`` as its Reach: made now (each time) unless it was made."""
+        if place < 0:
+            member, carrier, count = self._shared[-1 - place]
+            carrier_id = carrier.id
+            return [member, (_COMMUNITY_KEY_WEIGHT, SHARES_COMMUNITY, OUTGOING, carrier_id,
+                             carrier_id, member), COMMUNITY_KIND, carrier, None, count]
+        found, arrays = self._found, self._arrays
+        arcs = len(found.targets)
+        if place >= arcs:
+            return self._made[place - arcs]
+        edge = arrays.edges[found.edges[place]]
+        owner = arrays.ids[found.owners[place]]
+        node = self._nodes.get(owner)
+        if node is None:
+            node = self._nodes[owner] = self._graph.concept(owner)
+        kind = edge_kind(edge)
+        key: Key = (_NEGATIVE_WEIGHT[kind], edge_relationship(edge),
+                    _DIRECTION[found.backwards[place]], owner, edge_source_ref(edge),
+                    edge_target_ref(edge))
+        return [arrays.ids[found.targets[place]], key, kind, node, None, found.counts[place]]
 
 
 def walk(
@@ -1150,7 +1335,7 @@ def walk(
     visited = {seed.id for seed in seeds}
     ordered = sorted(seeds, key=lambda e: e.id)
     frontier: Iterable[Entity] = ordered
-    levels: list[tuple[Reach, ...]] = []
+    levels: list[tuple[Reach | int, ...]] = []
     arrays = _arrays_for(graph, selection)
     if arrays is not None:
         return _walk_arrays(graph, arrays, ordered, selection, depth, budget, token)
@@ -1170,17 +1355,23 @@ def walk(
         if budget.exhausted or not reached or distance == depth:
             break
         # Each node's entity made as the next level comes to it: a level the budget cuts
-        # short makes none for the nodes it never expands (thousands past a hub).
-        frontier = (_entity(graph, r) for r in reached)
+        # short makes none for the nodes it never expands (thousands past a hub). No level
+        # walked arc by arc holds a pending node.
+        frontier = (_entity(graph, cast(Reach, r)) for r in reached)
     return Walk(graph, tuple(levels), budget.exhausted)
 
 
-def _close(level: _Level, levels: list[tuple[Reach, ...]], visited: set[str],
-           token: CancelToken) -> tuple[Reach, ...]:
-    """The nodes ``level`` reached, by ID: added to ``levels`` and to ``visited``."""
+def _close(level: _Level, levels: list[tuple[Reach | int, ...]], visited: set[str],
+           token: CancelToken) -> tuple[Reach | int, ...]:
+    """The nodes ``level`` reached, by ID: added to ``levels`` and to ``visited``; a level of
+    places as places only (:meth:`_Pending.close`)."""
     token.check()
-    best = level.best
-    reached = tuple(map(best.__getitem__, sorted(best)))
+    best, pending = level.best, level.pending
+    reached: tuple[Reach | int, ...]
+    if pending is not None:
+        reached = pending.close(list(map(best.__getitem__, sorted(best))))
+    else:
+        reached = tuple(map(best.__getitem__, sorted(best)))
     levels.append(reached)
     visited.update(best)
     return reached
@@ -1205,13 +1396,15 @@ def _walk_arrays(
 ) -> Walk:
     """:func:`walk` over the arrays: each level's concepts wholly within the budget expanded
     at once (:func:`~bundle_mcp.okf.walk_arrays.best_arcs`), their sections, the frontier's
-    sections and the node the budget runs out in as :func:`_expand` offers them."""
+    sections and the node the budget runs out in as :func:`_expand` offers them. Each level's
+    nodes are places in its :class:`_Pending`, made into Reaches only when read."""
     from .walk_arrays import mark, seen_mask
 
     visited = {seed.id for seed in seeds}
     seen = seen_mask(arrays, visited)
-    frontier: Sequence[Entity] | Sequence[Reach] = seeds
-    levels: list[tuple[Reach, ...]] = []
+    frontier: Frontier = seeds
+    levels: list[tuple[Reach | int, ...]] = []
+    pending: list[_Pending | None] = []
     for distance in range(1, depth + 1):
         level = _Level()
         expanded = _expand_level(graph, arrays, frontier, selection, budget, token, visited,
@@ -1219,17 +1412,37 @@ def _walk_arrays(
         if selection.community and expanded is not None:
             _offer_communities(graph, selection, expanded, visited, budget, token, level)
         reached = _close(level, levels, visited, token)
+        places = level.pending
+        assert places is not None  # _expand_level made the level's
+        pending.append(places)
         if budget.exhausted or not reached or distance == depth:
             break
         mark(arrays, seen, level.best)
-        frontier = reached
-    return Walk(graph, tuple(levels), budget.exhausted)
+        frontier = _Places(cast(tuple[int, ...], reached), places)
+    return Walk(graph, tuple(levels), budget.exhausted, tuple(pending))
+
+
+@dataclass(frozen=True, slots=True)
+class _Places:
+    """A level of places as the next one's frontier: the places, and the record they are in."""
+
+    places: tuple[int, ...]
+    pending: _Pending
+
+    def entity(self, n: int) -> Entity:
+        return self.pending.entity(self.places[n])
+
+    def entities(self) -> list[Entity]:
+        return list(map(self.pending.entity, self.places))
+
+
+Frontier = Sequence[Entity] | _Places
 
 
 def _expand_level(
     graph: BundleGraph,
     arrays: WalkArrays,
-    frontier: Sequence[Entity] | Sequence[Reach],
+    frontier: Frontier,
     selection: Selection,
     budget: Budget,
     token: CancelToken,
@@ -1241,21 +1454,22 @@ def _expand_level(
     :func:`_expand` would, for the same budget: the budget is granted once, the nodes wholly
     within it are expanded together, and the one it runs out in arc by arc with what is left.
     Returns the frontier's entities when the budget lasted (the walk then offers their shared
-    tags), else ``None``."""
+    tags), else ``None``. The nodes the arrays reach are kept as their places in the level's
+    :class:`_Pending` (``level.pending``, made here), not made."""
     import numpy as np
 
     from .walk_arrays import best_arcs
 
-    count = len(frontier)
-    place = arrays.index
-    if frontier and isinstance(frontier[0], Entity):
-        seeds = cast(Sequence[Entity], frontier)
-        at = np.fromiter((place[e.id] if e.section_number is None else -1 for e in seeds),
-                         np.int64, count)
+    if isinstance(frontier, _Places):
+        count = len(frontier.places)
+        at = np.fromiter(frontier.pending.concepts(frontier.places), np.int64, count)
+        node_at: Callable[[int], Entity] = frontier.entity
     else:
-        reaches = cast(Sequence[Reach], frontier)
-        at = np.fromiter((place[r[TARGET]] if r[SECTION] is None else -1 for r in reaches),
+        count = len(frontier)
+        place = arrays.index
+        at = np.fromiter((place[e.id] if e.section_number is None else -1 for e in frontier),
                          np.int64, count)
+        node_at = frontier.__getitem__
     is_concept = at >= 0
     units = arrays.units(selection.incoming and selection.part_of, selection.unsliced_sections)
     units = np.where(is_concept, units[np.where(is_concept, at, 0)], 1)
@@ -1265,48 +1479,29 @@ def _expand_level(
     whole = int(np.searchsorted(reached, granted, side="right"))  # nodes wholly granted
     left = granted - (int(reached[whole - 1]) if whole else 0)
     found = best_arcs(arrays, at[:whole][is_concept[:whole]], selection.incoming, seen, token)
-    best = level.best
-    # Each reached node's Reach made by C iterators (thousands a level): its key as _arcs
-    # spells it, from the best arc's edge, direction and expanded concept.
-    concept_ids = arrays.ids
-    edges = list(map(arrays.edges.__getitem__, found.edges))
-    kinds = list(map(edge_kind, edges))
-    owners = list(map(concept_ids.__getitem__, found.owners))
-    nodes = {owner: graph.concept(owner) for owner in set(owners)}
-    keys = zip(map(_NEGATIVE_WEIGHT.__getitem__, kinds), map(edge_relationship, edges),
-               map(_DIRECTION.__getitem__, found.backwards), owners,
-               map(edge_source_ref, edges), map(edge_target_ref, edges), strict=True)
-    targets = list(map(concept_ids.__getitem__, found.targets))
-    best.update(zip(targets, map(list, zip(
-        targets, keys, kinds, map(nodes.__getitem__, owners), [None] * len(targets),
-        found.counts, strict=True)), strict=True))
+    kept = level.pending = _Pending(graph, arrays, found)
+    level.best.update(kept.arc_places())
     sectioned = selection.incoming and selection.part_of
     for n in range(whole):
         token.check()
         concept_at = int(at[n])
         if concept_at < 0:
             # A section: its one unit is granted with the rest, as _expand grants it.
-            _expand(graph, _node(graph, frontier[n]), selection, UNBOUNDED, token, visited,
-                    level)
+            _expand(graph, node_at(n), selection, UNBOUNDED, token, visited, level)
         elif sectioned and arrays.sections[concept_at] and (
                 selection.unsliced_sections or arrays.sliced[concept_at]):
-            node = _node(graph, frontier[n])
-            _offer_sections(best, node, graph.section_arcs(node.id), visited)
+            node = node_at(n)
+            _offer_sections(level, node, graph.section_arcs(node.id), visited)
     if whole < count and left:
-        _expand(graph, _node(graph, frontier[whole]), selection, EdgeBudget(left), token,
-                visited, level)
+        _expand(graph, node_at(whole), selection, EdgeBudget(left), token, visited, level)
     if granted < total or budget.exhausted:
         return None
-    return [_node(graph, node) for node in frontier]
+    return frontier.entities() if isinstance(frontier, _Places) else list(frontier)
 
 
 # What _expand_level reads of an arc's kind and direction, in C.
 _NEGATIVE_WEIGHT = {kind: -weight for kind, weight in EDGE_WEIGHT.items()}
 _DIRECTION = (OUTGOING, INCOMING)  # by whether the arc is walked backwards
-
-
-def _node(graph: BundleGraph, node: Entity | Reach) -> Entity:
-    return node if isinstance(node, Entity) else _entity(graph, node)
 
 
 def _entity(graph: BundleGraph, reach: Reach) -> Entity:
@@ -1334,7 +1529,7 @@ def _expand(
             target = node.concept_id
             if target not in visited:
                 key: Key = (-PART_OF_WEIGHT, PART_OF, OUTGOING, node.id, node.id, target)
-                _offer(best, target, key, PART_OF_KIND, node, None, 1)
+                _offer(level, target, key, PART_OF_KIND, node, None, 1)
         return
     concept_id = node.id
     incoming, project = selection.incoming, selection.project
@@ -1364,6 +1559,8 @@ def _expand(
             if current is None:
                 best[other] = [other, key, kind, node, None, 1]
             else:
+                if isinstance(current, int):
+                    current = level.made(other, current)
                 current[EDGES] += 1
                 if key < current[KEY]:
                     current[KEY:SECTION + 1] = key, kind, node, None
@@ -1378,14 +1575,15 @@ def _expand(
     if not (selection.unsliced_sections or graph.sliced(concept_id)):
         return
     granted = budget.grant(len(sections))
-    _offer_sections(best, node, sections[:granted], visited)
+    _offer_sections(level, node, sections[:granted], visited)
 
 
-def _offer_sections(best: dict[str, Reach], node: Entity, sections: Iterable[SectionArc],
+def _offer_sections(level: _Level, node: Entity, sections: Iterable[SectionArc],
                     visited: AbstractSet[str]) -> None:
     """The concept ``node``'s ``PART_OF`` arcs from ``sections`` (its :meth:`section_arcs`),
     each to a section not ``visited``: :func:`_offer` inlined (a walk past a hub offers
     thousands of sections)."""
+    best = level.best
     best_of = best.get
     for key, number in sections:
         target = key[4]
@@ -1395,13 +1593,15 @@ def _offer_sections(best: dict[str, Reach], node: Entity, sections: Iterable[Sec
         if current is None:
             best[target] = [target, key, PART_OF_KIND, node, number, 1]
         else:
+            if isinstance(current, int):  # a section's ID is no concept's: never, in fact
+                current = level.made(target, current)
             current[EDGES] += 1
             if key < current[KEY]:
                 current[KEY:SECTION + 1] = key, PART_OF_KIND, node, number
 
 
 def _offer(
-    best: dict[str, Reach],
+    level: _Level,
     target: str,
     key: Key,
     kind: str,
@@ -1414,10 +1614,13 @@ def _offer(
     concept's own edges, the bulk of a walk, and so do :func:`_offer_sections` and
     :func:`_offer_communities` (a depth-2 walk from the 50,000-concept bench bundle's hub
     offers 15,000 members of shared tags: 10.0 → 8.5 ms of CPU inlined)."""
+    best = level.best
     current = best.get(target)
     if current is None:
         best[target] = [target, key, kind, node, section, edges]
     else:
+        if isinstance(current, int):
+            current = level.made(target, current)
         current[EDGES] += edges
         if key < current[KEY]:
             current[KEY:SECTION + 1] = key, kind, node, section
@@ -1445,8 +1648,12 @@ def _offer_communities(
             first, count = carriers.get(tag, (node, 0))
             carriers[tag] = (first, count + 1)
     members = graph.tag_members(selection.project, token) if carriers else {}
-    best = level.best
+    best, pending = level.best, level.pending
     best_of = best.get
+    # A level of places records a node a shared tag reaches first (_Pending.shared): its
+    # place is -1 - its index, counted down here.
+    shared = pending.shared if pending is not None else None
+    place = -len(shared) if shared is not None else 0
     for tag in sorted(carriers):
         token.check()
         node, carriers_count = carriers[tag]
@@ -1461,10 +1668,23 @@ def _offer_communities(
                 continue
             current = best_of(other)
             if current is None:
+                if shared is not None:  # a record, made into a Reach if read
+                    shared.append((other, node, carriers_count))
+                    place -= 1
+                    best[other] = place
+                    continue
                 best[other] = [other, (_COMMUNITY_KEY_WEIGHT, SHARES_COMMUNITY, OUTGOING,
                                        node_id, node_id, other),
                                COMMUNITY_KIND, node, None, carriers_count]
                 continue
+            if isinstance(current, int):
+                assert pending is not None  # a level holds places only beside their record
+                if current >= 0 and pending.heavier_arc(current):
+                    # Reached over a heavier edge: the shared tag only counts, and the node
+                    # stays a place (its key could not become the shared tag's).
+                    pending.count_more(current, carriers_count)
+                    continue
+                current = level.made(other, current)
             current[EDGES] += carriers_count
             if current[KEY][0] >= _COMMUNITY_KEY_WEIGHT:
                 key: Key = (_COMMUNITY_KEY_WEIGHT, SHARES_COMMUNITY, OUTGOING, node_id,
@@ -1475,6 +1695,8 @@ def _offer_communities(
             return
 
 
+# The member of a shared tag's record (_Pending.shared), in C.
+_RECORD_MEMBER = operator.itemgetter(0)
 # A SHARES_COMMUNITY key's first item (keys sort by negated weight, heaviest first).
 _COMMUNITY_KEY_WEIGHT = -COMMUNITY_WEIGHT
 

@@ -43,7 +43,6 @@ from ..okf.graph import (
     COMMUNITY_KIND,
     OUTGOING,
     SHARES_COMMUNITY,
-    TARGET,
     UNBOUNDED,
     BundleGraph,
     Entity,
@@ -329,8 +328,8 @@ def extract(
         reached.update((e.id, (e, 0)) for e in seeds)
         for distance, level in enumerate(found.levels, 1):
             token.check()
-            for reach in level:
-                reached[reach[TARGET]] = (found.entity(reach), distance)
+            for node in level:  # a place (a level walked over the arrays) is read as it is
+                reached[found.target(node, distance)] = (found.entity(node, distance), distance)
 
     seed_ids = {e.id for e in seeds}
     # Without filters every object passes, and without weights each weighs the default: the

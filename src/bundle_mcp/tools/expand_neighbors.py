@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from itertools import islice
+from itertools import compress, islice
 from typing import Any
 
 from ..cancel import CancelToken
 from ..model import Snapshot
 from ..okf.folding import fold
 from ..okf.graph import (
-    KEY,
     SHARES_COMMUNITY,
     EdgeBudget,
     Entity,
@@ -125,24 +124,29 @@ def _best(
     levels = found.levels
     if folded:
         levels = tuple(
-            tuple(r for r in level if fold(entity_type(found.entity(r))) in folded)
-            for level in levels
+            tuple(r for r in level if fold(entity_type(found.entity(r, distance))) in folded)
+            for distance, level in enumerate(levels, 1)
         )
     total = sum(map(len, levels))
     runs: dict[tuple[float, int], set[float]] = {}  # (-score, distance) -> its -weights
-    for distance, level in enumerate(levels, 1):
+    # Each level's nodes' weights, in order: a level walked over the walk arrays holds places
+    # (ints), whose weights Walk.negative_weights reads from their tables.
+    level_weights = [found.negative_weights(level, distance)
+                     for distance, level in enumerate(levels, 1)]
+    for distance, weights in enumerate(level_weights, 1):
         token.check()
-        for negative_weight in {reach[KEY][0] for reach in level}:
+        for negative_weight in set(weights):
             run = (-score_of(-negative_weight, distance), distance)
             runs.setdefault(run, set()).add(negative_weight)
     best: list[Found] = []
     for run in sorted(runs):
         if len(best) >= limit:
             break
-        weights, distance = runs[run], run[1]
-        members = (reach for reach in levels[distance - 1] if reach[KEY][0] in weights)
-        for reach in islice(members, limit - len(best)):
-            best.append(found.finding(reach, distance))
+        wanted, distance = runs[run], run[1]
+        members = compress(levels[distance - 1],
+                           map(wanted.__contains__, level_weights[distance - 1]))
+        for node in islice(members, limit - len(best)):
+            best.append(found.finding(node, distance))
     return best, total
 
 
