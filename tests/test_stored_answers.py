@@ -218,7 +218,7 @@ def test_the_stored_form_reads_back_only_whole() -> None:
     packed = _packed_encoding(result)
     assert packed is not None
     encoding, quoted = packed
-    data = stored_answers.packed(encoding)
+    data = stored_answers.packed(encoding, quoted.size)
     found = stored_answers.unpacked(data)
     assert found is not None
     back, quoted_size = found
@@ -227,7 +227,10 @@ def test_the_stored_form_reads_back_only_whole() -> None:
     header = len(data) - len(encoding.compressed)
     broken = [b"", data[:header - 1], b"xxxx" + data[4:], data[:-len(data) // 3],
               data[:header] + b"\x00" + data[header + 1:],
-              data[:4] + (encoding.size + 1).to_bytes(8, "little") + data[12:]]
+              data[:4] + (encoding.size + 1).to_bytes(8, "little") + data[12:],
+              # the JSON string's length, one more or too short for the encoding
+              data[:12] + (quoted.size + 1).to_bytes(8, "little") + data[20:],
+              data[:12] + (encoding.size + 1).to_bytes(8, "little") + data[20:]]
     assert [stored_answers.unpacked(d) for d in broken] == [None] * len(broken)
 
 

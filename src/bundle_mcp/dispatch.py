@@ -705,7 +705,8 @@ class Dispatcher:
             store.keep(snapshot.revision, key, stored_answers.packed_refusal(kept.error()))
         elif kept.wire is not None and isinstance(
                 kept.wire.structured, PackedBytes) and kept.is_text_encoding:
-            store.keep(snapshot.revision, key, stored_answers.packed(kept.wire.structured))
+            store.keep(snapshot.revision, key, stored_answers.packed(kept.wire.structured,
+                                                                     kept.wire.text.size))
         return kept
 
     def _kept_answer(
