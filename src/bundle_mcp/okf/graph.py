@@ -1144,6 +1144,13 @@ class Walk:
             return self._places(distance).entity(node)
         return _entity(self.graph, node)
 
+    def targets(self, level: Sequence[Reach | int], distance: int) -> list[str]:
+        """:meth:`target` of each node of ``level`` (the level at ``distance`` or some of its
+        nodes), in order: a level of places reads them from its table in C."""
+        if level and isinstance(level[0], int):  # a level holds places only, or none
+            return self._places(distance).targets(cast(Sequence[int], level))
+        return [reach[TARGET] for reach in cast(Sequence[Reach], level)]
+
     def negative_weights(self, level: Sequence[Reach | int], distance: int) -> list[float]:
         """The negated weight of each node's best edge (its key's first item), in order, for
         the level at ``distance`` or some of its nodes: a level of places reads them in C."""
@@ -1302,6 +1309,9 @@ class _Pending:
 
     def target(self, place: int) -> str:
         return self._target_table()[place]
+
+    def targets(self, places: Iterable[int]) -> list[str]:
+        return list(map(self._target_table().__getitem__, places))
 
     def entity(self, place: int) -> Entity:
         """The node at ``place``: a concept, unless it was made (a section's Reach may be)."""

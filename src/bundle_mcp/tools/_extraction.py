@@ -31,12 +31,12 @@ Nothing is kept between calls here; the snapshot's graph keeps its own derived d
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import types
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from itertools import repeat
+from typing import Any, NamedTuple, Protocol, cast
 
 from ..cancel import CancelToken
 from ..model import Snapshot, canonical_json, thaw
@@ -286,29 +286,31 @@ class Extraction:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class _Candidate:
+class _Candidate(NamedTuple):
     """An object the walk reached (or a seed), ranked before its entity is asked for: a
     depth-2 walk from the bench bundle's hub reaches 10,000 objects and the budget renders
     about 1,000, and a restarted server's first subgraph made an entity for each (about
     3.5 µs, 35 ms in all). ``node`` is the entity itself, or the walk's node at ``distance``
-    (a place or a Reach), read through ``walked``."""
+    (a place or a Reach), read through ``walked``. A tuple whose order is the ranking (a seed
+    first, then by distance, type weight and ID: IDs differ, so the node is never compared),
+    sorted in C."""
 
-    object_id: str
+    later: int  # 0 for a seed
     distance: int
-    seed: bool
-    weight: float
+    negative_weight: float
+    object_id: str
     node: Entity | Reach | int
     walked: Walk | None = None
+
+    @property
+    def seed(self) -> bool:
+        return not self.later
 
     @property
     def entity(self) -> Entity:
         if self.walked is None:
             return cast(Entity, self.node)
         return self.walked.entity(cast("Reach | int", self.node), self.distance)
-
-    def rank(self) -> tuple[int, int, float, str]:
-        return (0 if self.seed else 1, self.distance, -self.weight, self.object_id)
 
 
 def seed_entity(graph: BundleGraph, seed: str, selection: Selection) -> Entity | None:
@@ -330,45 +332,34 @@ def extract(
     weights = query.type_weights
     ignored = tuple(sorted(t for t in weights if t not in known))
 
-    # Each object's node (an entity, or the walk's node) and distance; the walk's nodes are
-    # read as entities only when a filter, a type weight or the rendering asks.
-    reached: dict[str, tuple[Entity | Reach | int, int]] = {}
-    found: Walk | None = None
+    # Each object once: the seeds, then the walk's nodes level by level (a node is reached
+    # once, never a seed), read as entities only when a filter, a type weight or the
+    # rendering asks. Without filters every object passes, and without weights each weighs
+    # the default: the usual request reads no object's frontmatter here.
+    filtered = query.object_types is not None or query.admitted is not None or query.filters
+    candidates: list[_Candidate] = []
     if query.seeds is None:
         seeds: tuple[Entity, ...] = ()
         unresolved: tuple[str, ...] = ()
         for concept_id in snapshot.concepts:
-            reached[concept_id] = (graph.concept(concept_id), 0)
+            candidates.append(_Candidate(1, 0, -DEFAULT_TYPE_WEIGHT, concept_id,
+                                         graph.concept(concept_id)))
     else:
         named = {s: seed_entity(graph, s, query.selection) for s in query.seeds}
         seeds = tuple(e for e in named.values() if e is not None)
         unresolved = tuple(s for s, e in named.items() if e is None)
         # The walk is bounded by depth alone: total_found_nodes counts everything within it.
         found = walk(graph, seeds, query.selection, query.depth, UNBOUNDED, token)
-        reached.update((e.id, (e, 0)) for e in seeds)
+        candidates.extend(_Candidate(0, 0, -DEFAULT_TYPE_WEIGHT, e.id, e) for e in seeds)
         for distance, level in enumerate(found.levels, 1):
             token.check()
-            for node in level:  # a place (a level walked over the arrays) is read as it is
-                reached[found.target(node, distance)] = (node, distance)
-
-    seed_ids = {e.id for e in seeds}
-    # Without filters every object passes, and without weights each weighs the default: the
-    # usual request reads no object's frontmatter here.
-    filtered = query.object_types is not None or query.admitted is not None or query.filters
-    candidates: list[_Candidate] = []
-    for object_id, (held, hops) in reached.items():
-        token.check()
-        candidate = _Candidate(object_id, hops, object_id in seed_ids, DEFAULT_TYPE_WEIGHT,
-                               held, None if hops == 0 else found)
-        if not (filtered or weights):
-            candidates.append(candidate)
-            continue
-        entity = candidate.entity
-        if candidate.seed or not filtered or passes(entity, query):
-            weight = weights.get(entity_type(entity), DEFAULT_TYPE_WEIGHT) if weights else \
-                DEFAULT_TYPE_WEIGHT
-            candidates.append(dataclasses.replace(candidate, weight=weight))
-    candidates.sort(key=_Candidate.rank)
+            # In C: a level of places reads its IDs from its table.
+            candidates.extend(map(_Candidate, repeat(1), repeat(distance),
+                                  repeat(-DEFAULT_TYPE_WEIGHT), found.targets(level, distance),
+                                  level, repeat(found)))
+    if filtered or weights:
+        candidates = _filtered(candidates, query, token)
+    candidates.sort()
 
     chosen = _select(graph, candidates, query, token, budget)
     subgraph = chosen.subgraph(query.compact)
@@ -412,6 +403,22 @@ class _Chosen:
         if compact:
             return {"nodes": self.objects, "edges": listed}
         return {"objects": self.objects, "relations": listed}
+
+
+def _filtered(candidates: list[_Candidate], query: Query, token: CancelToken
+              ) -> list[_Candidate]:
+    """The candidates a filter admits (a seed always), each with its type's weight."""
+    weights = query.type_weights
+    filtered = query.object_types is not None or query.admitted is not None or query.filters
+    out = []
+    for candidate in candidates:
+        token.check()
+        entity = candidate.entity
+        if candidate.seed or not filtered or passes(entity, query):
+            weight = weights.get(entity_type(entity), DEFAULT_TYPE_WEIGHT) if weights else \
+                DEFAULT_TYPE_WEIGHT
+            out.append(candidate._replace(negative_weight=-weight))
+    return out
 
 
 def _select(
