@@ -1201,9 +1201,9 @@ class _Pending:
     budget runs out; expand_neighbors reports 20 of them. Making each node's list and key
     (about 0.4 µs each) was a third of the warm walk. Here a node the walk arrays reach
     (:func:`~bundle_mcp.okf.walk_arrays.best_arcs`) is its place in their columns
-    (``0 <= place < arcs``), a node a shared tag reaches first is a record of the member, the
-    tag's first carrier and its count (``place < 0``), and a node an offer reaches again is
-    made into its Reach then, as before. When the level closes (:meth:`close`) every node
+    (``0 <= place < arcs``), a node only shared tags reach is a record of the member, its
+    carrier and its edges (``place < 0``, :meth:`share`), and a node an offer reaches again
+    is made into its Reach then, as before. When the level closes (:meth:`close`) every node
     becomes a place (those made are kept at the places after the arrays': ``arcs <= place``);
     each place's ID, weight and concept (its place in the arrays) are tabled when first read,
     so a caller, or the next level's expansion, reads them for every node in C. A node's
@@ -1218,9 +1218,10 @@ class _Pending:
         self._found = found
         self._nodes: dict[str, Entity] = {}  # the expanded concepts' entities, made once each
         self._made: list[Reach] = []  # the nodes made into a Reach, from place ``arcs`` on
-        # The records of the nodes first reached through shared tags (:meth:`share`), record
-        # k at place -1 - k: its concept's place in the arrays, its carrier (the tag's first
-        # frontier node with the smallest ID, of ``_carriers``) and its edges.
+        # The records of the nodes only shared tags reach (:meth:`share`), record k at place
+        # -1 - k: its concept's place in the arrays, its carrier (an index into
+        # ``_carriers``: of the tags that reach it, the first frontier node with the smallest
+        # ID) and its edges.
         self._shared: list[int] = []
         self._carriers: list[Entity] = []
         self._carried_by: list[int] = []

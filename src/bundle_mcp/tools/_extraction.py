@@ -358,7 +358,7 @@ def extract(
                                   repeat(-DEFAULT_TYPE_WEIGHT), found.targets(level, distance),
                                   level, repeat(found)))
     if filtered or weights:
-        candidates = _filtered(candidates, query, token)
+        candidates = _filtered(candidates, query, bool(filtered), token)
     candidates.sort()
 
     chosen = _select(graph, candidates, query, token, budget)
@@ -405,11 +405,11 @@ class _Chosen:
         return {"objects": self.objects, "relations": listed}
 
 
-def _filtered(candidates: list[_Candidate], query: Query, token: CancelToken
+def _filtered(candidates: list[_Candidate], query: Query, filtered: bool, token: CancelToken
               ) -> list[_Candidate]:
-    """The candidates a filter admits (a seed always), each with its type's weight."""
+    """The candidates the query's filters admit (``filtered``: it has some; a seed always
+    passes), each with its type's weight."""
     weights = query.type_weights
-    filtered = query.object_types is not None or query.admitted is not None or query.filters
     out = []
     for candidate in candidates:
         token.check()
