@@ -1756,6 +1756,8 @@ def _offer_shared_tags(
     offer 23,180 members, 12,600 of them new, which took 3.9 ms node by node."""
     import numpy as np
 
+    from .walk_arrays import run_starts
+
     carriers = _carriers(graph, frontier)
     if not carriers:
         return
@@ -1786,7 +1788,7 @@ def _offer_shared_tags(
     # By member, then carrier: each member's run begins with its smallest carrier.
     order = np.lexsort((carrier, offered))
     offered, carrier, edges = offered[order], carrier[order], edges[order]
-    firsts = np.flatnonzero(np.concatenate(([True], offered[1:] != offered[:-1])))
+    firsts = run_starts(offered)
     members, carrier, edges = offered[firsts], carrier[firsts], np.add.reduceat(edges, firsts)
     best = level.best
     held = np.zeros(len(arrays.ids), np.bool_)  # the concepts the level holds already

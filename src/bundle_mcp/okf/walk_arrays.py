@@ -42,7 +42,8 @@ from ..model import (
     edge_target_ref,
 )
 
-__all__ = ["Adjacency", "BestArcs", "WalkArrays", "best_arcs", "build", "mark", "seen_mask"]
+__all__ = ["Adjacency", "BestArcs", "WalkArrays", "best_arcs", "build", "mark", "run_starts",
+           "seen_mask"]
 
 Ints = npt.NDArray[np.integer[Any]]
 Flags = npt.NDArray[np.bool_]
@@ -210,6 +211,11 @@ def mark(arrays: WalkArrays, seen: Flags, visited: Iterable[str]) -> None:
     seen[np.array(found, np.int64)] = True
 
 
+def run_starts(ordered: Ints) -> Ints:
+    """Where each run of equal values of ``ordered`` (sorted) begins."""
+    return np.flatnonzero(np.concatenate(([True], ordered[1:] != ordered[:-1])))
+
+
 @dataclass(frozen=True, slots=True)
 class BestArcs:
     """What a level's arcs reach, target by target in index order: the best arc's edge (its
@@ -248,7 +254,7 @@ def best_arcs(arrays: WalkArrays, concepts: Ints, incoming: bool, seen: Flags,
     # By target, the best rank first: each target's run begins with its best arc.
     order = np.lexsort((arrays.rank[arcs], other))
     other = other[order]
-    firsts = np.flatnonzero(np.concatenate(([True], other[1:] != other[:-1])))
+    firsts = run_starts(other)
     chosen = arcs[order[firsts]]
     return BestArcs(
         targets=other[firsts].tolist(),
