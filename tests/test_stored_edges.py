@@ -273,8 +273,9 @@ def test_damaged_kept_edges_are_built_again(tmp_bundle: BundleFactory, tmp_path:
             "SELECT rowid, key, value FROM parts WHERE key LIKE ? OR key LIKE ? OR key LIKE ?",
             (f"{EDGES_PART}%", f"{JSON_PART}%", f"{BYTES_PART}%")))
         # findings (two walks, orphans, the bundle's), summary counts, the graph's nodes, the
-        # list's entries, the 'did you mean' index, context's norms and columns, the sections' spans
-        assert len(rows) == 24
+        # list's entries, the 'did you mean' index, context's norms and columns, the sections'
+        # spans, the walk arrays
+        assert len(rows) == 25
         for rowid, key, value in rows:
             data = zstd_frames.unpacked(value)
             # Out of order, or not the shape it is read as: each caller checks.

@@ -1457,6 +1457,29 @@ class Snapshot:
                 return found
         return self.edges_by_concept.get(concept_id, ())
 
+    def edges_made(self) -> bool:
+        """Whether :attr:`edges` is made already (reading it then costs nothing)."""
+        return "edges" in self.__dict__
+
+    def edge_count(self) -> int:
+        """``len(edges)``: while they are not made, from the columns an earlier process kept
+        for this revision, when it did."""
+        if "edges" not in self.__dict__:
+            columns = self._edge_columns
+            if columns is not None:
+                return columns.count
+        return len(self.edges)
+
+    def edge_at(self, position: int) -> Edge:
+        """``edges[position]``: while they are not made, that edge alone, made from the
+        columns an earlier process kept for this revision, when it did (a restarted server's
+        first walk reports a few edges of the 130,000)."""
+        if "edges" not in self.__dict__:
+            columns = self._edge_columns
+            if columns is not None:
+                return columns.edge(position)
+        return self.edges[position]
+
     @functools.cached_property
     def _edge_columns(self) -> EdgeColumns | None:
         """The kept edges of this revision as read (``None`` when none are kept, or after a
@@ -1740,6 +1763,17 @@ class EdgeColumns:
                 and all(map(operator.lt, keys, itertools.islice(keys, 1, None)))):
             return None
         return self._made.setdefault(concept_id, edges)
+
+    @property
+    def count(self) -> int:
+        """How many edges the columns hold."""
+        return len(self._edges)
+
+    def edge(self, position: int) -> Edge:
+        """The edge at ``position`` in edge order (``IndexError`` past them)."""
+        if position < 0:
+            raise IndexError(position)
+        return self._edge(position)
 
     def _edge(self, position: int) -> Edge:
         edge = self._edges[position]

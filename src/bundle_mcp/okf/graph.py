@@ -157,18 +157,49 @@ def _warm_walk_arrays(snapshot: Snapshot, token: CancelToken) -> None:
     from . import walk_arrays
 
     def build() -> WalkArrays:
+        kept = _kept_walk_arrays(snapshot, token)
+        if kept is not None:
+            return kept
         graph = graph_of(snapshot)
         ids = tuple(sorted(snapshot.concepts))
-        fields = sorted((e for concept_id, found in field_edges(snapshot, token).items()
-                         for e in found if e.source_id == concept_id), key=_field_order)
+        fields = _arrays_field_edges(snapshot, token)
         token.check()
         section_arcs, sections = graph.section_counts(ids, token)
         token.check()
-        return walk_arrays.build(walk_arrays.Adjacency(
+        arrays = walk_arrays.build(walk_arrays.Adjacency(
             ids, snapshot.edges, fields, EDGE_WEIGHT, INCOMING < OUTGOING, section_arcs,
             sections), token)
+        if snapshot.inbound is not None:
+            snapshot.inbound.keep_bytes(snapshot.revision, walk_arrays.STORED_NAME,
+                                        walk_arrays.packed(arrays, len(snapshot.edges),
+                                                           EDGE_WEIGHT, INCOMING < OUTGOING))
+        return arrays
 
     of_snapshot(snapshot, WALK_ARRAYS, build, check=token.check)
+
+
+def _arrays_field_edges(snapshot: Snapshot, token: CancelToken | None) -> tuple[Edge, ...]:
+    """The field edges in the walk arrays' order (by source, relationship, target), each
+    once."""
+    return tuple(sorted((e for concept_id, found in field_edges(snapshot, token).items()
+                         for e in found if e.source_id == concept_id), key=_field_order))
+
+
+def _kept_walk_arrays(snapshot: Snapshot, token: CancelToken | None) -> WalkArrays | None:
+    """The walk arrays an earlier process kept for the snapshot's revision, read back over
+    the snapshot's edges (made when a walk reports them); ``None`` when none are kept or they
+    do not read back whole (:func:`~bundle_mcp.okf.walk_arrays.unpacked`)."""
+    from . import walk_arrays
+
+    store = snapshot.inbound
+    data = None if store is None else store.stored_bytes(snapshot.revision,
+                                                         walk_arrays.STORED_NAME)
+    if data is None:
+        return None
+    edges = walk_arrays.KeptEdges(snapshot, snapshot.edge_count(),
+                                  _arrays_field_edges(snapshot, token))
+    return walk_arrays.unpacked(data, tuple(sorted(snapshot.concepts)), edges, EDGE_WEIGHT,
+                                INCOMING < OUTGOING)
 
 
 GRAPH: Slot[BundleGraph] = Slot(
@@ -928,6 +959,12 @@ class BundleGraph:
         snapshot.inbound.keep_bytes(snapshot.revision, SPANS_NAME,
                                     packed_spans(snapshot.concepts, token))
 
+    def kept_walk_arrays(self) -> WalkArrays | None:
+        """The walk arrays an earlier process kept for this revision, read back once (then
+        held by the snapshot's slot: :func:`_arrays_for`); ``None`` when none read back, which
+        is remembered too, so a call before the warm-up asks the parse cache once."""
+        return self._memo.get("kept walk arrays", lambda: _kept_walk_arrays(self.snapshot, None))
+
     def field_edges_of(self, concept_id: str, token: CancelToken) -> tuple[Edge, ...]:
         """The field edges touching a concept, in :func:`field_edges` order."""
         index = self._field_edges
@@ -966,7 +1003,11 @@ class BundleGraph:
         concept_id = entity.id
         incoming, project = selection.incoming, selection.project
         concepts = self.snapshot.concepts
-        groups = 2 if selection.fields is None or selection.fields else 1
+        arrays = _arrays_for(self, selection)
+        groups = 0 if arrays is not None else (
+            2 if selection.fields is None or selection.fields else 1)
+        if arrays is not None:
+            yield from self._steps_among_arrays(arrays, concept_id, incoming, among, loops)
         for group in range(groups):
             token.check()
             arcs = self.arcs(concept_id) if group == 0 else self.field_arcs(concept_id, token)
@@ -991,6 +1032,30 @@ class BundleGraph:
             if key[4] in among:
                 yield Step(self.section_of(entity, number, key[4]), PART_OF, INCOMING,
                            PART_OF_WEIGHT, key[4], concept_id, PART_OF_KIND)
+
+    def _steps_among_arrays(self, arrays: WalkArrays, concept_id: str, incoming: bool,
+                            among: AbstractSet[str], loops: bool) -> Iterator[Step]:
+        """:meth:`steps_among`'s links, relations and field edges for a selection of every
+        edge, read from the walk arrays: a concept's arcs are there in the order of its
+        :meth:`arcs` then its :meth:`field_arcs`, and an edge is made (or read) only for an
+        arc to an entity in ``among`` (a restarted server's first subgraph made every edge of
+        a thousand concepts from the kept columns to find the few among its objects)."""
+        place = arrays.index[concept_id]
+        start, end = int(arrays.starts[place]), int(arrays.starts[place + 1])
+        ids, edges = arrays.ids, arrays.edges
+        for other, edge, backwards, walkable in zip(
+                arrays.other[start:end].tolist(), arrays.edge[start:end].tolist(),
+                arrays.backwards[start:end].tolist(), arrays.walkable[start:end].tolist(),
+                strict=True):
+            if not walkable:  # the concept's edge to itself
+                if not loops:
+                    continue
+            elif (backwards and not incoming) or ids[other] not in among:
+                continue
+            kind, _, _, source_ref, target_ref, relationship = edges[edge]
+            yield Step(self.concept(ids[other]), relationship,
+                       INCOMING if backwards else OUTGOING, EDGE_WEIGHT[kind], source_ref,
+                       target_ref, kind)
 
     def steps(
         self,
@@ -1254,8 +1319,7 @@ class _Pending:
     def heavier_arc(self, place: int) -> bool:
         """Whether the arc that reaches the node at ``place`` (an arrays' node) outweighs a
         shared tag (whose key can then never be its best)."""
-        kind = edge_kind(self._arrays.edges[self._found.edges[place]])
-        return _NEGATIVE_WEIGHT[kind] < _COMMUNITY_KEY_WEIGHT
+        return self._found.negative_weights[place] < _COMMUNITY_KEY_WEIGHT
 
     def count_more(self, place: int, edges: int) -> None:
         """``edges`` more admitted edges reach the arrays' node at ``place``."""
@@ -1281,9 +1345,8 @@ class _Pending:
     def _weight_table(self) -> list[float]:
         weights = self._weights
         if not weights:
-            edges = map(self._arrays.edges.__getitem__, self._found.edges)
             weights = self._weights = [
-                *map(_NEGATIVE_WEIGHT.__getitem__, map(edge_kind, edges)),
+                *self._found.negative_weights,
                 *(reach[KEY][0] for reach in self._made),
                 *itertools.repeat(_COMMUNITY_KEY_WEIGHT, len(self._shared))]
         return weights
@@ -1420,11 +1483,19 @@ def _close(level: _Level, levels: list[tuple[Reach | int, ...]], visited: set[st
 
 
 def _arrays_for(graph: BundleGraph, selection: Selection) -> WalkArrays | None:
-    """The snapshot's walk arrays when the warm-up has built them and the selection follows
-    every edge they hold (their module is imported only then: numpy is already)."""
+    """The snapshot's walk arrays when the selection follows every edge they hold and the
+    warm-up has built them, or an earlier process kept them for this revision and numpy is
+    loaded already (read back now, and kept by the snapshot: a restarted server's first walk
+    goes over them; it never pays numpy's import for them). Their module is imported only
+    then: numpy is already."""
     if not selection.every_edge:
         return None
-    return built_value(graph.snapshot, WALK_ARRAYS)
+    snapshot = graph.snapshot
+    arrays = built_value(snapshot, WALK_ARRAYS)
+    if arrays is not None or snapshot.inbound is None or "numpy" not in sys.modules:
+        return arrays
+    kept = graph.kept_walk_arrays()
+    return None if kept is None else of_snapshot(snapshot, WALK_ARRAYS, lambda: kept)
 
 
 def _walk_arrays(

@@ -1,0 +1,189 @@
+"""The walk arrays kept by revision (``okf.walk_arrays.packed``): a restarted server's first walk
+reads them back instead of walking arc by arc, makes only the edges it reports (not the
+bundle's), and answers what a cold server answers; damaged or foreign bytes are never read.
+Work counters and answers, no timing.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pytest
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.derived import built_value
+from bundle_mcp.model import PARSED
+from bundle_mcp.okf import graph as graph_module
+from bundle_mcp.okf import walk_arrays
+from bundle_mcp.okf.graph import EDGE_WEIGHT, INCOMING, OUTGOING, Selection, graph_of
+from test_stored_edges import pages, process
+from test_walk_agrees import _bundle, _warm_walk_arrays
+from toolcall import snapshot_of
+
+if TYPE_CHECKING:  # fixtures' types only; pytest provides the objects
+    from conftest import BundleFactory
+
+CALLS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("expand_neighbors", {"entity_ids": ["f0/p0"], "depth": 2, "limit": 10}),
+    ("expand_neighbors", {"entity_ids": ["f1/p4", "f2/p8"], "depth": 3, "limit": 40,
+                          "include_incoming": False}),
+    ("query_subgraph", {"seed_ids": ["f0/p0"], "depth": 2}),
+    ("query_subgraph", {"seed_ids": ["f2/p5"], "depth": 1}),
+)
+
+
+def answers(dispatcher: Any, bundle: str) -> list[dict[str, Any]]:
+    out = []
+    for tool, arguments in CALLS:
+        found = dispatcher.call(tool, {"bundle_path": bundle, **arguments})
+        assert not found.is_error, found.structured
+        out.append(dict(found.structured))
+    return out
+
+
+def test_a_restarted_walk_reads_the_kept_arrays_and_makes_only_what_it_reports(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)  # builds the arrays and keeps them
+    dispatcher, _, restarted = process(bundle, cache)
+    walked = answers(dispatcher, bundle)
+    arrays = built_value(restarted, graph_module.WALK_ARRAYS)
+    assert arrays is not None and isinstance(arrays.held_edges, walk_arrays.KeptEdges)
+    # Read back, not built: no document parsed, and the bundle's edge list never made (each
+    # reported edge was made from the kept columns alone).
+    assert restarted.documents.work()[PARSED] == 0
+    assert not restarted.edges_made()
+    cold_dispatcher, _, _ = process(bundle, None)
+    assert walked == answers(cold_dispatcher, bundle)
+    # Once the snapshot has made its edges, the arrays read them as one tuple.
+    edges = restarted.edges
+    assert arrays.edges == (*edges, *graph_module._arrays_field_edges(restarted, None))
+    assert isinstance(arrays.edges, tuple)
+
+
+def test_kept_arrays_read_back_as_they_were_built() -> None:
+    for seed in range(4):
+        snapshot = snapshot_of(_bundle(seed))
+        _warm_walk_arrays(snapshot)
+        built = built_value(snapshot, graph_module.WALK_ARRAYS)
+        assert built is not None
+        links = len(snapshot.edges)
+        data = walk_arrays.packed(built, links, EDGE_WEIGHT, INCOMING < OUTGOING)
+        read = _unpacked(snapshot, data)
+        assert read is not None
+        for name in ("starts", "other", "edge", "backwards", "walkable", "rank", "sections",
+                     "sliced", "weight_code", "negative_weights"):
+            column, kept = getattr(built, name), getattr(read, name)
+            assert column.dtype == kept.dtype and np.array_equal(column, kept), name
+            assert not kept.flags.writeable
+        assert read.ids == built.ids and read.index == built.index
+        assert list(read.edges) == list(built.edges)
+
+
+def _unpacked(snapshot: Any, data: bytes | None,
+              weights: Any = EDGE_WEIGHT) -> walk_arrays.WalkArrays | None:
+    fields = graph_module._arrays_field_edges(snapshot, None)
+    edges = walk_arrays.KeptEdges(snapshot, len(snapshot.edges), fields)
+    return walk_arrays.unpacked(data, tuple(sorted(snapshot.concepts)), edges, weights,
+                                INCOMING < OUTGOING)
+
+
+def _damaged(data: bytes, old: bytes, new: bytes) -> bytes:
+    assert old in data
+    return data.replace(old, new, 1)
+
+
+def _column_start(data: bytes, name: str) -> int:
+    """Where a kept column's bytes begin."""
+    import json
+    import struct
+
+    head = data.index(b"{")
+    (length,) = struct.unpack_from("<Q", data, head - 8)
+    described = json.loads(data[head:head + length])
+    at = head + length
+    for entry in described["columns"]:
+        if entry[0] == name:
+            return at
+        at += np.dtype(entry[1]).itemsize * entry[2]
+    raise KeyError(name)
+
+
+def test_damaged_or_foreign_kept_arrays_are_not_read() -> None:
+    snapshot = snapshot_of(_bundle(1))
+    _warm_walk_arrays(snapshot)
+    built = built_value(snapshot, graph_module.WALK_ARRAYS)
+    assert built is not None
+    data = walk_arrays.packed(built, len(snapshot.edges), EDGE_WEIGHT, INCOMING < OUTGOING)
+    assert _unpacked(snapshot, data) is not None
+
+    def poked(name: str, value: int) -> bytes:
+        """``data`` with the first value of a column set to ``value``."""
+        at = _column_start(data, name)
+        column = getattr(built, name)
+        raw = np.array([value], column.dtype).tobytes()
+        return data[:at] + raw + data[at + len(raw):]
+
+    damaged = [
+        None, b"", data[:-1], data + b"\0", b"x" + data[1:],
+        _damaged(data, b'"links":', b'"links":1'),  # another number of links
+        _damaged(data, b'"incoming_first":true', b'"incoming_first":false')
+        if b'"incoming_first":true' in data else
+        _damaged(data, b'"incoming_first":false', b'"incoming_first":true'),
+        _damaged(data, b'"int8"', b'"int16"'),  # a type build never makes
+        _damaged(data, b'"columns":[["starts"', b'"columns":[["start"'),
+        poked("other", len(built.ids)), poked("edge", -1), poked("rank", len(built.rank)),
+        poked("starts", 1), poked("weight_code", 9), poked("sections", -1),
+    ]
+    for bad in damaged:
+        assert _unpacked(snapshot, bad) is None, bad[:80] if bad else bad
+    # Made with other weights: the ranks would be another order.
+    other_weights = {**EDGE_WEIGHT, "field": 0.123}
+    assert _unpacked(snapshot, data, other_weights) is None
+
+
+def test_without_numpy_loaded_a_call_walks_arc_by_arc(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A call never pays numpy's import to read the kept arrays back (the warm-up's first
+    step imports it); the answer is the same either way."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    _, _, restarted = process(bundle, cache)
+    graph = graph_of(restarted)
+    with monkeypatch.context() as patched:
+        patched.delitem(sys.modules, "numpy")
+        assert graph_module._arrays_for(graph, Selection.every()) is None
+    assert graph_module._arrays_for(graph, Selection.every()) is not None
+    # Another selection walks arc by arc whatever is kept.
+    assert graph_module._arrays_for(graph, Selection.named(["LINKS_TO"])) is None
+
+
+def test_a_cold_walk_asks_the_parse_cache_for_kept_arrays_once(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before the warm-up has kept them, every walk of a served bundle would look in the
+    parse cache: the graph remembers that none are kept."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    _, _, snapshot = process(bundle, cache)
+    store = snapshot.inbound
+    assert store is not None
+    asked: list[str] = []
+    stored_bytes = type(store).stored_bytes
+
+    def counted(self: Any, revision: str, name: str) -> Any:
+        asked.append(name)
+        return stored_bytes(self, revision, name)
+
+    monkeypatch.setattr(type(store), "stored_bytes", counted)
+    graph = graph_of(snapshot)
+    for _ in range(3):
+        assert graph_module._arrays_for(graph, Selection.every()) is None
+    assert asked.count(walk_arrays.STORED_NAME) == 1
+    graph_module.walk(graph, [graph.concept("f0/p0")], Selection.every(), 2,
+                      graph_module.UNBOUNDED, CancelToken())
+    assert asked.count(walk_arrays.STORED_NAME) == 1
