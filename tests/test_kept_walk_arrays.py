@@ -65,6 +65,33 @@ def test_a_restarted_walk_reads_the_kept_arrays_and_makes_only_what_it_reports(
     assert isinstance(arrays.edges, tuple)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_restarted_walks_over_kept_arrays_answer_as_cold_ones(
+    tmp_bundle: BundleFactory, tmp_path: Path, seed: int
+) -> None:
+    """The agreement tests' random bundles (loops, sections, shared tags, field edges, ties):
+    every walk tool's answer from a restarted server, its edges not yet indexed (so
+    query_subgraph reads its objects' relations from the arrays too), is a cold server's."""
+    files = _bundle(seed)
+    bundle, cache = tmp_bundle(files), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    ids = sorted(path[:-3] for path in files if path != "index.md")
+    calls = [("query_subgraph", {"seed_ids": [ids[seed]], "depth": depth}) for depth in (1, 2, 3)]
+    calls += [("query_subgraph", {"seed_ids": [ids[seed], ids[-1]], "depth": 2})]
+    calls += [("expand_neighbors", {"entity_ids": [ids[seed]], "depth": depth, "limit": 50,
+                                    "include_incoming": incoming})
+              for depth in (1, 2, 3) for incoming in (True, False)]
+    dispatcher, _, restarted = process(bundle, cache)
+    found = [dispatcher.call(tool, {"bundle_path": bundle, **arguments}).structured
+             for tool, arguments in calls]
+    assert not restarted.edges_indexed()
+    arrays = built_value(restarted, graph_module.WALK_ARRAYS)
+    assert arrays is not None and isinstance(arrays.held_edges, walk_arrays.KeptEdges)
+    cold, _, _ = process(bundle, None)
+    assert found == [cold.call(tool, {"bundle_path": bundle, **arguments}).structured
+                     for tool, arguments in calls]
+
+
 def test_kept_arrays_read_back_as_they_were_built() -> None:
     for seed in range(4):
         snapshot = snapshot_of(_bundle(seed))

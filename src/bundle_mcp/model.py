@@ -1457,6 +1457,11 @@ class Snapshot:
                 return found
         return self.edges_by_concept.get(concept_id, ())
 
+    def edges_indexed(self) -> bool:
+        """Whether :attr:`edges_by_concept` is made already: a concept's edges are then read
+        from it, not made from the kept edge columns."""
+        return "edges_by_concept" in self.__dict__
+
     def edges_made(self) -> bool:
         """Whether :attr:`edges` is made already (reading it then costs nothing)."""
         return "edges" in self.__dict__
