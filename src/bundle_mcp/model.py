@@ -1091,7 +1091,14 @@ class Concepts(Mapping[str, Document]):
         return types.MappingProxyType(self._paths)
 
     def _ids(self) -> tuple[str, ...]:
-        return self._memo.get("ids", lambda: tuple(c for c in self._paths if c in self))
+        return self._memo.get("ids", self._listed)
+
+    def _listed(self) -> tuple[str, ...]:
+        """The concept IDs whose files parse, in path order: :meth:`__contains__` for each
+        listed path, without its checks of what a listed ID already is."""
+        cells = self._documents.cells
+        return tuple(concept_id for concept_id, path in self._paths.items()
+                     if cells[path].parse_error() is None)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._ids())
@@ -1736,7 +1743,7 @@ class EdgeColumns:
         # Each concept's edges once made: a walk asks for the same concepts again.
         self._made: dict[str, tuple[Edge, ...]] = {}
         self._edges: list[Edge | None] = [None] * (len(self._numbers) // EDGE_FIELDS)
-        self._number = {string: n for n, string in enumerate(self._table)}
+        self._number = dict(zip(self._table, range(len(self._table)), strict=True))
 
     @classmethod
     def read(cls, columns: KeptEdgeColumns) -> EdgeColumns | None:

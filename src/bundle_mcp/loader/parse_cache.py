@@ -721,12 +721,12 @@ def edge_columns(data: bytes) -> KeptEdgeColumns | None:
         strings = json.loads(data[head:at])
     except (UnicodeDecodeError, ValueError):
         return None
-    if not isinstance(strings, list) or not all(type(s) is str for s in strings):
+    if not isinstance(strings, list) or not set(map(type, strings)) <= {str}:
         return None
     ends = (at + count * _EDGE_FIELDS * size, (len(strings) + 1) * size, touching * size)
     if len(data) != ends[0] + ends[1] + ends[2]:
         return None
-    table = [sys.intern(s) for s in strings]
+    table = list(map(sys.intern, strings))
     numbers.frombytes(data[at:ends[0]])
     starts.frombytes(data[ends[0]:ends[0] + ends[1]])
     positions.frombytes(data[ends[0] + ends[1]:])

@@ -8,7 +8,7 @@ from array import array
 from bisect import bisect_right
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate, compress, repeat
+from itertools import accumulate, compress, islice, repeat
 from typing import Any, overload
 
 from ..cancel import CancelToken
@@ -60,7 +60,9 @@ class JoinedColumn:
 
     @classmethod
     def of(cls, strings: tuple[str, ...]) -> JoinedColumn:
-        starts = array("L", accumulate((len(s) + 1 for s in strings[:-1]), initial=0)) \
+        # Each string's length and its separator, summed in C (a restarted server's first
+        # search makes the columns of every concept).
+        starts = array("L", accumulate(map((1).__add__, map(len, strings[:-1])), initial=0)) \
             if strings else array("L")
         return cls(strings, _JOIN.join(strings), starts)
 
@@ -262,7 +264,7 @@ def _read_back(snapshot: Snapshot, kept: Any) -> SearchFields | None:
     ids, titles, descriptions, tags = strings
     if (any(len(column) != count for column in (ids, titles, descriptions))
             or len(owners) != len(tags)
-            or any(a > b for a, b in zip(owners, owners[1:], strict=False))
+            or any(map(operator.gt, owners, islice(owners, 1, None)))
             or (owners and (owners[0] < 0 or owners[-1] >= count))):
         return None
     return SearchFields(
@@ -275,7 +277,8 @@ def _read_back(snapshot: Snapshot, kept: Any) -> SearchFields | None:
 
 def _of(value: Any, kind: type) -> bool:
     """Whether ``value`` is a list of ``kind`` (JSON: a bool is no int)."""
-    return isinstance(value, list) and all(type(item) is kind for item in value)
+    # The items' types as a set, in C: every item's type is ``kind`` exactly.
+    return isinstance(value, list) and set(map(type, value)) <= {kind}
 
 
 class _Documents(Sequence[Document]):
