@@ -99,7 +99,7 @@ def test_kept_arrays_read_back_as_they_were_built() -> None:
         built = built_value(snapshot, graph_module.WALK_ARRAYS)
         assert built is not None
         links = len(snapshot.edges)
-        data = walk_arrays.packed(built, links, EDGE_WEIGHT, INCOMING < OUTGOING)
+        data = b"".join(walk_arrays.packed(built, links, EDGE_WEIGHT, INCOMING < OUTGOING))
         read = _unpacked(snapshot, data)
         assert read is not None
         for name in ("starts", "other", "edge", "backwards", "walkable", "rank", "sections",
@@ -145,7 +145,8 @@ def test_damaged_or_foreign_kept_arrays_are_not_read() -> None:
     _warm_walk_arrays(snapshot)
     built = built_value(snapshot, graph_module.WALK_ARRAYS)
     assert built is not None
-    data = walk_arrays.packed(built, len(snapshot.edges), EDGE_WEIGHT, INCOMING < OUTGOING)
+    data = b"".join(walk_arrays.packed(built, len(snapshot.edges), EDGE_WEIGHT,
+                                       INCOMING < OUTGOING))
     assert _unpacked(snapshot, data) is not None
 
     def poked(name: str, value: int) -> bytes:
