@@ -215,3 +215,36 @@ def test_a_cold_walk_asks_the_parse_cache_for_kept_arrays_once(
     graph_module.walk(graph, [graph.concept("f0/p0")], Selection.every(), 2,
                       graph_module.UNBOUNDED, CancelToken())
     assert asked.count(walk_arrays.STORED_NAME) == 1
+
+
+def test_a_restarted_subgraph_reads_its_objects_fields_ahead(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fields of the objects a restarted server's first subgraph prices are read from the
+    parse cache a group at a time, not with a query each; the answer is a cold server's."""
+    from bundle_mcp.loader.parse_cache import CachedRows
+
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    process(bundle, cache, warm=True)
+    dispatcher, _, restarted = process(bundle, cache)
+    one_by_one: list[str] = []
+    grouped: list[int] = []
+    row, ahead = CachedRows._row, CachedRows.read_ahead_frontmatter
+
+    def counted_row(self: Any, sql: str, parameters: tuple[str, ...]) -> Any:
+        if sql.startswith("SELECT entry FROM documents"):
+            one_by_one.append(parameters[0])
+        return row(self, sql, parameters)
+
+    def counted_ahead(self: Any, paths: Any) -> None:
+        grouped.append(len(paths))
+        ahead(self, paths)
+
+    monkeypatch.setattr(CachedRows, "_row", counted_row)
+    monkeypatch.setattr(CachedRows, "read_ahead_frontmatter", counted_ahead)
+    arguments = {"bundle_path": bundle, "seed_ids": ["f0/p0"], "depth": 2}
+    answer = dispatcher.call("query_subgraph", arguments).structured
+    assert answer["returned_nodes"] > 10 and restarted.documents.work()[PARSED] == 0
+    assert grouped and one_by_one == []
+    cold, _, _ = process(bundle, None)
+    assert answer == cold.call("query_subgraph", arguments).structured

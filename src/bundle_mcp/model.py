@@ -1078,6 +1078,19 @@ class Concepts(Mapping[str, Document]):
                 return found.fields()
         return self[concept_id].fields
 
+    def read_fields_ahead(self, concept_ids: Iterable[str]) -> None:
+        """Read the parse cache rows' frontmatter of these concepts whose documents are not
+        built, in one query, for :meth:`fields_of` to hand out (each once): a query each was
+        about a tenth of a restarted server's first subgraph, each one also giving the
+        interpreter lock to the warm-up."""
+        rows = self._rows
+        if rows is None:
+            return
+        paths = self._paths
+        wanted = [paths[c] for c in concept_ids if c in paths and not self.is_built(c)]
+        if wanted:
+            rows.read_ahead_frontmatter(wanted)
+
     def is_built(self, concept_id: str) -> bool:
         """Whether the document at the concept's path is built (``False`` for an ID no file
         would be); nothing is built or checked to tell."""
@@ -1198,6 +1211,12 @@ class InboundHint(Protocol):
         """Read the rows these files' documents are built from at once, for the builds that
         follow (each handed out once) instead of a query each: the warm-up's documents step
         calls it for each group of documents not built yet."""
+        ...
+
+    def read_ahead_frontmatter(self, paths: Sequence[str]) -> None:
+        """Read the frontmatter of these files' rows at once, for :meth:`frontmatter` to hand
+        out (each once) instead of a query each: a call about to read the cards of hundreds
+        of concepts whose documents are not built (a restarted server's first subgraph)."""
         ...
 
     def read_ahead(self, key: str, paths: Sequence[str] | None = None) -> None:

@@ -774,6 +774,7 @@ class CachedRows(Mapping[str, Any]):
         self._ahead: dict[str, dict[tuple[str, str], bytes]] = {}
         # Documents' rows read ahead (read_ahead_entries): (path, sha256) → (entry, facts, spans).
         self._ahead_entries: dict[tuple[str, str], tuple[Any, ...]] = {}
+        self._ahead_frontmatter: dict[tuple[str, str], Any] = {}
         # The (path, sha256) of every file with facts (so with targets), and the database's
         # data_version it was read at: read again after any other connection's commit.
         self._indexed: tuple[int, frozenset[tuple[str, str]]] | None = None
@@ -875,9 +876,13 @@ class CachedRows(Mapping[str, Any]):
             self._parts.keep(revision, JSON_PART + name, _json(value).encode("utf-8"))
 
     def frontmatter(self, path: str, sha256: str) -> Unfrozen | None:
-        """:meth:`bundle_mcp.model.InboundHint.frontmatter`, from the ``documents`` row."""
-        row = self._row("SELECT entry FROM documents WHERE path = ? AND sha256 = ?",
-                        (path, sha256))
+        """:meth:`bundle_mcp.model.InboundHint.frontmatter`, from the ``documents`` row (read
+        ahead, or read now)."""
+        with self._lock:
+            row = self._ahead_frontmatter.pop((path, sha256), None)
+        if row is None:
+            row = self._row("SELECT entry FROM documents WHERE path = ? AND sha256 = ?",
+                            (path, sha256))
         if row is None:
             return None
         try:
@@ -1054,6 +1059,28 @@ class CachedRows(Mapping[str, Any]):
             self._ahead_entries = {key: row for key, row in ahead.items()
                                    if current.get(key[0]) is not None
                                    and current[key[0]].sha256 == key[1]}
+
+    def read_ahead_frontmatter(self, paths: Sequence[str]) -> None:
+        """:meth:`bundle_mcp.model.InboundHint.read_ahead_frontmatter`: the entries of these
+        files' current bytes in one query (a group of :data:`_AHEAD_PER_QUERY`), for
+        :meth:`frontmatter` to hand out (each once). They replace those read ahead before, so
+        at most one group's are ever held (a call reads ahead the next group when it needs
+        it)."""
+        current = self._rows
+        wanted = [path for path in paths[:_AHEAD_PER_QUERY] if path in current]
+        ahead: dict[tuple[str, str], Any] = {}
+        try:
+            with self._lock:
+                marks = ",".join("?" * len(wanted))
+                for path, sha256, entry in self._connection().execute(
+                        f"SELECT path, sha256, entry FROM documents WHERE path IN ({marks})",
+                        wanted):
+                    if current[path].sha256 == sha256:
+                        ahead[(path, sha256)] = (entry,)
+        except sqlite3.Error:
+            ahead = {}
+        with self._lock:
+            self._ahead_frontmatter = ahead
 
     def entry(self, path: str, sha256: str) -> Any:
         """The decoded entry of these bytes, its Markdown facts as text under ``markdown``;

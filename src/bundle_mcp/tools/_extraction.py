@@ -39,7 +39,7 @@ from itertools import repeat
 from typing import Any, NamedTuple, Protocol, cast
 
 from ..cancel import CancelToken
-from ..model import Snapshot, canonical_json, thaw
+from ..model import Concepts, Snapshot, canonical_json, thaw
 from ..okf.graph import (
     COMMUNITY_KIND,
     OUTGOING,
@@ -432,8 +432,14 @@ def _select(
     # No object renders in fewer characters than one with an empty ID, type and name; once
     # the remaining budget is below that, every later candidate would be skipped anyway.
     floor = token_cost(_EMPTY_NODE)
-    for candidate in candidates:
+    concepts = graph.snapshot.concepts
+    read_ahead = concepts.read_fields_ahead if isinstance(concepts, Concepts) else None
+    for n, candidate in enumerate(candidates):
         token.check()
+        if read_ahead is not None and not n % _FIELDS_AHEAD:
+            # The fields of the next group's concepts, read at once where their documents are
+            # not built (a section's concept is read with its own candidate, or alone).
+            read_ahead(c.object_id for c in candidates[n:n + _FIELDS_AHEAD])
         if len(chosen.objects) >= query.max_objects:
             chosen.note("max_objects")
             break
@@ -467,6 +473,10 @@ def _select(
         chosen.relations.update(fresh)
         chosen.used += cost
     return chosen
+
+
+# How many candidates' fields _select reads ahead at once (at most a query's worth).
+_FIELDS_AHEAD = 256
 
 
 # The smallest possible compact node: what the early stop in _select compares against.
