@@ -6,7 +6,6 @@ Work counters and answers, no timing.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -174,21 +173,20 @@ def test_damaged_or_foreign_kept_arrays_are_not_read() -> None:
     assert _unpacked(snapshot, data, other_weights) is None
 
 
-def test_without_numpy_loaded_a_call_walks_arc_by_arc(
-    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_restarted_call_reads_kept_arrays_for_a_selection_of_every_edge(
+    tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
-    """A call never pays numpy's import to read the kept arrays back (the warm-up's first
-    step imports it); the answer is the same either way."""
+    """Before the warm-up has run, a walk of every edge reads the kept arrays back; a walk of
+    named relationship types walks arc by arc whatever is kept."""
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
     process(bundle, cache, warm=True)
     _, _, restarted = process(bundle, cache)
     graph = graph_of(restarted)
-    with monkeypatch.context() as patched:
-        patched.delitem(sys.modules, "numpy")
-        assert graph_module._arrays_for(graph, Selection.every()) is None
-    assert graph_module._arrays_for(graph, Selection.every()) is not None
-    # Another selection walks arc by arc whatever is kept.
     assert graph_module._arrays_for(graph, Selection.named(["LINKS_TO"])) is None
+    assert built_value(restarted, graph_module.WALK_ARRAYS) is None
+    arrays = graph_module._arrays_for(graph, Selection.every())
+    assert arrays is not None and isinstance(arrays.held_edges, walk_arrays.KeptEdges)
+    assert built_value(restarted, graph_module.WALK_ARRAYS) is arrays
 
 
 def test_a_cold_walk_asks_the_parse_cache_for_kept_arrays_once(

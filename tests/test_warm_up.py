@@ -861,8 +861,7 @@ def test_the_context_index_step_checks_between_its_parts(monkeypatch: pytest.Mon
     """The warm-up stands aside for a caller's call only at a check of its token, and each
     part of context's index is read back whole with few checks of its own: a restarted
     server's first step held a call that came meanwhile for up to 0.3 s at 9,978 concepts.
-    So every part (and numpy's import, first: a restarted server's walks read the kept walk
-    arrays back once it is loaded; the stop words' stems and the labels) comes after a
+    So every part (and numpy's import, the stop words' stems and the labels) comes after a
     check."""
     from bundle_mcp.tools import _context_index
 
@@ -883,6 +882,6 @@ def test_the_context_index_step_checks_between_its_parts(monkeypatch: pytest.Mon
                         type("Imports", (), {"import_module": staticmethod(part("numpy"))}))
     _context_index._warm_index(Snapshot.__new__(Snapshot), Recording())
     done = [event for event in events if event != "check"]
-    assert done == ["numpy", "totals", "stem_holders", "norms", "copy_groups", "columns",
+    assert done == ["totals", "stem_holders", "norms", "copy_groups", "numpy", "columns",
                     "stop_stems", "label_codes"]
     assert all(events[events.index(name) - 1] == "check" for name in done)

@@ -1487,15 +1487,15 @@ def _close(level: _Level, levels: list[tuple[Reach | int, ...]], visited: set[st
 
 def _arrays_for(graph: BundleGraph, selection: Selection) -> WalkArrays | None:
     """The snapshot's walk arrays when the selection follows every edge they hold and the
-    warm-up has built them, or an earlier process kept them for this revision and numpy is
-    loaded already (read back now, and kept by the snapshot: a restarted server's first walk
-    goes over them; it never pays numpy's import for them). Their module is imported only
-    then: numpy is already."""
+    warm-up has built them, or an earlier process kept them for this revision (read back now,
+    and kept by the snapshot: a restarted server's first walk goes over them, importing numpy
+    when the warm-up has not yet, about 40 ms once: at 50,000 concepts a first subgraph took
+    0.6-0.7 s arc by arc against 0.15 s over them)."""
     if not selection.every_edge:
         return None
     snapshot = graph.snapshot
     arrays = built_value(snapshot, WALK_ARRAYS)
-    if arrays is not None or snapshot.inbound is None or "numpy" not in sys.modules:
+    if arrays is not None or snapshot.inbound is None:
         return arrays
     kept = graph.kept_walk_arrays()
     return None if kept is None else of_snapshot(snapshot, WALK_ARRAYS, lambda: kept)

@@ -101,18 +101,14 @@ def _warm_index(snapshot: Snapshot, token: CancelToken) -> None:
     restarted warm-up makes nowhere else, and numpy, which a question's sums are added with
     (about 55 ms to import, once). After a restart on the same files every part is read
     back, and no concept's words are read."""
-    # numpy first: a restarted server's walks read the kept walk arrays back once it is
-    # loaded (okf.graph._arrays_for), and the columns below are read as its arrays. At
-    # 50,000 concepts the parts before it took over a second, and a first subgraph that
-    # came meanwhile walked arc by arc (about 0.7 s against 0.17).
-    token.check()
-    importlib.import_module("numpy")
     # A check between the parts, each read back whole with few checks of its own: this is a
     # restarted server's first step, and a call that came meanwhile waited for up to 0.3 s of
     # it at 9,978 concepts (readiness.StepAside stands aside only at a check).
     for part in (totals, stem_holders, norms, copy_groups):
         token.check()
         part(snapshot, token)
+    token.check()
+    importlib.import_module("numpy")  # before the columns, which are read as its arrays
     token.check()
     columns(snapshot, token)
     token.check()
