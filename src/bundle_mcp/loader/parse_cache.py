@@ -1069,6 +1069,8 @@ class CachedRows(Mapping[str, Any]):
         current = self._rows
         wanted = [path for path in paths[:_AHEAD_PER_QUERY] if path in current]
         ahead: dict[tuple[str, str], Any] = {}
+        if not wanted:
+            return
         try:
             with self._lock:
                 marks = ",".join("?" * len(wanted))
