@@ -246,3 +246,33 @@ def test_a_restarted_subgraph_reads_its_objects_fields_ahead(
     assert grouped and one_by_one == []
     cold, _, _ = process(bundle, None)
     assert answer == cold.call("query_subgraph", arguments).structured
+
+
+def test_arrays_are_kept_for_a_capture_loaded_from_the_files_only(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """A capture after a change builds its own arrays and does not write them: a restart
+    finds the files' capture, and each change would write the columns again."""
+    import sqlite3
+
+    from bundle_mcp.readers import ALL_READER
+
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    dispatcher, parse, loaded = process(bundle, cache, warm=True)
+    assert loaded.loaded
+
+    def kept() -> list[str]:
+        parse.settle_parts()
+        (database,) = (cache / "parse").glob("*.sqlite3")
+        with sqlite3.connect(database) as db:
+            return [revision for (revision,) in db.execute(
+                "SELECT revision FROM parts WHERE key LIKE ?", (f"%{walk_arrays.STORED_NAME}",))]
+
+    assert kept() == [loaded.revision]
+    page = Path(bundle, "f1/p4.md")
+    page.write_text(page.read_text(encoding="utf-8") + "\nMore.\n", encoding="utf-8")
+    changed = dispatcher.served_snapshot(bundle, CancelToken(), ALL_READER)
+    assert changed.revision != loaded.revision and not changed.loaded
+    _warm_walk_arrays(changed)
+    assert built_value(changed, graph_module.WALK_ARRAYS) is not None
+    assert kept() == [loaded.revision]
