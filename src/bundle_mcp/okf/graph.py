@@ -157,10 +157,11 @@ def _warm_walk_arrays(snapshot: Snapshot, token: CancelToken) -> None:
     from . import walk_arrays
 
     def build() -> WalkArrays:
-        kept = _kept_walk_arrays(snapshot, token)
+        graph = graph_of(snapshot)
+        # The graph's read of the kept arrays, shared with the calls (one read a snapshot).
+        kept = graph.kept_walk_arrays()
         if kept is not None:
             return kept
-        graph = graph_of(snapshot)
         ids = tuple(sorted(snapshot.concepts))
         fields = _arrays_field_edges(snapshot, token)
         token.check()
@@ -188,7 +189,7 @@ def _arrays_field_edges(snapshot: Snapshot, token: CancelToken | None) -> tuple[
                          for e in found if e.source_id == concept_id), key=_field_order))
 
 
-def _kept_walk_arrays(snapshot: Snapshot, token: CancelToken | None) -> WalkArrays | None:
+def _kept_walk_arrays(snapshot: Snapshot) -> WalkArrays | None:
     """The walk arrays an earlier process kept for the snapshot's revision, read back over
     the snapshot's edges (made when a walk reports them); ``None`` when none are kept or they
     do not read back whole (:func:`~bundle_mcp.okf.walk_arrays.unpacked`)."""
@@ -200,7 +201,7 @@ def _kept_walk_arrays(snapshot: Snapshot, token: CancelToken | None) -> WalkArra
     if data is None:
         return None
     edges = walk_arrays.KeptEdges(snapshot, snapshot.edge_count(),
-                                  _arrays_field_edges(snapshot, token))
+                                  _arrays_field_edges(snapshot, None))
     return walk_arrays.unpacked(data, tuple(sorted(snapshot.concepts)), edges, EDGE_WEIGHT,
                                 INCOMING < OUTGOING)
 
@@ -966,7 +967,7 @@ class BundleGraph:
         """The walk arrays an earlier process kept for this revision, read back once (then
         held by the snapshot's slot: :func:`_arrays_for`); ``None`` when none read back, which
         is remembered too, so a call before the warm-up asks the parse cache once."""
-        return self._memo.get("kept walk arrays", lambda: _kept_walk_arrays(self.snapshot, None))
+        return self._memo.get("kept walk arrays", lambda: _kept_walk_arrays(self.snapshot))
 
     def field_edges_of(self, concept_id: str, token: CancelToken) -> tuple[Edge, ...]:
         """The field edges touching a concept, in :func:`field_edges` order."""
