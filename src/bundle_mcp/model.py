@@ -825,6 +825,21 @@ CHECKED = "checked"  # known to parse or not, not built yet
 Check = tuple["Diagnostic | None", Callable[[], tuple["Document", str]]]
 
 
+class TextBuild:
+    """The build step of a checked file that will be parsed from its text: it can also tell,
+    from that text, whether the file may link or relate to a concept (``okf.mentions``)
+    before anything is parsed. :meth:`Deferred.may_name` asks it."""
+
+    __slots__ = ()
+
+    def __call__(self) -> tuple[Document, str]:
+        raise NotImplementedError
+
+    def may_name(self, concept_id: str) -> bool:
+        """False only when the file's text shows it links and relates to no such concept."""
+        raise NotImplementedError
+
+
 class Deferred:
     """One captured document, built from its bytes on first use and kept.
 
@@ -920,6 +935,19 @@ class Deferred:
     def peek(self) -> Document | None:
         """The document if it is built, without building it."""
         return self._document
+
+    def may_name(self, concept_id: str) -> bool:
+        """Whether this file may link or relate to ``concept_id``: told from its text when it
+        is to be parsed (:class:`TextBuild`, ``okf.mentions``); True when it is built (its
+        facts then tell, cheaply) or to be read back from the parse cache's row; False when
+        it is broken (no concept, so no edges). Checks the file first if need be, as a build
+        would."""
+        if self.parse_error() is not None:
+            return False
+        build = self._finish
+        if self._document is not None or not isinstance(build, TextBuild):
+            return True
+        return build.may_name(concept_id)
 
     @property
     def how(self) -> str | None:
@@ -1561,10 +1589,12 @@ class Snapshot:
 
     def edges_of(self, concept_id: str) -> tuple[Edge, ...]:
         """Every edge touching one concept, in edge order: ``edges_by_concept.get(concept_id,
-        ())``. With an :class:`InboundHint` it builds that concept and the documents the hint
-        names instead of every document (the edges out of the concept come from its own links;
-        the edges into it from the documents that may hold one)."""
-        if self.inbound is None or "edges_by_concept" in self.__dict__:
+        ())``, building that concept and the documents that may link or relate to it instead
+        of every document (the edges out of the concept come from its own links; the edges into
+        it from the documents that may hold one). Those are the ones an :class:`InboundHint`
+        names or does not know, and of the files to be parsed, only those whose text may name
+        the concept (``okf.mentions``: a cold start reads the files' text, and parses a few)."""
+        if "edges_by_concept" in self.__dict__:
             return self.edges_by_concept.get(concept_id, ())
         columns = self._edge_columns
         if columns is not None:
@@ -1573,9 +1603,17 @@ class Snapshot:
         doc = self.concepts.get(concept_id)
         if doc is None:
             return ()
-        sources = self.inbound.sources(concept_id, self._shas)
-        if sources is None:
-            return self.edges_by_concept.get(concept_id, ())
+        sources = (None if self.inbound is None
+                   else self.inbound.sources(concept_id, self._shas))
+        if sources is None:  # no index, or one that cannot be read: every concept may
+            concepts = self.concepts
+            if not isinstance(concepts, Concepts) or self._edge_update is not None:
+                # Documents handed in built, or a predecessor's edges to update: cheaper.
+                return self.edges_by_concept.get(concept_id, ())
+            sources = frozenset(concepts.paths.values())
+        if isinstance(self.documents, Documents):
+            cells = self.documents.cells
+            sources = frozenset(path for path in sources if cells[path].may_name(concept_id))
         out = self._edges_from(doc)
         for path in sorted(sources):
             source = self.documents.get(path)

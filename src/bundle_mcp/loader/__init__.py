@@ -29,12 +29,14 @@ from ..model import (
     FileRecord,
     InboundHint,
     Snapshot,
+    TextBuild,
     predecessor_link,
     records_by_path,
     revision_of,
     revision_of_sorted,
 )
 from ..observe import Notice
+from ..okf import mentions
 from ..okf.computations import attachment_paths
 from ..okf.ids import concept_id_for_path
 from ..packed_text import FileText, HeldText, PackedText
@@ -52,7 +54,7 @@ from .capture import (
     read_ignore_rules,
     read_relative,
 )
-from .document import check_document, document_kind, parse_document
+from .document import Checked, check_document, document_kind, parse_document
 from .parse_cache import CachedRows, Stored, decode
 from .precheck import Prechecked
 
@@ -515,7 +517,7 @@ class _Source:
         checked = check_document(fixed.path, self.read(), fixed, self.prechecked, self.hold())
         if isinstance(checked, Document):
             return checked.parse_error, lambda: (checked, PARSED)
-        return None, lambda: (checked.finish(), PARSED)
+        return None, _ParseLater(checked)
 
     def _decoded(self) -> tuple[Document, str]:
         cached, fixed = self.cached, self.record
@@ -528,6 +530,29 @@ class _Source:
         # The row's entry is gone or does not fit: parse. The same bytes parse the same
         # way they did when the row was written, so the check above still holds.
         return parse_document(path, data, fixed, self.hold()), PARSED
+
+
+class _ParseLater(TextBuild):
+    """A checked file's build: the rest of its parse. Until then its text can tell whether it
+    may name a concept (``okf.mentions``), which spares a cold call the parse of every file
+    to find the few that link to one concept."""
+
+    __slots__ = ("_checked",)
+
+    def __init__(self, checked: Checked) -> None:
+        self._checked = checked
+
+    def __call__(self) -> tuple[Document, str]:
+        return self._checked.finish(), PARSED
+
+    def may_name(self, concept_id: str) -> bool:
+        needle = mentions.needle(concept_id)
+        if needle is None:
+            return True
+        checked = self._checked
+        return mentions.may_name(checked.held.text(), checked.body_start,
+                                 checked.frontmatter if checked.names_relations else None,
+                                 needle)
 
 
 def _held_in_file(

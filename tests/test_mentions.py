@@ -1,0 +1,183 @@
+"""Which files may name a concept, told from their text (``okf.mentions``): a cold call's
+edges into one concept parse the files that may link or relate to it, not the bundle, and
+find every edge the whole bundle gives, however a link or a reference is spelled."""
+
+from __future__ import annotations
+
+import random
+import re
+from pathlib import Path
+
+import pytest
+from markdown_it.common.entities import entities
+
+from bundle_mcp.cancel import CancelToken
+from bundle_mcp.dispatch import Dispatcher, ServeConfig
+from bundle_mcp.loader import load_bundle
+from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.model import Snapshot
+from bundle_mcp.okf.mentions import may_name, needle
+from bundle_mcp.snapshots import SnapshotCache
+
+FOLDERS = ("alpha", "beta/deep", "gamma")
+COUNT = 30
+
+
+def test_the_needle_is_the_longest_ascii_run_of_the_last_segment() -> None:
+    assert needle("c-runtime/reference/difftime-difftime32-difftime64") == "difftime32"
+    assert needle("a/b/x") == "x"
+    assert needle("docs/é-x-longer") == "longer"
+    assert needle("docs/日本語") is None
+
+
+def test_only_the_fj_ligature_is_a_named_reference_to_ascii_letters() -> None:
+    """The escapes may_name looks for assume this of the table markdown-it decodes with."""
+    assert {name for name, chars in entities.items()
+            if re.search(r"[A-Za-z0-9]", chars)} == {"fjlig"}
+
+
+def test_a_percent_escape_counts_exactly_when_it_spells_a_letter_or_digit() -> None:
+    for code in range(256):
+        for escape in (f"%{code:02X}", f"%{code:02x}"):
+            text = f"[a](x{escape}y.md)"
+            spells = chr(code).isascii() and chr(code).isalnum()
+            assert may_name(text, 0, None, "needle") == spells, escape
+
+
+@pytest.mark.parametrize("body", [
+    "[a](other/difftime32.md)",  # the needle itself
+    "[a](di%66ftime32.md)", "[a](di%46ftime32.md)", "[a](d%69fftime32.md)",  # %66, %46, %69
+    "[a](difftime%33%32.md)",  # digits
+    "[a](di&#102;ftime32.md)", "[a](di&#x66;ftime32.md)",  # numeric references
+    "[a](di&fjlig;time32.md)",  # no such name, but the test can't tell: looked at
+])
+def test_a_body_that_may_spell_the_needle_is_looked_at(body: str) -> None:
+    text = "---\ntype: Note\n---\n" + body + "\n"
+    assert may_name(text, text.index(body), None, "difftime32")
+
+
+@pytest.mark.parametrize("body", [
+    "[a](other/difftime31.md)", "printf(\"%02d %x %5C\")", "a%2Fb 100% &amp; &lt;",
+    "[a](d\\iff\\_time32.md)",  # backslash escapes only ever stand for punctuation
+])
+def test_a_body_that_cannot_spell_the_needle_is_left_out(body: str) -> None:
+    text = "---\ntype: Note\n---\n" + body + "\n"
+    assert not may_name(text, text.index(body), None, "difftime32")
+
+
+def test_the_frontmatter_is_searched_as_loaded_not_as_written() -> None:
+    """A relation's reference escaped in YAML ("\\x66") is found in the loaded value; the
+    needle in the frontmatter's text alone (no relation block loaded) does not count."""
+    text = '---\ntitle: "difftime32"\n---\nbody\n'
+    body = text.index("body")
+    assert not may_name(text, body, None, "difftime32")
+    assert may_name(text, body, {"relations": {"uses": [{"target": "x/difftime32"}]}},
+                    "difftime32")
+    assert may_name(text, body, {"difftime32": 1}, "difftime32")  # keys too
+    assert not may_name(text, body, {"relations": {"uses": [{"target": "x/other"}]}},
+                        "difftime32")
+
+
+def _spelled(concept_id: str, rng: random.Random) -> str:
+    """A link destination naming ``concept_id``, spelled one of the ways a reader decodes."""
+    name = concept_id.rsplit("/", 1)[-1]
+    way = rng.randrange(7)
+    if way == 1:  # a percent escape of one letter or digit
+        n = rng.randrange(len(name))
+        name = name[:n] + f"%{ord(name[n]):02X}" + name[n + 1:]
+    elif way == 2:  # a numeric character reference
+        n = rng.randrange(len(name))
+        name = name[:n] + f"&#{ord(name[n])};" + name[n + 1:]
+    elif way == 3:
+        name = name.replace("fj", "&fjlig;")
+    folder = concept_id.rsplit("/", 1)[0]
+    target = f"{folder}/{name}"
+    if way == 4:
+        return f"/{target}"  # no .md: the concept ID itself
+    if way == 5:
+        return f"/{folder}/./x/../{name}.md#part"
+    return f"/{target}.md"
+
+
+def _write(root: Path, seed: int) -> list[str]:
+    """A bundle whose links and relations name concepts in the spellings above, with names
+    that share runs of letters (fjord, fjords2, …), relations escaped in YAML, and links
+    in reference definitions."""
+    rng = random.Random(seed)
+    names = ["fjord", "fjords2", "c-fjord-x", "plain", "pl-ain", "x%y"]
+    ids = [f"{FOLDERS[n % 3]}/{rng.choice(names)}{n:02d}" for n in range(COUNT)]
+    (root / "index.md").write_text('---\nokf_version: "0.2"\n---\n# B\n', encoding="utf-8")
+    for n, concept_id in enumerate(ids):
+        links = " ".join(f"[x]({_spelled(rng.choice(ids), rng)})"
+                         for _ in range(rng.randrange(4)))
+        if n % 5 == 0:
+            links += f"\n\n[see][r{n}]\n\n[r{n}]: {_spelled(rng.choice(ids), rng)}\n"
+        relations = ""
+        if n % 2 == 0:
+            target = rng.choice(ids)
+            escaped = "".join(f"\\x{ord(c):02x}" if c.isalnum() and rng.random() < 0.3 else c
+                              for c in target)
+            relations = f'relations:\n  uses:\n    - target: "{escaped}"\n'
+        path = root / f"{concept_id}.md"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"---\ntype: Note\n{relations}---\n# Part\n\nintro {links}\n",
+                        encoding="utf-8")
+    return ids
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_cold_concepts_edges_are_the_whole_bundles(tmp_path: Path, seed: int) -> None:
+    _write(tmp_path, seed)
+    whole, _ = load_bundle(str(tmp_path))
+    expected = {cid: whole.edges_by_concept.get(cid, ()) for cid in whole.concepts}
+    assert any(e.kind == "relation" for edges in expected.values() for e in edges)
+    for concept_id in expected:
+        cold, _ = load_bundle(str(tmp_path))
+        assert cold.inbound is None
+        assert cold.edges_of(concept_id) == expected[concept_id], concept_id
+
+
+def _built(snapshot: Snapshot) -> set[str]:
+    return {doc.path for doc in snapshot.documents.built()}
+
+
+def test_a_cold_get_neighbors_parses_the_concept_and_the_files_naming_it(
+    tmp_path: Path,
+) -> None:
+    """Forty concepts, three of which link to the hub (one with a percent escape) and one
+    relates to it; one more mentions a name sharing no run with it. The first get_neighbors
+    of a cold server (an empty parse cache) parses the hub, those four, and the concept
+    whose card its answer shows (c00); nothing else."""
+    (tmp_path / "bundle").mkdir()
+    root = tmp_path / "bundle"
+    (root / "index.md").write_text('---\nokf_version: "0.2"\n---\n# B\n', encoding="utf-8")
+    for n in range(40):
+        (root / f"c{n:02d}.md").write_text(f"---\ntype: Note\n---\n# C {n}\n\nplain text\n",
+                                           encoding="utf-8")
+    (root / "hubconcept.md").write_text("---\ntype: Note\n---\n# Hub\n\n[out](c00.md)\n",
+                                        encoding="utf-8")
+    (root / "c01.md").write_text("---\ntype: Note\n---\n[h](hubconcept.md)\n", encoding="utf-8")
+    (root / "c02.md").write_text("---\ntype: Note\n---\n[h](hub%63oncept.md)\n",
+                                 encoding="utf-8")
+    (root / "c03.md").write_text("---\ntype: Note\n---\n[h][r]\n\n[r]: ./hubconcept\n",
+                                 encoding="utf-8")
+    (root / "c04.md").write_text(
+        '---\ntype: Note\nrelations:\n  uses:\n    - target: "hub\\x63oncept"\n---\nx\n',
+        encoding="utf-8")
+    (root / "c05.md").write_text("---\ntype: Note\n---\n[h](hub.md) concept\n",
+                                 encoding="utf-8")
+    # An empty parse cache, as on a first start: its index knows no file.
+    cache = SnapshotCache(parse_cache=ParseCache(tmp_path / "cache"), watch=False)
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(root),)), cache=cache)
+    outcome = dispatcher.call("get_neighbors", {"concept_id": "hubconcept"})
+    assert not outcome.is_error, outcome.text
+    edges = outcome.structured["edges"]
+    assert {(e["from"], e["to"], e["kind"]) for e in edges} == {
+        ("hubconcept", "c00", "navigation"), ("c01", "hubconcept", "navigation"),
+        ("c02", "hubconcept", "navigation"), ("c03", "hubconcept", "navigation"),
+        ("c04", "hubconcept", "relation")}
+    snapshot = cache.get(str(root), CancelToken())
+    assert snapshot.documents.work()["decoded"] == 0
+    # c05 says "hub" and "concept" apart, the root index names no concept: neither is parsed.
+    assert _built(snapshot) == {"hubconcept.md", "c00.md", "c01.md", "c02.md", "c03.md",
+                                "c04.md"}
