@@ -231,3 +231,15 @@ def test_a_package_that_does_not_compile_stops_the_run(
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(RuntimeError, match="did not compile"):
         targets.compile_package("broken_pkg_for_bench")
+
+
+def test_a_cold_get_neighbors_has_its_row_when_measured(targets: ModuleType) -> None:
+    """The first get_neighbors on an empty parse cache is judged by the read_concept row's
+    bound (the Go reference's time for any call); a result from before it has no such row."""
+    text = targets.render([result(cold_neighbors_s=0.9)])
+    row = next(line for line in text.splitlines() if line.startswith(f"| {targets.COLD_NEIGHBORS}"))
+    assert "| 900.0 ms | ≤ 2.1 s | met |" in row
+    assert "| **missed** |" in next(
+        line for line in targets.render([result(cold_neighbors_s=2.5)]).splitlines()
+        if line.startswith(f"| {targets.COLD_NEIGHBORS}"))
+    assert targets.COLD_NEIGHBORS not in targets.render([result()])
