@@ -65,17 +65,22 @@ def test_a_body_that_cannot_spell_the_needle_is_left_out(body: str) -> None:
     assert not may_name(text, text.index(body), None, "difftime32")
 
 
-def test_the_frontmatter_is_searched_as_loaded_not_as_written() -> None:
-    """A relation's reference escaped in YAML ("\\x66") is found in the loaded value; the
-    needle in the frontmatter's text alone (no relation block loaded) does not count."""
-    text = '---\ntitle: "difftime32"\n---\nbody\n'
-    body = text.index("body")
-    assert not may_name(text, body, None, "difftime32")
-    assert may_name(text, body, {"relations": {"uses": [{"target": "x/difftime32"}]}},
-                    "difftime32")
-    assert may_name(text, body, {"difftime32": 1}, "difftime32")  # keys too
-    assert not may_name(text, body, {"relations": {"uses": [{"target": "x/other"}]}},
-                        "difftime32")
+def test_the_frontmatter_is_searched_as_written_then_as_loaded() -> None:
+    """The needle in the block's text counts when the block may declare relations (a loaded
+    frontmatter is handed in); a reference escaped in YAML ("\\x66") is found in the loaded
+    value, and only a block holding a backslash is searched so."""
+    plain = '---\ntitle: "difftime32"\n---\nbody\n'
+    assert not may_name(plain, plain.index("body"), None, "difftime32")
+    assert may_name(plain, plain.index("body"), {"title": "difftime32"}, "difftime32")
+    escaped = '---\nrelations:\n  uses:\n    - target: "x/di\\x66ftime32"\n---\nbody\n'
+    loaded = {"relations": {"uses": [{"target": "x/difftime32"}]}}
+    assert may_name(escaped, escaped.index("body"), loaded, "difftime32")
+    assert may_name(escaped, escaped.index("body"), {"difftime32": 1}, "difftime32")  # keys
+    assert not may_name(escaped, escaped.index("body"),
+                        {"relations": {"uses": [{"target": "x/other"}]}}, "difftime32")
+    # No backslash in the block: the loaded values are not searched (nothing could differ).
+    other = '---\nrelations:\n  uses:\n    - target: x/other\n---\nbody\n'
+    assert not may_name(other, other.index("body"), loaded, "difftime32")
 
 
 def _spelled(concept_id: str, rng: random.Random) -> str:

@@ -14,15 +14,15 @@ such a run out of other characters, except:
   ``resolve_link`` unquotes), a numeric character reference (``&#97;``), or the one named
   reference whose text holds ASCII letters (``&fjlig;``, "fj"); a backslash escape only ever
   stands for punctuation, and a line break cannot fall inside a destination's run of letters;
-- in the frontmatter, YAML's double-quoted escapes (``"\\x61"``) and escaped line breaks.
-  Relations are read from the frontmatter as loaded (:class:`~bundle_mcp.loader.document.
-  Checked` keeps it), where every escape is already decoded, so its strings are searched
-  themselves.
+- in the frontmatter, YAML's double-quoted escapes (``"\\x61"``) and escaped line breaks, all
+  of them spelled with a backslash. When the block holds one, the frontmatter as loaded
+  (:class:`~bundle_mcp.loader.document.Checked` keeps it, every escape decoded) is searched.
 
 So a body that holds neither the needle nor one of those escapes (:func:`may_name`) has no
-link to the concept, and a loaded frontmatter none of whose keys or strings holds the needle
-has no relation to it. Anything else is looked at (parsed) as before: the filter only ever
-leaves out files that cannot name the concept, so the edges found are the same.
+link to the concept, and a frontmatter block that holds neither the needle nor a backslash (or
+whose loaded keys and strings do not hold it) has no relation to it. Anything else is looked
+at (parsed) as before: the filter only ever leaves out files that cannot name the concept, so
+the edges found are the same.
 """
 
 from __future__ import annotations
@@ -55,7 +55,13 @@ def may_name(text: str, body_start: int, frontmatter: Mapping[str, Any] | None,
     :func:`needle` is ``needle``; False only when it cannot (module docstring)."""
     if text.find(needle, body_start) >= 0 or _ENCODED_ALNUM.search(text, body_start):
         return True
-    return frontmatter is not None and _holds(frontmatter, needle)
+    if frontmatter is None:
+        return False
+    if text.find(needle, 0, body_start) >= 0:
+        return True  # in the block's text: a relation's, or not, the parse will tell
+    # Only a double-quoted scalar's backslash escape can spell a letter the block's text does
+    # not hold; without one, the loaded values hold no needle the text does not.
+    return text.find("\\", 0, body_start) >= 0 and _holds(frontmatter, needle)
 
 
 def _holds(value: Any, needle: str) -> bool:
