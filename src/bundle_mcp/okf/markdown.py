@@ -117,9 +117,9 @@ def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
 
     Ignored: empty destinations, ``#anchor``-only ones, any URI scheme and ``//host`` forms.
     """
-    dest = raw.strip()
-    if not dest or dest.startswith("#") or dest.startswith("//") or _URI_SCHEME.match(dest):
+    if outside_bundle(raw):
         return None
+    dest = raw.strip()
     path_part, _, fragment = dest.partition("#")
     path_part = path_part.split("?", 1)[0]
     if not path_part:
@@ -147,6 +147,16 @@ def resolve_link(raw: str, source_dir: str, line: int) -> Link | None:
         fragment=sys.intern(unquote(fragment)) if fragment else None,
         is_directory=is_directory or target == "",
     )
+
+
+def outside_bundle(raw: str) -> bool:
+    """Whether a link destination names nothing in the bundle (:func:`resolve_link` ignores
+    it): empty, ``#anchor`` only, a URI scheme or a ``//host`` form. Percent escapes never
+    change this: neither Markdown parser decodes them, and no character of a scheme, ``#``
+    or ``/`` is ever escaped."""
+    dest = raw.strip()
+    return not dest or dest.startswith("#") or dest.startswith("//") or bool(
+        _URI_SCHEME.match(dest))
 
 
 def normalise_path(segments: list[str]) -> str | None:

@@ -22,7 +22,7 @@ from markdown_it_pyrs import MarkdownIt as RustMarkdownIt
 from markdown_it_pyrs import Node
 
 from ..model import Document, FootnoteDef, FootnoteRef, Link, MarkdownFacts, anchors_of
-from .markdown import build_sections, markdown_parser, resolve_link
+from .markdown import build_sections, markdown_parser, outside_bundle, resolve_link
 
 _PARSER = RustMarkdownIt("commonmark").enable_many(["table", "footnote"])
 
@@ -256,9 +256,10 @@ class _Extractor:
                 url = node.meta.get("url")
                 if not isinstance(url, str):
                     raise _Fallback
-                if "%" in url:
+                if "%" in url and not outside_bundle(url):
                     # The Rust port percent-encodes destinations; one holding "%" may have been
-                    # written either way, and the reference classifies it as written.
+                    # written either way, and the reference classifies it as written. A
+                    # destination outside the bundle (a URL, an anchor) is no link either way.
                     raise _Fallback
                 end = node.srcmap[1] if node.srcmap is not None else None
                 if end is None or self.data[end : end + 1] == b"(":
