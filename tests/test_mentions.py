@@ -186,3 +186,19 @@ def test_a_cold_get_neighbors_parses_the_concept_and_the_files_naming_it(
     # c05 says "hub" and "concept" apart, the root index names no concept: neither is parsed.
     assert _built(snapshot) == {"hubconcept.md", "c00.md", "c01.md", "c02.md", "c03.md",
                                 "c04.md"}
+
+
+def test_with_most_documents_built_the_edges_are_indexed_at_once(tmp_path: Path) -> None:
+    """Once the warm-up has built most documents, a concept's edges come from the index of
+    every edge, made once (reading every file's text again at each call would cost as much),
+    and they are the same edges."""
+    _write(tmp_path, 0)
+    whole, _ = load_bundle(str(tmp_path))
+    cold, _ = load_bundle(str(tmp_path))
+    concept_id = next(iter(cold.concepts))
+    expected = whole.edges_by_concept.get(concept_id, ())
+    assert cold.edges_of(concept_id) == expected and not cold.edges_indexed()
+    for path in list(cold.documents)[: len(cold.documents) // 2 + 1]:
+        cold.documents[path]
+    assert cold.edges_of(concept_id) == expected and cold.edges_indexed()
+

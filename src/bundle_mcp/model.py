@@ -1611,8 +1611,15 @@ class Snapshot:
                 # Documents handed in built, or a predecessor's edges to update: cheaper.
                 return self.edges_by_concept.get(concept_id, ())
             sources = frozenset(concepts.paths.values())
-        if isinstance(self.documents, Documents):
-            cells = self.documents.cells
+        documents = self.documents
+        if isinstance(documents, Documents):
+            if 2 * len(sources) >= len(documents) and (
+                    2 * sum(1 for _ in documents.built()) >= len(documents)):
+                # Most files to look at, and most of them built (the warm-up's documents steps
+                # got there first): every edge at once costs about what reading each file's
+                # text again would, and every later call then reads the index.
+                return self.edges_by_concept.get(concept_id, ())
+            cells = documents.cells
             sources = frozenset(path for path in sources if cells[path].may_name(concept_id))
         out = self._edges_from(doc)
         for path in sorted(sources):
