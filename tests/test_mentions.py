@@ -14,7 +14,7 @@ from markdown_it.common.entities import entities
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import load_bundle
-from bundle_mcp.loader.parse_cache import ParseCache
+from bundle_mcp.loader.parse_cache import ParseCache, has_markdown
 from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.mentions import may_name, needle
 from bundle_mcp.snapshots import SnapshotCache
@@ -188,17 +188,55 @@ def test_a_cold_get_neighbors_parses_the_concept_and_the_files_naming_it(
                                 "c04.md"}
 
 
-def test_with_most_documents_built_the_edges_are_indexed_at_once(tmp_path: Path) -> None:
-    """Once the warm-up has built most documents, a concept's edges come from the index of
-    every edge, made once (reading every file's text again at each call would cost as much),
-    and they are the same edges."""
+def test_a_built_document_is_asked_without_parsing_it(tmp_path: Path) -> None:
+    """Documents built but not parsed (a listing builds them all) tell from their text and
+    their relations, and those parsed from a few bits: the edges are the same, and only the
+    files that may name the concept get their Markdown facts made."""
     _write(tmp_path, 0)
     whole, _ = load_bundle(str(tmp_path))
     cold, _ = load_bundle(str(tmp_path))
-    concept_id = next(iter(cold.concepts))
-    expected = whole.edges_by_concept.get(concept_id, ())
-    assert cold.edges_of(concept_id) == expected and not cold.edges_indexed()
-    for path in list(cold.documents)[: len(cold.documents) // 2 + 1]:
-        cold.documents[path]
-    assert cold.edges_of(concept_id) == expected and cold.edges_indexed()
+    for _ in cold.concepts.values():
+        pass  # every document built, none parsed
+    assert not any(has_markdown(doc) for doc in cold.documents.built())
+    for concept_id in whole.concepts:
+        assert cold.edges_of(concept_id) == whole.edges_by_concept.get(concept_id, ())
+    parsed = sum(has_markdown(doc) for doc in cold.documents.built())
+    assert 0 < parsed < len(cold.documents) and not cold.edges_indexed()
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    for n in range(30):
+        (plain / f"p{n:02d}.md").write_text("---\ntype: Note\n---\ntext\n", encoding="utf-8")
+    (plain / "hubpage.md").write_text("---\ntype: Note\n---\n[a](p00.md)\n", encoding="utf-8")
+    (plain / "p01.md").write_text("---\ntype: Note\n---\n[h](hubpage.md)\n", encoding="utf-8")
+    again, _ = load_bundle(str(plain))
+    for _ in again.concepts.values():
+        pass
+    assert [e.source_id for e in again.edges_of("hubpage")] == ["hubpage", "p01"]
+    assert {doc.path for doc in again.documents.built() if has_markdown(doc)} == {
+        "hubpage.md", "p01.md"}
 
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_cold_walk_prefetches_each_level_and_answers_as_a_warm_one(
+        tmp_path: Path, seed: int) -> None:
+    """expand_neighbors and query_subgraph on a cold server (no parse cache): each level's
+    edges come from the files that may name its concepts, in one pass (no index of every
+    edge is made), and the answers are those of a server whose edges were all built."""
+    _write(tmp_path, seed)
+    ids = sorted(load_bundle(str(tmp_path))[0].concepts)
+
+    def dispatcher() -> tuple[Dispatcher, SnapshotCache]:
+        cache = SnapshotCache(parse_cache=ParseCache(None), watch=False)
+        return Dispatcher(ServeConfig(bundles=(str(tmp_path),)), cache=cache), cache
+
+    for concept_id in ids[:6]:
+        for tool, arguments in (("expand_neighbors", {"entity_ids": [concept_id], "depth": 2}),
+                                ("query_subgraph", {"seed_ids": [concept_id], "depth": 2})):
+            warm, warm_cache = dispatcher()
+            assert warm_cache.get(str(tmp_path), CancelToken()).edges_by_concept  # all built
+            cold, cold_cache = dispatcher()
+            answer = cold.call(tool, arguments)
+            assert answer.structured == warm.call(tool, arguments).structured, (
+                tool, concept_id)
+            if tool == "expand_neighbors":
+                assert not cold_cache.get(str(tmp_path), CancelToken()).edges_indexed()

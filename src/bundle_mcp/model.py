@@ -825,6 +825,12 @@ CHECKED = "checked"  # known to parse or not, not built yet
 Check = tuple["Diagnostic | None", Callable[[], tuple["Document", str]]]
 
 
+# At most this many concepts' edges made in one pass over the files' text
+# (Snapshot.prefetch_edges): a level of a walk wider than that builds every edge, since most
+# files then name one of its concepts.
+MAX_PREFETCHED = 64
+
+
 class TextBuild:
     """The build step of a checked file that will be parsed from its text: it can also tell,
     from that text, whether the file may link or relate to a concept (``okf.mentions``)
@@ -835,8 +841,9 @@ class TextBuild:
     def __call__(self) -> tuple[Document, str]:
         raise NotImplementedError
 
-    def may_name(self, concept_id: str) -> bool:
-        """False only when the file's text shows it links and relates to no such concept."""
+    def named(self, concept_ids: tuple[str, ...]) -> tuple[str, ...]:
+        """Those of ``concept_ids`` the file may link or relate to: a concept left out is one
+        its text shows it names nowhere."""
         raise NotImplementedError
 
 
@@ -936,18 +943,25 @@ class Deferred:
         """The document if it is built, without building it."""
         return self._document
 
-    def may_name(self, concept_id: str) -> bool:
-        """Whether this file may link or relate to ``concept_id``: told from its text when it
-        is to be parsed (:class:`TextBuild`, ``okf.mentions``); True when it is built (its
-        facts then tell, cheaply) or to be read back from the parse cache's row; False when
-        it is broken (no concept, so no edges). Checks the file first if need be, as a build
-        would."""
+    def named(self, concept_ids: tuple[str, ...]) -> tuple[str, ...]:
+        """Those of ``concept_ids`` this file may link or relate to: told from its text when it
+        is to be parsed (:class:`TextBuild`, ``okf.mentions``); all of them when it is built
+        (its facts then tell, cheaply) or to be read back from the parse cache's row; none
+        when it is broken (no concept, so no edges). Checks the file first if need be, as a
+        build would."""
         if self.parse_error() is not None:
-            return False
-        build = self._finish
-        if self._document is not None or not isinstance(build, TextBuild):
-            return True
-        return build.may_name(concept_id)
+            return ()
+        build, doc = self._finish, self._document
+        if doc is not None:
+            # Built: its relations are known, and its links tell from a few bits once its
+            # facts are made (else from its body's text): no parse for this.
+            if doc.rules.may_link_to(doc, concept_ids):
+                return concept_ids
+            targets = {rel.target_id for rel in doc.relations}
+            return tuple(c for c in concept_ids if c in targets)
+        if not isinstance(build, TextBuild):
+            return concept_ids
+        return build.named(concept_ids)
 
     @property
     def how(self) -> str | None:
@@ -1507,6 +1521,8 @@ class Snapshot:
         if "edges_by_concept" not in self.__dict__:
             columns = self._edge_columns
             found = None if columns is None else columns.of(concept_id)
+            if found is None:
+                found = self._fetched.get(concept_id)
             if found is not None:
                 return found
         return self.edges_by_concept.get(concept_id, ())
@@ -1600,36 +1616,85 @@ class Snapshot:
         if columns is not None:
             found = columns.of(concept_id)
             return found if found is not None else self.edges_by_concept.get(concept_id, ())
-        doc = self.concepts.get(concept_id)
-        if doc is None:
+        fetched = self._fetched.get(concept_id)
+        if fetched is not None:
+            return fetched
+        if self.concepts.get(concept_id) is None:
             return ()
-        sources = (None if self.inbound is None
-                   else self.inbound.sources(concept_id, self._shas))
-        if sources is None:  # no index, or one that cannot be read: every concept may
-            concepts = self.concepts
-            if not isinstance(concepts, Concepts) or self._edge_update is not None:
-                # Documents handed in built, or a predecessor's edges to update: cheaper.
-                return self.edges_by_concept.get(concept_id, ())
-            sources = frozenset(concepts.paths.values())
+        edges = self._edges_into((concept_id,))
+        if edges is None:
+            return self.edges_by_concept.get(concept_id, ())
+        self._fetched[concept_id] = edges[0]
+        return edges[0]
+
+    def prefetch_edges(self, concept_ids: Iterable[str]) -> None:
+        """Make the edges of these concepts now, in one pass over the files that may name any
+        of them (:meth:`edges_of`'s way), when the index of every edge is not made and no
+        earlier process kept them: a walk asks this of each level before it expands the
+        level's nodes one by one (:meth:`concept_edges` then reads them). Past
+        :data:`MAX_PREFETCHED` concepts it does nothing: the walk builds every edge, as most
+        files then name one of them."""
+        if "edges_by_concept" in self.__dict__ or self._edge_columns is not None:
+            return
+        fetched = self._fetched
+        concepts = self.concepts
+        wanted = tuple(sorted({c for c in concept_ids
+                               if c not in fetched and concepts.get(c) is not None}))
+        if not wanted or len(wanted) > MAX_PREFETCHED:
+            return
+        edges = self._edges_into(wanted)
+        if edges is not None:
+            fetched.update(zip(wanted, edges, strict=True))
+
+    @functools.cached_property
+    def _fetched(self) -> dict[str, tuple[Edge, ...]]:
+        """The edges :meth:`prefetch_edges` and :meth:`edges_of` made concept by concept
+        before the index of every edge (each a pure function of the snapshot, so a race
+        stores two equal values)."""
+        return {}
+
+    def _edges_into(self, concept_ids: tuple[str, ...]) -> list[tuple[Edge, ...]] | None:
+        """:meth:`edges_of` of each concept (every one a concept of this snapshot), reading
+        each file that may name any of them once; None when the index of every edge is the
+        cheaper way (no index and documents handed in built, or a predecessor's edges to
+        update)."""
+        every: frozenset[str] | None = None
+        wanted: dict[str, frozenset[str]] = {}
+        for concept_id in concept_ids:
+            found = (None if self.inbound is None
+                     else self.inbound.sources(concept_id, self._shas))
+            if found is None:  # no index, or one that cannot be read: every concept may
+                concepts = self.concepts
+                if not isinstance(concepts, Concepts) or self._edge_update is not None:
+                    return None  # documents handed in built, or edges to update: cheaper
+                if every is None:
+                    every = frozenset(concepts.paths.values())
+                found = every
+            wanted[concept_id] = found
+        sources = frozenset().union(*wanted.values())
+        names: dict[str, tuple[str, ...]] = {path: concept_ids for path in sources}
         documents = self.documents
         if isinstance(documents, Documents):
-            if 2 * len(sources) >= len(documents) and (
-                    2 * sum(1 for _ in documents.built()) >= len(documents)):
-                # Most files to look at, and most of them built (the warm-up's documents steps
-                # got there first): every edge at once costs about what reading each file's
-                # text again would, and every later call then reads the index.
-                return self.edges_by_concept.get(concept_id, ())
             cells = documents.cells
-            sources = frozenset(path for path in sources if cells[path].may_name(concept_id))
-        out = self._edges_from(doc)
-        for path in sorted(sources):
-            source = self.documents.get(path)
-            if source is None or source.concept_id in (None, concept_id) or (
-                    source.concept_id not in self.concepts):
-                continue  # not a concept (an index, a broken file), or the concept itself
-            out.extend(e for e in self._edges_from(source) if e.target_id == concept_id)
-        out.sort(key=edge_order)
-        return tuple(out)
+            names = {path: cells[path].named(concept_ids) for path in sorted(sources)}
+        found_edges: list[tuple[Edge, ...]] = []
+        made: dict[str, list[Edge]] = {}
+        for concept_id in concept_ids:
+            out = self._edges_from(self.concepts[concept_id])
+            for path in sorted(wanted[concept_id]):
+                if concept_id not in names[path]:
+                    continue
+                source = self.documents.get(path)
+                if source is None or source.concept_id in (None, concept_id) or (
+                        source.concept_id not in self.concepts):
+                    continue  # not a concept (an index, a broken file), or the concept itself
+                edges = made.get(path)
+                if edges is None:
+                    edges = made[path] = self._edges_from(source)
+                out.extend(e for e in edges if e.target_id == concept_id)
+            out.sort(key=edge_order)
+            found_edges.append(tuple(out))
+        return found_edges
 
     @functools.cached_property
     def _shas(self) -> Mapping[str, str]:

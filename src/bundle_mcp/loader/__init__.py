@@ -545,14 +545,11 @@ class _ParseLater(TextBuild):
     def __call__(self) -> tuple[Document, str]:
         return self._checked.finish(), PARSED
 
-    def may_name(self, concept_id: str) -> bool:
-        needle = mentions.needle(concept_id)
-        if needle is None:
-            return True
+    def named(self, concept_ids: tuple[str, ...]) -> tuple[str, ...]:
         checked = self._checked
-        return mentions.may_name(checked.held.text(), checked.body_start,
-                                 checked.frontmatter if checked.names_relations else None,
-                                 needle)
+        return mentions.named(checked.held.text(), checked.body_start,
+                              checked.frontmatter if checked.names_relations else None,
+                              concept_ids)
 
 
 def _held_in_file(

@@ -33,6 +33,7 @@ from ..model import (
     anchors_from,
     anchors_of,
 )
+from ..okf import mentions
 from ..okf.markdown_facts import parse_markdown
 from ..packed_text import MIN_PACKED
 from ..zstd_frames import packed as packed_frame
@@ -236,8 +237,11 @@ class PackedFacts:
         """Whether a link of the document may name one of ``concept_ids``: ``False`` is sure,
         ``True`` may not be (the facts then say). A new concept asks it of every document
         (which of them now link to it?); this answers from a few bits kept per document
-        instead of decoding every document's facts."""
+        instead of decoding every document's facts. Facts never made (a document built but not
+        parsed yet) are not made for this: its body's text tells (``okf.mentions``)."""
         if self._named < 0:
+            if self._packed is None:
+                return bool(mentions.named(doc.text, doc.body_start, None, tuple(concept_ids)))
             self(doc)
         named = self._named
         return any(named >> (hash(c) & _NAMED_BITS_MASK) & 1 for c in concept_ids)

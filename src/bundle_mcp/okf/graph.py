@@ -1451,7 +1451,11 @@ def walk(
     arrays = _arrays_for(graph, selection)
     if arrays is not None:
         return _walk_arrays(graph, arrays, ordered, selection, depth, budget, token)
+    # Before the index of every edge exists (a cold start), each level's concepts have their
+    # edges made in one pass over the files that may name them (Snapshot.prefetch_edges).
+    frontier_ids = [seed.id for seed in ordered if seed.section_number is None]
     for distance in range(1, depth + 1):
+        graph.snapshot.prefetch_edges(frontier_ids)
         level = _Level()
         expanded: list[Entity] = []
         for node in frontier:
@@ -1470,6 +1474,8 @@ def walk(
         # short makes none for the nodes it never expands (thousands past a hub). No level
         # walked arc by arc holds a pending node.
         frontier = (_entity(graph, cast(Reach, r)) for r in reached)
+        frontier_ids = [cast(Reach, r)[TARGET] for r in reached
+                        if cast(Reach, r)[SECTION] is None]
     return Walk(graph, tuple(levels), budget.exhausted)
 
 

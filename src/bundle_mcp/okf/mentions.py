@@ -40,12 +40,29 @@ _ENCODED_ALNUM = re.compile(r"%(?:3[0-9]|4[1-9A-Fa-f]|5[0-9Aa]|6[1-9A-Fa-f]|7[0-
 _ALNUM_RUN = re.compile(r"[A-Za-z0-9]+")
 
 
-@functools.lru_cache(maxsize=64)  # asked once per file a call looks at, for one or two IDs
 def needle(concept_id: str) -> str | None:
     """The longest run of ASCII letters and digits in the ID's last segment (the first of
     equal length), or None when it has none (a name in another script: no filter then)."""
     runs = _ALNUM_RUN.findall(concept_id.rsplit("/", 1)[-1])
     return max(runs, key=len) if runs else None
+
+
+@functools.lru_cache(maxsize=16)  # one set of IDs asked of every file a call looks at
+def needles(concept_ids: tuple[str, ...]) -> tuple[str | None, ...]:
+    """:func:`needle` of each ID."""
+    return tuple(map(needle, concept_ids))
+
+
+def named(text: str, body_start: int, frontmatter: Mapping[str, Any] | None,
+          concept_ids: tuple[str, ...]) -> tuple[str, ...]:
+    """The concepts of ``concept_ids`` that a file (as :func:`may_name` reads one) may link or
+    relate to: every one when its body holds an escape that may spell a letter or digit, or
+    when an ID has no needle."""
+    if _ENCODED_ALNUM.search(text, body_start):
+        return concept_ids
+    return tuple(concept_id for concept_id, found in zip(concept_ids, needles(concept_ids),
+                                                          strict=True)
+                 if found is None or may_name(text, body_start, frontmatter, found))
 
 
 def may_name(text: str, body_start: int, frontmatter: Mapping[str, Any] | None,
