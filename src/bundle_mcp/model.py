@@ -834,7 +834,7 @@ MAX_PREFETCHED = 64
 class TextBuild:
     """The build step of a checked file that will be parsed from its text: it can also tell,
     from that text, whether the file may link or relate to a concept (``okf.mentions``)
-    before anything is parsed. :meth:`Deferred.may_name` asks it."""
+    before anything is parsed. :meth:`Deferred.named` asks it."""
 
     __slots__ = ()
 
@@ -1717,7 +1717,9 @@ class Snapshot:
             index.setdefault(edge.source_id, []).append(edge)
             if edge.target_id != edge.source_id:
                 index.setdefault(edge.target_id, []).append(edge)
-        self.__dict__.pop("_edge_columns", None)  # what the index answers from now on
+        # What the index answers from now on.
+        self.__dict__.pop("_edge_columns", None)
+        self.__dict__.pop("_fetched", None)
         return types.MappingProxyType({k: tuple(v) for k, v in index.items()})
 
 
