@@ -1676,14 +1676,19 @@ class Snapshot:
         documents = self.documents
         if isinstance(documents, Documents):
             cells = documents.cells
-            names = {path: cells[path].named(concept_ids) for path in sorted(sources)}
+            names = {path: cells[path].named(concept_ids) for path in sources}
+        # Each concept's candidate files, in path order, from one pass over them all (not a
+        # sort of every file per concept).
+        candidates: dict[str, list[str]] = {concept_id: [] for concept_id in concept_ids}
+        for path in sorted(sources):
+            for concept_id in names[path]:
+                if path in wanted[concept_id]:
+                    candidates[concept_id].append(path)
         found_edges: list[tuple[Edge, ...]] = []
         made: dict[str, list[Edge]] = {}
         for concept_id in concept_ids:
             out = self._edges_from(self.concepts[concept_id])
-            for path in sorted(wanted[concept_id]):
-                if concept_id not in names[path]:
-                    continue
+            for path in candidates[concept_id]:
                 source = self.documents.get(path)
                 if source is None or source.concept_id in (None, concept_id) or (
                         source.concept_id not in self.concepts):
