@@ -549,7 +549,7 @@ class _ParseLater(TextBuild):
         checked = self._checked
         return mentions.named(checked.held.text(), checked.body_start,
                               checked.frontmatter if checked.names_relations else None,
-                              concept_ids)
+                              concept_ids, checked.path)
 
 
 def _held_in_file(

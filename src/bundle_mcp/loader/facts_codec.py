@@ -241,7 +241,8 @@ class PackedFacts:
         parsed yet) are not made for this: its body's text tells (``okf.mentions``)."""
         if self._named < 0:
             if self._packed is None:
-                return bool(mentions.named(doc.text, doc.body_start, None, tuple(concept_ids)))
+                return bool(mentions.named(doc.text, doc.body_start, None, tuple(concept_ids),
+                                            doc.path))
             self(doc)
         named = self._named
         return any(named >> (hash(c) & _NAMED_BITS_MASK) & 1 for c in concept_ids)
