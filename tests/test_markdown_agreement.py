@@ -189,8 +189,12 @@ def test_hostile_markdown_agrees_long_run(text: str) -> None:
 # -- each known divergence is declined, not guessed at ------------------------------------------
 
 DIVERGENT = {
-    # The Rust port percent-encodes destinations ("a b" and "a%20b" both become "a%20b").
-    "percent in a destination": "[l](<a b.md>)\n",
+    # The Rust port percent-encodes destinations ("a b" and "a%20b" both become "a%20b"):
+    # a destination written with "%", or a reference link's (written elsewhere), may have
+    # been written either way.
+    "percent in a destination": "[l](a%20b.md)\n",
+    "percent in a definition": "[l][r]\n\n[r]: <a b.md>\n",
+    "an entity that may spell a percent": "[l](<a&#32;b.md>)\n",
     # It drops links it deems unsafe and leaves them as text; markdown-it-py keeps them.
     "dropped scheme": "# [a](javascript:x) b\n",
     "dropped definition": "[b][r]\n\n[r]: &#106;avascript:y\n",
@@ -257,6 +261,42 @@ def test_a_percent_in_a_destination_outside_the_bundle_stays_on_the_fast_path(
     facts = markdown_fast.parse_markdown_fast(doc)
     assert facts is not None and facts == parse_markdown_reference(doc)
     assert [(link.raw, link.line) for link in facts.links] == [("a.md", 4)]
+
+
+@pytest.mark.parametrize(("destination", "raw"), [
+    ("<a b.md>", "a b.md"), ("..\\b.md", "..\\b.md"), ("<é ü.md>", "é ü.md"),
+    ("a\\_b.md", "a_b.md")])
+def test_an_inline_destination_written_without_a_percent_stays_on_the_fast_path(
+        destination: str, raw: str) -> None:
+    """Every escape in the Rust port's destination was added by it when the inline link is
+    written with no "%" (nor "&"): undone, the destination is the reference's, as written
+    (cpp-docs writes "[a](..\\b.md)" in places)."""
+    doc = document("d/x.md", f"# T\n\nSee [u]({destination}) and\n[a](a.md).\n".encode())
+    facts = markdown_fast.parse_markdown_fast(doc)
+    assert facts is not None and facts == parse_markdown_reference(doc)
+    assert [(link.raw, link.line) for link in facts.links] == [(raw, 3), ("a.md", 4)]
+
+
+def test_an_inline_link_before_a_parenthesis_stays_on_the_fast_path() -> None:
+    """"[f](#f)(x, y)": a link then text, in both parsers; only a reference link before "("
+    is read differently ("reference before a parenthesis")."""
+    doc = document("d/x.md", b"Call [f](#f)(*x*, y) or [g](g.md)(z).\n")
+    facts = markdown_fast.parse_markdown_fast(doc)
+    assert facts is not None and facts == parse_markdown_reference(doc)
+    assert [link.raw for link in facts.links] == ["g.md"]
+
+
+@pytest.mark.parametrize(("text", "safe"), [
+    ("`WS_CHILD | WS_VISIBLE`, see [w](w.md).\n", True),  # no table: "|" is text
+    ("| a | b |\n|---|---|\n| `x | [y](y.md)` |\n", False),  # a cell's unclosed run
+    ("> | a | b |\n> |---|---|\n> | `x | [y](y.md)` |\n", False),  # in a quote
+    ("- | a | b |\n  |---|---|\n  | `x | [y](y.md)` |\n", False),  # in a list item
+    ("[`x\n", False),
+])
+def test_a_pipe_cuts_a_line_only_in_a_block_that_may_be_a_table(text: str, safe: bool) -> None:
+    assert markdown_fast._may_panic(text) is not safe
+    doc = document("d/x.md", text.encode())
+    assert parse_markdown(doc) == parse_markdown_reference(doc)
 
 
 def test_corpus_sample_is_deterministic_and_bounded(tmp_path: Path) -> None:

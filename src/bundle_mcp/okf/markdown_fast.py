@@ -17,6 +17,7 @@ import bisect
 import re
 import sys
 from collections.abc import Iterable, Sequence
+from urllib.parse import unquote
 
 from markdown_it_pyrs import MarkdownIt as RustMarkdownIt
 from markdown_it_pyrs import Node
@@ -94,18 +95,44 @@ def _may_panic(src: str) -> bool:
     """Known crash of markdown-it 0.6 (code_pair.rs): an unclosed backtick run after a ``[``.
 
     The panic is caught anyway (:func:`_tree`), but Rust prints it to stderr first, so the
-    documents that can trigger it go to the reference directly. The check is per line and per
-    table cell, finer than any inline content, so it errs towards the reference.
+    documents that can trigger it go to the reference directly. The check is per line, and per
+    cell on a line that may be a table row, finer than any inline content, so it errs towards
+    the reference. A line may be a table row when its block (the lines between two blank ones)
+    holds a delimiter row, in any container; elsewhere a ``|`` is text (``WS_CHILD |
+    WS_VISIBLE`` in a code span), and cutting there sent 42 of cpp-docs' pages to the
+    reference whose lines all pair.
     """
     if "`" not in src or "[" not in src:
         return False
-    for line in src.split("\n"):
+    lines = src.split("\n")
+    rows = _table_block_lines(lines) if "|" in src else frozenset()
+    for n, line in enumerate(lines):
         if "`" not in line or "[" not in line:
             continue
-        for segment in line.split("|"):
+        for segment in line.split("|") if n in rows else (line,):
             if "[" in segment and _unpaired_backticks(segment):
                 return True
     return False
+
+
+# A line that may be a table's delimiter row once a container's markers are taken off: only
+# pipes, colons, dashes and blanks, with a dash.
+_DELIMITER_LIKE = re.compile(r"[ \t>]*(?:(?:[-+*]|\d+[.)])[ \t]+)*[ \t|:-]*-[ \t|:-]*")
+
+
+def _table_block_lines(lines: Sequence[str]) -> frozenset[int]:
+    """The numbers of the lines in a block (a run of lines that are not blank) holding a line
+    that may be a delimiter row: every line a table's row could be on."""
+    rows: set[int] = set()
+    block: list[int] = []
+    for n, line in enumerate([*lines, ""]):
+        if line.strip(" \t"):
+            block.append(n)
+            continue
+        if any(_DELIMITER_LIKE.fullmatch(lines[m]) for m in block):
+            rows.update(block)
+        block = []
+    return frozenset(rows)
 
 
 def _unpaired_backticks(segment: str) -> bool:
@@ -256,13 +283,21 @@ class _Extractor:
                 url = node.meta.get("url")
                 if not isinstance(url, str):
                     raise _Fallback
-                if "%" in url and not outside_bundle(url):
-                    # The Rust port percent-encodes destinations; one holding "%" may have been
-                    # written either way, and the reference classifies it as written. A
-                    # destination outside the bundle (a URL, an anchor) is no link either way.
+                if node.srcmap is None:
                     raise _Fallback
-                end = node.srcmap[1] if node.srcmap is not None else None
-                if end is None or self.data[end : end + 1] == b"(":
+                start, end = node.srcmap
+                # An inline link ends with its ")", a reference link with "]".
+                inline = self.data[end - 1 : end] == b")"
+                if "%" in url and not outside_bundle(url):
+                    # The Rust port percent-encodes destinations, the reference keeps them as
+                    # written. An inline link written with no "%" (nor "&", which may spell
+                    # one) had every escape added by the port: undone, it is as written.
+                    # Any other may have been written either way. A destination outside the
+                    # bundle (a URL, an anchor) is no link either way.
+                    if not inline or any(c in self.data[start:end] for c in b"%&"):
+                        raise _Fallback
+                    url = unquote(url)
+                if not inline and self.data[end : end + 1] == b"(":
                     # "[ref](" with no inline link after it: markdown-it-py gives up on the
                     # link, the Rust port falls back to the reference definition.
                     raise _Fallback
