@@ -317,9 +317,10 @@ def test_a_built_document_is_asked_without_parsing_it(tmp_path: Path) -> None:
 @pytest.mark.parametrize("seed", range(4))
 def test_a_cold_walk_prefetches_each_level_and_answers_as_a_warm_one(
         tmp_path: Path, seed: int) -> None:
-    """expand_neighbors and query_subgraph on a cold server (no parse cache): each level's
-    edges come from the files that may name its concepts, in one pass (no index of every
-    edge is made), and the answers are those of a server whose edges were all built."""
+    """expand_neighbors, query_subgraph and find_path on a cold server (no parse cache): each
+    level's edges come from the files that may name its concepts, in one pass, a subgraph's
+    edges among its objects from the edges out of them (no index of every edge is made), and
+    the answers are those of a server whose edges were all built."""
     _write(tmp_path, seed)
     ids = sorted(load_bundle(str(tmp_path))[0].concepts)
 
@@ -329,12 +330,12 @@ def test_a_cold_walk_prefetches_each_level_and_answers_as_a_warm_one(
 
     for concept_id in ids[:6]:
         for tool, arguments in (("expand_neighbors", {"entity_ids": [concept_id], "depth": 2}),
-                                ("query_subgraph", {"seed_ids": [concept_id], "depth": 2})):
+                                ("query_subgraph", {"seed_ids": [concept_id], "depth": 2}),
+                                ("find_path", {"from_id": concept_id, "to_id": ids[-1]})):
             warm, warm_cache = dispatcher()
             assert warm_cache.get(str(tmp_path), CancelToken()).edges_by_concept  # all built
             cold, cold_cache = dispatcher()
             answer = cold.call(tool, arguments)
             assert answer.structured == warm.call(tool, arguments).structured, (
                 tool, concept_id)
-            if tool == "expand_neighbors":
-                assert not cold_cache.get(str(tmp_path), CancelToken()).edges_indexed()
+            assert not cold_cache.get(str(tmp_path), CancelToken()).edges_indexed(), tool

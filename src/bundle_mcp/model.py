@@ -1532,6 +1532,14 @@ class Snapshot:
         from it, not made from the kept edge columns."""
         return "edges_by_concept" in self.__dict__
 
+    def edges_at_hand(self, concept_id: str) -> bool:
+        """Whether :meth:`concept_edges` answers ``concept_id`` without making the index of
+        every edge: made already, read from the kept edge columns, or fetched for it."""
+        if "edges_by_concept" in self.__dict__ or concept_id in self._fetched:
+            return True
+        columns = self._edge_columns
+        return columns is not None and columns.of(concept_id) is not None
+
     def edges_made(self) -> bool:
         """Whether :attr:`edges` is made already (reading it then costs nothing)."""
         return "edges" in self.__dict__

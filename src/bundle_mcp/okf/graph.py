@@ -47,6 +47,7 @@ import json
 import operator
 import re
 import sys
+import threading
 import types
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -67,6 +68,7 @@ from ..model import (
     Section,
     Snapshot,
     edge_kind,
+    edge_order,
     edge_relationship,
     edge_source_ref,
     edge_target_ref,
@@ -659,6 +661,12 @@ class BundleGraph:
         # Each (project, tag)'s members as the walk arrays' concept places (tag_places).
         self._tag_places: dict[tuple[str | None, str], Any] = {}
         self._memo = Memo()
+        # Before the index of every edge (a cold start): the edges out of the concepts an
+        # extraction has kept, by target (:meth:`_edges_among`), grown under the lock as more
+        # concepts are kept; each source's edges are in it once.
+        self._into: dict[str, list[Edge]] = {}
+        self._into_sources: set[str] = set()
+        self._into_lock = threading.Lock()
 
     # entities
 
@@ -875,6 +883,35 @@ class BundleGraph:
         return _kept(self._arcs, concept_id, lambda: _arcs(
             concept_id, self.snapshot.concept_edges(concept_id)))
 
+    def _arcs_among(self, concept_id: str, among: AbstractSet[str]) -> tuple[Arc, ...]:
+        """:meth:`arcs`, or on a cold start (no index of every edge, nothing kept or fetched for
+        the concept) only its arcs whose other end is in ``among`` or itself, in the same
+        order, made from the edges out of the concept and out of the members of ``among``
+        (:meth:`_edges_among`): an extraction prices hundreds of candidates against the
+        objects it kept, and each candidate's whole edges would need the edges into it from
+        every file of the bundle."""
+        if concept_id in self._arcs or self.snapshot.edges_at_hand(concept_id):
+            return self.arcs(concept_id)
+        return _arcs(concept_id, self._edges_among(concept_id, among))
+
+    def _edges_among(self, concept_id: str, among: AbstractSet[str]) -> list[Edge]:
+        """The concept's links and relations whose other end is in ``among`` (or the concept
+        itself), in edge order: an edge between two concepts is an edge out of one of them."""
+        snapshot = self.snapshot
+        with self._into_lock:
+            into, indexed = self._into, self._into_sources
+            for source in among - indexed if isinstance(among, (set, frozenset)) else (
+                    s for s in among if s not in indexed):
+                indexed.add(source)
+                for edge in snapshot.outgoing_edges(source):
+                    if edge.target_id != source:
+                        into.setdefault(edge.target_id, []).append(edge)
+            edges = [e for e in into.get(concept_id, ()) if e.source_id in among]
+        edges.extend(e for e in snapshot.outgoing_edges(concept_id)
+                     if e.target_id == concept_id or e.target_id in among)
+        edges.sort(key=edge_order)
+        return edges
+
     def field_arcs(self, concept_id: str, token: CancelToken) -> tuple[Arc, ...]:
         """:meth:`arcs` for the concept's field edges (:meth:`field_edges_of`)."""
         return _kept(self._field_arcs, concept_id,
@@ -1017,7 +1054,8 @@ class BundleGraph:
             yield from self._steps_among_arrays(arrays, concept_id, incoming, among, loops)
         for group in range(groups):
             token.check()
-            arcs = self.arcs(concept_id) if group == 0 else self.field_arcs(concept_id, token)
+            arcs = (self._arcs_among(concept_id, among) if group == 0
+                    else self.field_arcs(concept_id, token))
             for key, other, kind, backwards, loop in arcs:
                 if loop:
                     if not loops:

@@ -150,6 +150,9 @@ def shortest_paths(
     for level in range(1, max_hops + 1):
         hops = level
         reached = {}
+        # Before the index of every edge exists (a cold start), the level's edges are made in
+        # one pass over the files that may name its concepts, as a walk's are.
+        graph.snapshot.prefetch_edges(node.id for node in frontier if not node.is_section)
         for node in frontier:
             for step in graph.steps(node, selection, budget, token, settled):
                 other = step.target
