@@ -18,6 +18,7 @@ from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.parse_cache import ParseCache, has_markdown
 from bundle_mcp.model import Snapshot
 from bundle_mcp.okf.mentions import may_name, needle
+from bundle_mcp.readers import ALL_READER
 from bundle_mcp.snapshots import SnapshotCache
 
 FOLDERS = ("alpha", "beta/deep", "gamma")
@@ -220,8 +221,9 @@ def test_a_cold_get_neighbors_parses_the_concept_and_the_files_naming_it(
 ) -> None:
     """Forty concepts, three of which link to the hub (one with a percent escape) and one
     relates to it; one more mentions a name sharing no run with it. The first get_neighbors
-    of a cold server (an empty parse cache) parses the hub, those four, and the concept
-    whose card its answer shows (c00); nothing else."""
+    of a cold server (an empty parse cache) parses the hub and those four; nothing else (the
+    card of c00, which the hub links to, is read from the frontmatter its check loaded), and
+    answers as a server that built everything."""
     (tmp_path / "bundle").mkdir()
     root = tmp_path / "bundle"
     (root / "index.md").write_text('---\nokf_version: "0.2"\n---\n# B\n', encoding="utf-8")
@@ -253,8 +255,12 @@ def test_a_cold_get_neighbors_parses_the_concept_and_the_files_naming_it(
     snapshot = cache.get(str(root), CancelToken())
     assert snapshot.documents.work()["decoded"] == 0
     # c05 says "hub" and "concept" apart, the root index names no concept: neither is parsed.
-    assert _built(snapshot) == {"hubconcept.md", "c00.md", "c01.md", "c02.md", "c03.md",
-                                "c04.md"}
+    assert _built(snapshot) == {"hubconcept.md", "c01.md", "c02.md", "c03.md", "c04.md"}
+    warm = Dispatcher(ServeConfig(bundles=(str(root),)))
+    for _ in warm.served_snapshot(str(root), CancelToken(), ALL_READER).concepts.values():
+        pass  # every document built
+    assert warm.call("get_neighbors", {"concept_id": "hubconcept"}).structured == (
+        outcome.structured)
 
 
 def test_a_cold_get_neighbors_of_a_name_of_common_words_parses_only_its_namers(

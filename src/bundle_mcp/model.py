@@ -846,6 +846,11 @@ class TextBuild:
         its text shows it names nowhere."""
         raise NotImplementedError
 
+    def fields(self) -> Mapping[str, Any] | None:
+        """The built document's :attr:`Document.fields`, from the frontmatter the check
+        loaded, without building it; ``None`` when the build must tell."""
+        raise NotImplementedError
+
 
 class Deferred:
     """One captured document, built from its bytes on first use and kept.
@@ -962,6 +967,16 @@ class Deferred:
         if not isinstance(build, TextBuild):
             return concept_ids
         return build.named(concept_ids)
+
+    def fields(self) -> Mapping[str, Any] | None:
+        """The document's :attr:`Document.fields` without building it when the check loaded
+        its frontmatter (:meth:`TextBuild.fields`: a cold start reads a field of every
+        concept, its path-valued fields, before the warm-up has built them); ``None`` when
+        only the build can tell (a broken file, a parse cache row, a built document: ask it)."""
+        if self._document is not None or self.parse_error() is not None:
+            return None
+        build = self._finish
+        return build.fields() if isinstance(build, TextBuild) else None
 
     @property
     def how(self) -> str | None:
@@ -1112,12 +1127,17 @@ class Concepts(Mapping[str, Document]):
         its parse cache row without building it when the row has it (a restarted server's
         neighbour list or subgraph reads the cards of a hundred or a thousand concepts, and
         each document's file was read and hashed and its row decoded for them)."""
-        rows = self._rows
-        if rows is not None and not self.is_built(concept_id) and concept_id in self:
+        if not self.is_built(concept_id) and concept_id in self:
             path = self._paths[concept_id]
-            found = rows.frontmatter(path, self._documents.record(path).sha256)
+            rows = self._rows
+            found = None if rows is None else rows.frontmatter(
+                path, self._documents.record(path).sha256)
             if found is not None:
                 return found.fields()
+            # A cold start: the frontmatter the check loaded, as the build would hold it.
+            loaded = self._documents.cells[path].fields()
+            if loaded is not None:
+                return loaded
         return self[concept_id].fields
 
     def read_fields_ahead(self, concept_ids: Iterable[str]) -> None:

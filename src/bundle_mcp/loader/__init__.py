@@ -30,6 +30,7 @@ from ..model import (
     InboundHint,
     Snapshot,
     TextBuild,
+    Unfrozen,
     predecessor_link,
     records_by_path,
     revision_of,
@@ -550,6 +551,11 @@ class _ParseLater(TextBuild):
         return mentions.named(checked.held.text(), checked.body_start,
                               checked.frontmatter if checked.names_relations else None,
                               concept_ids, checked.path)
+
+    def fields(self) -> Mapping[str, Any] | None:
+        # Document.fields of the build's frozen frontmatter, key by key (Unfrozen); a file
+        # with no frontmatter reads as an empty one.
+        return Unfrozen(self._checked.frontmatter or {}).fields()
 
 
 def _held_in_file(

@@ -117,10 +117,16 @@ def path_fields(snapshot: Snapshot, doc: Document) -> Iterator[FieldOccurrence]:
     ``computation``, ``executor`` and ``attester`` count only on an Attested Computation (§10.2);
     elsewhere those keys are producer extensions with no defined meaning.
     """
-    fm = doc.fm
+    return path_fields_of(snapshot, doc.path, doc.fm)
+
+
+def path_fields_of(snapshot: Snapshot, path: str, fm: Mapping[str, Any]
+                   ) -> Iterator[FieldOccurrence]:
+    """:func:`path_fields` of the document at ``path`` whose frontmatter reads as ``fm``
+    (its :attr:`~bundle_mcp.model.Document.fields`: no document needs to be built)."""
     value = fm.get("resource")
     if isinstance(value, str) and value.strip():
-        yield FieldOccurrence(RESOURCE, "resource", resolve_field_path(snapshot, doc.path, value))
+        yield FieldOccurrence(RESOURCE, "resource", resolve_field_path(snapshot, path, value))
     sources = fm.get("sources")
     if isinstance(sources, tuple):
         for n, entry in enumerate(sources):
@@ -128,19 +134,19 @@ def path_fields(snapshot: Snapshot, doc: Document) -> Iterator[FieldOccurrence]:
             if isinstance(found, str) and found.strip():
                 yield FieldOccurrence(
                     SOURCE_RESOURCE, f"sources[{n}].resource",
-                    resolve_field_path(snapshot, doc.path, found, may_be_scope=True),
+                    resolve_field_path(snapshot, path, found, may_be_scope=True),
                 )
     if fm.get("type") != "Attested Computation":
         return
     computation = fm.get("computation")
     if isinstance(computation, str) and computation.strip():
         yield FieldOccurrence(COMPUTATION, "computation",
-                              resolve_field_path(snapshot, doc.path, computation))
+                              resolve_field_path(snapshot, path, computation))
     for key, name in (("executor", EXECUTOR_RESOURCE), ("attester", ATTESTER_RESOURCE)):
         block = fm.get(key)
         resource = block.get("resource") if isinstance(block, Mapping) else None
         if isinstance(resource, str) and resource.strip():
-            yield FieldOccurrence(name, name, resolve_field_path(snapshot, doc.path, resource))
+            yield FieldOccurrence(name, name, resolve_field_path(snapshot, path, resource))
 
 
 def _is_scope(value: str) -> bool:

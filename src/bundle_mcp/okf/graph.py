@@ -81,7 +81,7 @@ from .field_paths import (
     EXECUTOR_RESOURCE,
     RESOURCE,
     SOURCE_RESOURCE,
-    path_fields,
+    path_fields_of,
 )
 from .ids import concept_id_for_path
 from .kept_spans import SPANS_NAME, KeptSpans, packed_spans, span_order, unpacked_spans
@@ -594,10 +594,13 @@ STORED_TYPES = "known-types"
 def _found_field_edges(snapshot: Snapshot, token: CancelToken | None) -> set[Edge]:
     concepts = snapshot.concepts
     found: set[Edge] = set()
-    for n, (concept_id, doc) in enumerate(concepts.items()):
+    # Each concept's frontmatter as read, not its document: on a cold start the check loaded
+    # it already, and a first walk would otherwise build every document for its few fields.
+    for n, concept_id in enumerate(concepts):
         if token is not None and n % 256 == 0:
             token.check()
-        for occurrence in path_fields(snapshot, doc):
+        for occurrence in path_fields_of(snapshot, snapshot.concept_path(concept_id),
+                                         snapshot.fields_of(concept_id)):
             target = occurrence.value.concept_id
             if target is not None and target in concepts:
                 found.add(Edge(FIELD, concept_id, target, concept_id, target,

@@ -328,8 +328,10 @@ def extract(
     snapshot: Snapshot, query: Query, token: CancelToken, budget: Budget | None = None
 ) -> Extraction:
     graph = graph_of(snapshot)
-    known = graph.known_types(token)
     weights = query.type_weights
+    # Every concept's type, asked only to name the weights of types no concept has: on a cold
+    # start it builds every document.
+    known = graph.known_types(token) if weights else frozenset()
     ignored = tuple(sorted(t for t in weights if t not in known))
 
     # Each object once: the seeds, then the walk's nodes level by level (a node is reached
