@@ -243,3 +243,8 @@ def test_a_cold_get_neighbors_has_its_row_when_measured(targets: ModuleType) -> 
         line for line in targets.render([result(cold_neighbors_s=2.5)]).splitlines()
         if line.startswith(f"| {targets.COLD_NEIGHBORS}"))
     assert targets.COLD_NEIGHBORS not in targets.render([result()])
+    both = targets.render([result(cold_neighbors_s=2.5, cold_neighbors_middle_s=0.6)])
+    row = next(line for line in both.splitlines()
+               if line.startswith(f"| {targets.COLD_NEIGHBORS_MIDDLE}"))
+    assert "| 600.0 ms | ≤ 2.1 s | met |" in row
+    assert targets.COLD_NEIGHBORS_MIDDLE not in targets.render([result(cold_neighbors_s=0.9)])
