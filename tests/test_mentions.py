@@ -17,6 +17,7 @@ from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.loader import load_bundle
 from bundle_mcp.loader.parse_cache import ParseCache, has_markdown
 from bundle_mcp.model import Snapshot
+from bundle_mcp.okf.graph import graph_of
 from bundle_mcp.okf.mentions import may_name, needle
 from bundle_mcp.readers import ALL_READER
 from bundle_mcp.snapshots import SnapshotCache
@@ -345,3 +346,21 @@ def test_a_cold_walk_prefetches_each_level_and_answers_as_a_warm_one(
             assert answer.structured == warm.call(tool, arguments).structured, (
                 tool, concept_id)
             assert not cold_cache.get(str(tmp_path), CancelToken()).edges_indexed(), tool
+
+
+def test_a_cold_subgraphs_edges_among_objects_are_let_go_once_every_edge_is_indexed(
+        tmp_path: Path) -> None:
+    """The edges out of a cold subgraph's objects, held by target for the next candidates,
+    are let go once the index of every edge answers instead."""
+    _write(tmp_path, 0)
+    first = sorted(load_bundle(str(tmp_path))[0].concepts)[0]
+    cache = SnapshotCache(parse_cache=ParseCache(None), watch=False)
+    dispatcher = Dispatcher(ServeConfig(bundles=(str(tmp_path),)), cache=cache)
+    arguments = {"seed_ids": [first], "depth": 2}
+    answer = dispatcher.call("query_subgraph", arguments)
+    snapshot = cache.get(str(tmp_path), CancelToken())
+    graph = graph_of(snapshot)
+    assert graph._into and not snapshot.edges_indexed()
+    assert snapshot.edges_by_concept  # the warm-up's index of every edge
+    assert dispatcher.call("query_subgraph", arguments).structured == answer.structured
+    assert not graph._into and not graph._into_sources

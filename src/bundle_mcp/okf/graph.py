@@ -894,6 +894,10 @@ class BundleGraph:
         objects it kept, and each candidate's whole edges would need the edges into it from
         every file of the bundle."""
         if concept_id in self._arcs or self.snapshot.edges_at_hand(concept_id):
+            if self._into and self.snapshot.edges_indexed():
+                with self._into_lock:  # the index of every edge answers from now on
+                    self._into.clear()
+                    self._into_sources.clear()
             return self.arcs(concept_id)
         return _arcs(concept_id, self._edges_among(concept_id, among))
 
