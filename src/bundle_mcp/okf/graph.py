@@ -907,8 +907,7 @@ class BundleGraph:
         snapshot = self.snapshot
         with self._into_lock:
             into, indexed = self._into, self._into_sources
-            for source in among - indexed if isinstance(among, (set, frozenset)) else (
-                    s for s in among if s not in indexed):
+            for source in among - indexed:
                 indexed.add(source)
                 for edge in snapshot.outgoing_edges(source):
                     if edge.target_id != source:
