@@ -37,7 +37,8 @@ def test_a_cold_run_fills_the_cache_and_the_next_is_a_restart(
         rows = [line.split(" | ") for line in out.splitlines() if line.startswith("| ")][1:]
         names = [row[0].removeprefix("| ") for row in rows]
         assert "edges" in names and "answers list_concepts" in names
-        assert any(name.startswith("documents 1-") for name in names)
+        # A restart reads every structure back: no step builds the documents.
+        assert any(name.startswith("documents 1-") for name in names) == (kind != "restart")
         # A restart reads context's index back first, before any document is built.
         assert (names[0] == "context_index") == (kind == "restart")
         for row in rows:

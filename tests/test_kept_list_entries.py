@@ -122,8 +122,9 @@ def test_a_restarts_warm_up_folds_no_search_fields(
     tmp_bundle: BundleFactory, tmp_path: Path
 ) -> None:
     """The search columns are read back, so nothing needs each concept's folds after a
-    restart; the documents step freezes each concept's frontmatter (smaller than the JSON read
-    back, and every card reads it), and a body that is not ASCII keeps its fold alone."""
+    restart. Every text here is not ASCII (a title), so the scan's sorting builds each
+    document, and freezes its frontmatter (smaller than the JSON read back, and every card
+    reads it); a body that is not ASCII keeps its fold alone."""
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
     first, snapshots, parse = process(bundle, cache)
     snapshot = snapshot_of(first, bundle)

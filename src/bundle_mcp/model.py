@@ -382,6 +382,14 @@ class Unfrozen:
         assert kept is not None
         return kept
 
+    def adopt(self, frozen: Mapping[str, Any]) -> None:
+        """Hold ``frozen``, the mapping :meth:`frozen` would make of this data (frozen from
+        the same row before this document was built: ``Concepts.fields_of``), unless one is
+        held already; the JSON-native copy is let go as :meth:`frozen` lets it go."""
+        if self._frozen is None:
+            self._frozen = frozen
+        self._data = None
+
     def get(self, key: str, default: Any = None) -> Any:
         """``frozen().get(key, default)``, without freezing the rest of the mapping while it
         is not."""
@@ -852,6 +860,27 @@ class TextBuild:
         raise NotImplementedError
 
 
+class RowBuild:
+    """The build step of a checked file whose document is read back from the parse cache's
+    row for its bytes: it can also hold the file's text, without building the document, for a
+    caller that knows the text's length (:meth:`Deferred.held_text`)."""
+
+    __slots__ = ()
+
+    def __call__(self) -> tuple[Document, str]:
+        raise NotImplementedError
+
+    def held_text(self, length: int) -> HeldText | None:
+        """The ASCII text of ``length`` characters the document will hold, read back from its
+        file when asked for; ``None`` when the document keeps its own (no file to read)."""
+        raise NotImplementedError
+
+
+# The key a file's cell keeps its concept's frozen frontmatter under before the document is
+# built (Concepts.fields_of), which the document then holds as its own (Unfrozen.adopt).
+FROZEN_FIELDS = "frozen fields"
+
+
 class Deferred:
     """One captured document, built from its bytes on first use and kept.
 
@@ -920,6 +949,13 @@ class Deferred:
                 self._finish = None
                 early, self._early = self._early, None
                 for key, value in (early or {}).items():
+                    held = self._document.frontmatter_value
+                    if key == FROZEN_FIELDS:
+                        # The document's own frontmatter, frozen before it was built: held
+                        # once, by the document, not beside it in its memo.
+                        if isinstance(held, Unfrozen):
+                            held.adopt(value)
+                        continue
                     self._document.memo.put(key, value)
             return self._document
 
@@ -977,6 +1013,20 @@ class Deferred:
             return None
         build = self._finish
         return build.fields() if isinstance(build, TextBuild) else None
+
+    def held_text(self, length: int) -> HeldText | None:
+        """The document's text, known to be ASCII and ``length`` characters long (an earlier
+        process counted them for these bytes), without building the document when it is to be
+        read back from the parse cache (:class:`RowBuild`): a restarted server's search over
+        every body reads the files, not ten thousand rows. ``None`` when only the build can
+        hold it (then build it and ask), or when the file does not parse."""
+        doc = self._document
+        if doc is not None:
+            return doc.held
+        if self.parse_error() is not None:
+            return None
+        build = self._finish
+        return build.held_text(length) if isinstance(build, RowBuild) else None
 
     @property
     def how(self) -> str | None:
@@ -1129,16 +1179,41 @@ class Concepts(Mapping[str, Document]):
         each document's file was read and hashed and its row decoded for them)."""
         if not self.is_built(concept_id) and concept_id in self:
             path = self._paths[concept_id]
+            cell = self._documents.cells[path]
+            known, frozen = cell.early(FROZEN_FIELDS)
+            if known:
+                return cast(Mapping[str, Any], frozen)
             rows = self._rows
             found = None if rows is None else rows.frontmatter(
                 path, self._documents.record(path).sha256)
             if found is not None:
-                return found.fields()
+                # Frozen whole and kept by the cell: a restarted server builds no document
+                # ahead, and a walk's next call reads the same cards again (the document,
+                # when built, holds this mapping as its own).
+                return cell.keep_early(FROZEN_FIELDS, found.frozen())
             # A cold start: the frontmatter the check loaded, as the build would hold it.
             loaded = self._documents.cells[path].fields()
             if loaded is not None:
                 return loaded
         return self[concept_id].fields
+
+    def held_text(self, concept_id: str, length: int) -> HeldText | None:
+        """``self[concept_id].held`` for a concept whose text an earlier process found ASCII
+        and ``length`` characters long, without building its document when its parse cache
+        row is to be read (:meth:`Deferred.held_text`); ``None``: ask the document."""
+        path = self._paths.get(concept_id)
+        if path is None:
+            return None
+        return self._documents.cells[path].held_text(length)
+
+    def hold_fields(self, concept_ids: Sequence[str], check: Callable[[], None]) -> None:
+        """:meth:`fields_of` each of these concepts, their rows read in one query: a restarted
+        server's warm-up freezes every concept's frontmatter this way, without building its
+        document, so that a walk's first call finds the cards of its thousand pages frozen."""
+        self.read_fields_ahead(concept_ids)
+        for concept_id in concept_ids:
+            check()
+            self.fields_of(concept_id)
 
     def read_fields_ahead(self, concept_ids: Iterable[str]) -> None:
         """Read the parse cache rows' frontmatter of these concepts whose documents are not
@@ -1148,8 +1223,10 @@ class Concepts(Mapping[str, Document]):
         rows = self._rows
         if rows is None:
             return
-        paths = self._paths
-        wanted = [paths[c] for c in concept_ids if c in paths and not self.is_built(c)]
+        paths, cells = self._paths, self._documents.cells
+        # Not those built, nor those whose cell holds their frozen frontmatter (fields_of).
+        wanted = [paths[c] for c in concept_ids if c in paths and not self.is_built(c)
+                  and not cells[paths[c]].early(FROZEN_FIELDS)[0]]
         if wanted:
             rows.read_ahead_frontmatter(wanted)
 

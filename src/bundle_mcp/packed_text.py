@@ -115,6 +115,15 @@ class FileText(HeldText, Generic[_Source]):
         self._source = source
         self._read = read
 
+    @classmethod
+    def known(cls, length: int, ascii: bool, source: _Source,
+              read: Callable[[_Source], bytes]) -> FileText[_Source]:
+        """The text of ``source`` whose length and ASCII flag are known without decoding it
+        (an earlier process counted them for these checked bytes)."""
+        held = cls.__new__(cls)
+        held._length, held._ascii, held._source, held._read = length, ascii, source, read
+        return held
+
     def text(self) -> str:
         recent = _RECENT
         if recent.held is self:

@@ -6,8 +6,10 @@ allow-list, no-symlink loader and parse policy as a tool call), then builds what
 would otherwise build, step by step (:func:`warm_steps`), in a fixed order: over a parse
 cache that kept rows for most files, the slots marked ``early`` (context's index: the
 server's instructions send an agent to ``context`` first, and a restarted server reads it
-back without a document or a concept's words); the documents (their Markdown facts and
-frozen frontmatter, a chunk of :data:`DOCUMENTS_PER_STEP` a step) and the snapshot's edges;
+back without a document or a concept's words); on a cold start the documents (their
+Markdown facts and frozen frontmatter, a chunk of :data:`DOCUMENTS_PER_STEP` a step), over
+such a cache only each concept's frontmatter, frozen without its document (every structure is
+read back, and a document is built when a call asks for it); the snapshot's edges;
 then every other registered slot that has a ``warm`` builder
 (:func:`bundle_mcp.derived.slots`: the list entries, the section word index and its totals,
 context's words (and its index on a cold start), the validation findings, the field edges
@@ -67,7 +69,7 @@ from .cancel import CancelToken
 from .dispatch import Dispatcher, Outcome, UnknownTool
 from .errors import BundleError
 from .loader.parse_cache import has_markdown
-from .model import Documents, Snapshot, awaited
+from .model import Concepts, Documents, Snapshot, awaited
 from .okf.scopes import NOTHING, Access, FolderScope
 from .readers import ALL_READER, Reader
 
@@ -166,7 +168,16 @@ def warm_steps(
     read_back = inbound is not None and 2 * inbound.kept_rows() >= len(view.documents)
     early = [slot for slot in warmed if slot.early] if read_back else []
     steps.extend(_slot_step(view, slot) for slot in early)
-    paths = tuple(view.documents)
+    # Over such a cache every slot is read back, and so are the documents a call asks for, one
+    # row each: none is built ahead (on a cold start, building them is what the slots need),
+    # only each concept's frontmatter is frozen, which the cards of a walk read.
+    if read_back and isinstance(view.concepts, Concepts):
+        ids = tuple(view.concepts.paths)
+        for start in range(0, len(ids), DOCUMENTS_PER_STEP):
+            chosen = ids[start:start + DOCUMENTS_PER_STEP]
+            steps.append(WarmStep(f"fields {start + 1}-{start + len(chosen)}",
+                                  functools.partial(_hold_fields, view.concepts, chosen)))
+    paths = () if read_back else tuple(view.documents)
     for start in range(0, len(paths), DOCUMENTS_PER_STEP):
         chunk = paths[start:start + DOCUMENTS_PER_STEP]
         steps.append(WarmStep(f"documents {start + 1}-{start + len(chunk)}",
@@ -198,6 +209,10 @@ def _answer(
 ) -> Outcome:
     """The kept answer of ``name``'s default call (nobody's call: it does not hold the gate)."""
     return dispatcher.call(name, {"bundle_path": bundle}, token, reader, logged=False)
+
+
+def _hold_fields(concepts: Concepts, concept_ids: Sequence[str], token: CancelToken) -> None:
+    concepts.hold_fields(concept_ids, token.check)
 
 
 def _build_documents(view: Snapshot, paths: Sequence[str], token: CancelToken) -> None:

@@ -28,6 +28,7 @@ from ..model import (
     Documents,
     FileRecord,
     InboundHint,
+    RowBuild,
     Snapshot,
     TextBuild,
     Unfrozen,
@@ -506,12 +507,12 @@ class _Source:
         if stored is None or stored.sha256 != fixed.sha256 or stored.size != fixed.size:
             return self._parsed()
         if stored.error is None:
-            return None, self._decoded  # most rows: no error to decode
+            return None, _ReadBack(self)  # most rows: no error to decode
         try:
             error = stored.parse_error()
         except (TypeError, ValueError):
             return self._parsed()
-        return error, self._decoded
+        return error, _ReadBack(self)
 
     def _parsed(self) -> Check:
         fixed = self.record
@@ -520,7 +521,7 @@ class _Source:
             return checked.parse_error, lambda: (checked, PARSED)
         return None, _ParseLater(checked)
 
-    def _decoded(self) -> tuple[Document, str]:
+    def read_back(self) -> tuple[Document, str]:
         cached, fixed = self.cached, self.record
         assert cached is not None
         path, data = fixed.path, self.read()
@@ -531,6 +532,26 @@ class _Source:
         # The row's entry is gone or does not fit: parse. The same bytes parse the same
         # way they did when the row was written, so the check above still holds.
         return parse_document(path, data, fixed, self.hold()), PARSED
+
+
+class _ReadBack(RowBuild):
+    """A checked file's build from its parse cache row (``_Source.read_back``)."""
+
+    __slots__ = ("_source",)
+
+    def __init__(self, source: _Source) -> None:
+        self._source = source
+
+    def __call__(self) -> tuple[Document, str]:
+        return self._source.read_back()
+
+    def held_text(self, length: int) -> HeldText | None:
+        # The text the built document would hold in its file (_Source.hold), its bytes
+        # checked against the record on each read.
+        source = self._source
+        if source.reread is None:
+            return None
+        return FileText.known(length, True, source.record, source.reread)
 
 
 class _ParseLater(TextBuild):

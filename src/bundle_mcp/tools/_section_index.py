@@ -36,6 +36,7 @@ from ..derived import (
     Slot,
     document_holds,
     exactly,
+    of_concept,
     of_document,
     of_snapshot,
     stored_key,
@@ -64,9 +65,11 @@ def _warm_words(snapshot: Snapshot, token: CancelToken) -> None:
     store, key = snapshot.inbound, stored_key(SECTION_WORDS, None)
     if store is not None and key is not None:
         store.read_ahead(key)  # every concept's is about to be read back
-    for doc in snapshot.concepts.values():
+    # By concept, not by document: a restarted server reads each concept's words back into
+    # its file's cell, building no document (of_concept); a cold start builds each.
+    for concept_id in snapshot.concepts:
         token.check()
-        _document_index(doc)
+        of_concept(snapshot, concept_id, SECTION_WORDS, _index)
 
 
 def _warm_totals(snapshot: Snapshot, token: CancelToken) -> None:

@@ -9,11 +9,11 @@ from bisect import bisect_right
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, islice, repeat
-from typing import Any, overload
+from typing import Any, Literal, cast, overload
 
 from ..cancel import CancelToken
 from ..derived import Slot, of_snapshot
-from ..model import Document, FoldedFields, Snapshot, revision_value
+from ..model import Concepts, Document, FoldedFields, Snapshot, revision_value
 from ..okf.folding import fold
 from ..okf.temporal import reference_from
 from ..packed_text import HeldText
@@ -104,14 +104,18 @@ class SearchFields:
     tags: JoinedColumn  # every tag of every concept, each on its own
     tag_owners: tuple[int, ...]  # the position of the concept each tag belongs to
     positions: Mapping[str, int]  # concept ID → its position in the columns
+    # Read back with the columns: the ASCII texts an earlier process found, which then need
+    # no document built to be scanned (None: every body is asked of its document).
+    known: KnownTexts | None = None
     # Made from the documents when a scan first needs them (body_kinds): a memo.
     kinds: BodyKinds | None = None
 
     def body_kinds(self, token: CancelToken) -> BodyKinds:
-        """The bodies by kind (:class:`BodyKinds`), made from the documents on first use."""
+        """The bodies by kind (:class:`BodyKinds`), made on first use from the texts known
+        and the documents of the rest."""
         kinds = self.kinds
         if kinds is None:
-            kinds = BodyKinds.of(self.documents, token)
+            kinds = BodyKinds.of(self.documents, token, self.known)
             # A memo of a pure function of the documents: a race keeps one of two equal values.
             object.__setattr__(self, "kinds", kinds)
         return kinds
@@ -185,6 +189,24 @@ class SearchFields:
 
 
 @dataclass(frozen=True, slots=True)
+class KnownTexts:
+    """The concepts whose text an earlier process found ASCII (kept with the columns, for the
+    revision): their positions in the columns, ascending, each text's length and where its
+    body starts in it. A restarted server's scan reads such a text from its file without
+    building the document (``Concepts.held_text``): its warm-up then builds no document."""
+
+    concepts: Concepts
+    concept_ids: tuple[str, ...]
+    positions: array[int]
+    lengths: array[int]
+    starts: array[int]
+
+    def held(self, k: int) -> HeldText | None:
+        """The ``k``-th known text, or ``None`` when its document must hold it."""
+        return self.concepts.held_text(self.concept_ids[self.positions[k]], self.lengths[k])
+
+
+@dataclass(frozen=True, slots=True)
 class BodyKinds:
     """The concepts' bodies in three kinds, each scanned its own way
     (``SearchFields._scanned``); positions in the columns. An ASCII text (the document's own,
@@ -200,18 +222,38 @@ class BodyKinds:
     other_positions: tuple[int, ...]
 
     @classmethod
-    def of(cls, documents: Sequence[Document], token: CancelToken) -> BodyKinds:
+    def of(cls, documents: Sequence[Document], token: CancelToken,
+           known: KnownTexts | None = None) -> BodyKinds:
         """From each document: whether its text is ASCII (known without reading it), else
-        whether its body's fold is kept (``FoldedFields.kept_body``)."""
+        whether its body's fold is kept (``FoldedFields.kept_body``). A text ``known`` to be
+        ASCII is held without building its document."""
         ascii_texts: list[HeldText] = []
         ascii_starts = array("L")
         ascii_positions: list[int] = []
         kept_bodies: list[str] = []
         kept_positions: list[int] = []
         other_positions: list[int] = []
-        for n, doc in enumerate(documents):
+        known_positions = known.positions if known is not None else array("L")
+        k = 0
+        for n in range(len(documents)):
             if not n % _SAMPLED_TEXTS:
                 token.check()
+            if k < len(known_positions) and known_positions[k] == n:
+                assert known is not None
+                held = known.held(k)
+                start = known.starts[k]
+                k += 1
+                if held is not None:
+                    ascii_texts.append(held)
+                    ascii_starts.append(start)
+                    ascii_positions.append(n)
+                    continue
+            doc = documents[n]
+            if known is not None:
+                # Built here on a restart (no warm-up step builds the documents then) and held
+                # for the snapshot's life: its frontmatter frozen takes less memory than the
+                # JSON read back from its row (about 2 MB a thousand concepts).
+                doc.fm  # noqa: B018
             if doc.held.ascii:
                 ascii_texts.append(doc.held)
                 ascii_starts.append(doc.body_start)
@@ -240,11 +282,16 @@ STORED_COLUMNS = "search-columns"
 
 def _kept_form(fields: SearchFields) -> dict[str, Any]:
     """What :func:`_read_back` reads: the folded columns, not the concept IDs (the
-    snapshot's, in the same order) nor anything of the bodies (a scan reads the documents)."""
+    snapshot's, in the same order), and of the bodies only which texts are ASCII, with their
+    lengths and where their bodies start (:class:`KnownTexts`; a scan reads the texts)."""
+    ascii_texts = [(n, doc) for n, doc in enumerate(fields.documents) if doc.held.ascii]
     return {
         "ids": fields.ids.strings, "titles": fields.titles.strings,
         "descriptions": fields.descriptions.strings, "tags": fields.tags.strings,
         "tag_owners": fields.tag_owners,
+        "ascii_positions": [n for n, _ in ascii_texts],
+        "ascii_lengths": [len(doc.held) for _, doc in ascii_texts],
+        "ascii_starts": [doc.body_start for _, doc in ascii_texts],
     }
 
 
@@ -267,12 +314,39 @@ def _read_back(snapshot: Snapshot, kept: Any) -> SearchFields | None:
             or any(map(operator.gt, owners, islice(owners, 1, None)))
             or (owners and (owners[0] < 0 or owners[-1] >= count))):
         return None
+    known = _known_texts(snapshot, concept_ids, kept)
+    if known is False:
+        return None
     return SearchFields(
         concept_ids, _Documents(snapshot.concepts, concept_ids),
         JoinedColumn.of(tuple(ids)), JoinedColumn.of(tuple(titles)),
         JoinedColumn.of(tuple(descriptions)), JoinedColumn.of(tuple(tags)), tuple(owners),
-        {c: n for n, c in enumerate(concept_ids)},
+        {c: n for n, c in enumerate(concept_ids)}, known,
     )
+
+
+def _known_texts(snapshot: Snapshot, concept_ids: tuple[str, ...], kept: dict[str, Any]
+                 ) -> KnownTexts | None | Literal[False]:
+    """The ASCII texts :func:`_kept_form` kept; ``None`` when it kept none (columns an earlier
+    version kept: every body is then asked of its document), ``False`` when they are not
+    ascending positions of these concepts, each with a length and a body start within it."""
+    lists = [kept.get(name) for name in ("ascii_positions", "ascii_lengths", "ascii_starts")]
+    if all(found is None for found in lists):
+        return None
+    if not all(_of(found, int) for found in lists):
+        return False
+    positions, lengths, starts = cast(list[list[int]], lists)
+    if (len(lengths) != len(positions) or len(starts) != len(positions)
+            or any(map(operator.ge, positions, islice(positions, 1, None)))
+            or (positions and (positions[0] < 0 or positions[-1] >= len(concept_ids)))
+            or any(start < 0 or start > length
+                   for start, length in zip(starts, lengths, strict=True))):
+        return False
+    concepts = snapshot.concepts
+    if not isinstance(concepts, Concepts):
+        return None  # documents handed in built (no file to read a text from)
+    return KnownTexts(concepts, concept_ids, array("L", positions), array("L", lengths),
+                      array("L", starts))
 
 
 def _of(value: Any, kind: type) -> bool:
@@ -330,7 +404,9 @@ def _built(snapshot: Snapshot, token: CancelToken) -> SearchFields:
 def _warm_fields(snapshot: Snapshot, token: CancelToken) -> None:
     fields = of_snapshot(snapshot, SEARCH_FIELDS, lambda: _fields(snapshot, token),
                          check=token.check)
-    fields.body_kinds(token)  # the documents are built by now: a scan then finds them sorted
+    # Sorted now, so that a scan finds them sorted: from the documents the columns were built
+    # from, or, read back, from the texts known (no document built) and the few others'.
+    fields.body_kinds(token)
 
 
 SEARCH_FIELDS: Slot[SearchFields] = Slot(
