@@ -11,6 +11,7 @@ import math
 import sqlite3
 import threading
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -299,6 +300,36 @@ def test_a_part_waiting_for_the_first_save_is_held_compressed(
     first.save()
     assert store.read("revision", "whole") == value
     assert store.read("revision", "pieces") == b"made as written"
+
+
+def test_the_parts_waiting_for_the_first_save_are_written_by_one_thread(
+    tmp_bundle: BundleFactory, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cold warm-up's whole-bundle parts all wait for its save: written then by one thread,
+    one after the other, in the order kept (a thread each gave most of them a malloc arena
+    of its own, whose freed buffers stayed resident: about 90 MiB at 9,978 concepts)."""
+    first = FirstProcess.on(tmp_bundle(pages()), tmp_path / "cache")
+    keys = [f"part-{n}" for n in range(6)]
+    for key in keys:
+        first.store.keep("revision", key, iter([key.encode(), b" pieces"]))
+    writers: list[str] = []
+    written: list[str] = []
+    real_start, real_store = ParseCache._start_part_write, KeptParts._store
+
+    def counted(self: ParseCache, write: Callable[[], None]) -> None:
+        writers.append(threading.current_thread().name)
+        real_start(self, write)
+
+    def stored(self: KeptParts, revision: str, key: str, compressed: bytes, **kw: Any) -> None:
+        written.append(key)
+        real_store(self, revision, key, compressed, **kw)
+
+    monkeypatch.setattr(ParseCache, "_start_part_write", counted)
+    monkeypatch.setattr(KeptParts, "_store", stored)
+    first.save()
+    assert len(writers) == 1 and written == keys
+    assert [first.store.read("revision", key) for key in keys] == [
+        f"{key} pieces".encode() for key in keys]
 
 
 def test_packed_arrays_come_back_bit_for_bit() -> None:

@@ -237,8 +237,12 @@ class ParseCache:
     def _saved(self, database: Path) -> None:
         with self._warned_lock:
             waiting = self._waiting_parts.pop(database, [])
-        for write in waiting:
-            self._start_part_write(write)
+        if waiting:
+            # One thread for them all, one part after the other (each write holds _one_part
+            # anyway). A thread each made glibc give most of them a malloc arena of its own,
+            # whose freed buffers (the frames, SQLite's pages) stayed resident: a cold warm-up's
+            # save left the process about 90 MiB larger at 9,978 concepts.
+            self._start_part_write(functools.partial(_each, tuple(waiting)))
 
     def _start_part_write(self, write: Callable[[], None]) -> None:
         thread = threading.Thread(target=write, name="bundle-mcp-kept-part", daemon=True)
@@ -593,6 +597,11 @@ class KeptParts:
             log.debug("kept part %s skipped: %s", key, exc)
         except (OSError, sqlite3.Error) as exc:
             self._cache._warn(exc)
+
+
+def _each(writes: tuple[Callable[[], None], ...]) -> None:
+    for write in writes:
+        write()
 
 
 class _PartReader:
