@@ -17,9 +17,11 @@ import pytest
 from bundle_mcp.cancel import CancelToken
 from bundle_mcp.dispatch import Dispatcher, ServeConfig
 from bundle_mcp.frozen_map import FrozenMap
+from bundle_mcp.loader.parse_cache import ParseCache
 from bundle_mcp.model import FROZEN_FIELDS, Concepts, Snapshot, Unfrozen, thaw
 from bundle_mcp.readers import ALL_READER
 from bundle_mcp.readiness import warm_steps
+from bundle_mcp.snapshots import SnapshotCache
 from bundle_mcp.tools import search_concepts
 from restarts import answers, process, restart, saved, snapshot_of
 
@@ -157,3 +159,29 @@ def test_kept_texts_are_used_only_when_they_fit_the_concepts(
         assert fields is not None
         assert (fields.known is not None) is bool(expected)
     assert built_paths(snapshot) <= {"index.md"}
+
+
+def test_a_restarts_warm_up_passes_over_a_file_that_does_not_parse(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """A file at a concept's path that does not parse is no concept: the steps that freeze
+    each concept's frontmatter leave it out (its row says so) and every step completes."""
+    files = {**pages(), "a/broken.md": "---\ntitle: [unclosed\n---\n# Broken\n"}
+    bundle, cache = tmp_bundle(files), tmp_path / "cache"
+    config = ServeConfig(bundles=(bundle,), skip_unparseable=True)
+    runs = []
+    for _ in range(2):  # a first process, then a restart on what it saved
+        parse = ParseCache(cache)
+        snapshots = SnapshotCache(parse_cache=parse, watch=False)
+        dispatcher = Dispatcher(config, cache=snapshots)
+        snapshot = snapshot_of(dispatcher, bundle)
+        steps = warm_steps(dispatcher, bundle, ALL_READER, snapshot)
+        for step in steps:
+            step.build(CancelToken())  # raises if a step fails
+        runs.append((steps, answers(dispatcher, "search_concepts", CALLS)))
+        saved(snapshots, parse, bundle, snapshot)
+    (cold_steps, made), (restart_steps, again) = runs
+    assert any(step.name.startswith("fields") for step in restart_steps)
+    assert not any(step.name.startswith("fields") for step in cold_steps)
+    assert "a/broken" not in snapshot.concepts and again == made
+    assert snapshot.documents.work()["parsed"] == 0

@@ -949,10 +949,10 @@ class Deferred:
                 self._finish = None
                 early, self._early = self._early, None
                 for key, value in (early or {}).items():
-                    held = self._document.frontmatter_value
                     if key == FROZEN_FIELDS:
                         # The document's own frontmatter, frozen before it was built: held
                         # once, by the document, not beside it in its memo.
+                        held = self._document.frontmatter_value
                         if isinstance(held, Unfrozen):
                             held.adopt(value)
                         continue

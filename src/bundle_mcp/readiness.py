@@ -172,7 +172,7 @@ def warm_steps(
     # row each: none is built ahead (on a cold start, building them is what the slots need),
     # only each concept's frontmatter is frozen, which the cards of a walk read.
     if read_back and isinstance(view.concepts, Concepts):
-        ids = tuple(view.concepts.paths)
+        ids = tuple(view.concepts)  # the files that parse (the rows' error column tells)
         for start in range(0, len(ids), DOCUMENTS_PER_STEP):
             chosen = ids[start:start + DOCUMENTS_PER_STEP]
             steps.append(WarmStep(f"fields {start + 1}-{start + len(chosen)}",
