@@ -123,8 +123,8 @@ def test_a_restarts_warm_up_folds_no_search_fields(
 ) -> None:
     """The search columns are read back, so nothing needs each concept's folds after a
     restart. Every text here is not ASCII (a title), so the scan's sorting builds each
-    document, and freezes its frontmatter (smaller than the JSON read back, and every card
-    reads it); a body that is not ASCII keeps its fold alone."""
+    document, which holds the frontmatter the warm-up froze (smaller than the JSON read back,
+    and every card reads it); a body that is not ASCII keeps its fold alone."""
     bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
     first, snapshots, parse = process(bundle, cache)
     snapshot = snapshot_of(first, bundle)
@@ -136,7 +136,8 @@ def test_a_restarts_warm_up_folds_no_search_fields(
     view = snapshot_of(restarted, bundle)
     steps = warm_steps(restarted, bundle, ALL_READER, view)
     for step in steps:
-        if step.name.startswith("documents") or step.name in ("search_fields", "list_entry"):
+        if (step.name.startswith(("documents", "fields"))
+                or step.name in ("search_fields", "list_entry")):
             step.build(CancelToken())
     concepts = [doc for doc in view.documents.built() if doc.is_concept]
     assert len(concepts) == len(pages()) - 1

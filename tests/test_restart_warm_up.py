@@ -185,3 +185,19 @@ def test_a_restarts_warm_up_passes_over_a_file_that_does_not_parse(
     assert not any(step.name.startswith("fields") for step in cold_steps)
     assert "a/broken" not in snapshot.concepts and again == made
     assert snapshot.documents.work()["parsed"] == 0
+
+
+def test_a_document_built_before_the_warm_up_has_its_frontmatter_frozen_by_it(
+    tmp_bundle: BundleFactory, tmp_path: Path
+) -> None:
+    """A document built before the warm-up's steps (by a call) holds its frontmatter as its
+    row gave it; the steps freeze it, as they freeze every concept's."""
+    bundle, cache = tmp_bundle(pages()), tmp_path / "cache"
+    warmed_and_saved(bundle, cache)
+    restarted, snapshot = restart(bundle, cache)
+    doc = snapshot.documents["a/p4.md"]  # built now, from its row
+    assert isinstance(doc.frontmatter_value, Unfrozen)
+    assert not doc.frontmatter_value.is_frozen()
+    for step in warm_steps(restarted, bundle, ALL_READER, snapshot):
+        step.build(CancelToken())
+    assert doc.frontmatter_value.is_frozen()

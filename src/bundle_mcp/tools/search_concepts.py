@@ -249,11 +249,6 @@ class BodyKinds:
                     ascii_positions.append(n)
                     continue
             doc = documents[n]
-            if known is not None:
-                # Built here on a restart (no warm-up step builds the documents then) and held
-                # for the snapshot's life: its frontmatter frozen takes less memory than the
-                # JSON read back from its row (about 2 MB a thousand concepts).
-                doc.fm  # noqa: B018
             if doc.held.ascii:
                 ascii_texts.append(doc.held)
                 ascii_starts.append(doc.body_start)
